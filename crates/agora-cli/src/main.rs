@@ -1,0 +1,58 @@
+//! `agora`: run nodes, manage protocol documents, inspect the ledger.
+
+mod node_cmd;
+mod pd_cmd;
+mod stats_cmd;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "agora", version, about = "An Agora meta-protocol node for networks of LLM agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node.
+    Node {
+        #[command(subcommand)]
+        command: node_cmd::NodeCommand,
+    },
+    /// Protocol documents: hash, add, list, allow, deny.
+    Pd {
+        /// Node configuration file (for the store URL).
+        #[arg(long, short, global = true, env = "AGORA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: pd_cmd::PdCommand,
+    },
+    /// Print the LLM ledger and per-protocol usage of a node's store.
+    Stats {
+        /// Node configuration file (for the store URL).
+        #[arg(long, short, env = "AGORA_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the local LLM server (llama.cpp) in the foreground.
+    Llm {
+        #[command(subcommand)]
+        command: node_cmd::LlmCommand,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Node { command } => node_cmd::run(command).await,
+        Command::Pd { config, command } => pd_cmd::run(config.as_deref(), command).await,
+        Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
+        Command::Llm { command } => node_cmd::run_llm(command).await,
+    }
+}

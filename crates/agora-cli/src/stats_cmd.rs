@@ -1,0 +1,31 @@
+//! `agora stats`: the LLM ledger and per-protocol usage, from the store.
+
+use std::path::Path;
+
+use serde_json::json;
+
+pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
+    let store = crate::pd_cmd::open(config).await?;
+    let ledger = store.ledger_totals().await?;
+    let usage = store.usage_all().await?;
+    if as_json {
+        let value = json!({
+            "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
+            "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("LLM ledger");
+    println!("{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10}", "node", "category", "model", "calls", "prompt", "completion", "cost $");
+    for t in &ledger {
+        println!("{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10.4}", t.node, t.category, t.model, t.calls, t.prompt_tokens, t.completion_tokens, t.cost_usd);
+    }
+    println!();
+    println!("Protocols");
+    println!("{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10}", "hash", "requests", "llm", "routine", "fallback", "rejected", "failed", "llm tokens", "llm cost $");
+    for (hash, u) in &usage {
+        println!("{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10.4}", hash.to_hex(), u.requests, u.llm, u.routine, u.fallback, u.rejected, u.failed, u.llm_prompt_tokens + u.llm_completion_tokens, u.llm_cost_usd);
+    }
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! Record/replay cassettes: JSONL files of LLM calls.
+//!
+//! Demos and CI must be reproducible without a model, and a long recording
+//! run that crashes must not start over. A cassette is one JSON line per
+//! call, `{"key", "request", "response"}`, where the key is the SHA-256 of
+//! the request's canonical JSON ([`request_key`]).
+//!
+//! The same request may be sent several times in a run (two peers asking the
+//! same question); each key therefore holds a FIFO queue of answers, served
+//! in recorded order.
+//!
+//! - [`ReplayLlm`] answers only from the file and fails loudly with
+//!   [`LlmError::NotRecorded`] for anything else, so a replayed run can never
+//!   silently reach a model.
+//! - [`RecordingLlm`] is resumable: it serves what the file already holds,
+//!   sends the rest to the inner model, and appends each new call durably
+//!   (fsync) before returning it.
+//!
+//! Replayed responses keep their recorded usage and latency, so the ledger
+//! of a replayed run equals the recorded one.
+//!
+//! Crash safety: a write is one line ending in `\n`, so a crash can only
+//! tear the last line. Loading ignores a torn last line with a warning;
+//! recording truncates it away before appending.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use crate::{ChatRequest, ChatResponse, Llm, LlmError};
+
+/// The cassette key of a request: the lowercase hex SHA-256 of its canonical
+/// JSON (the serde form of [`ChatRequest`] with every object's keys sorted,
+/// so a schema built in a different key order gets the same key).
+pub fn request_key(request: &ChatRequest) -> String {
+    let mut value = serde_json::to_value(request)
+        .expect("ChatRequest is plain data with string keys and always serializes");
+    value.sort_all_objects();
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// One line of a cassette, as read.
+#[derive(Deserialize)]
+struct Entry {
+    key: String,
+    request: ChatRequest,
+    response: ChatResponse,
+}
+
+/// One line of a cassette, as written (borrows, to avoid clones).
+#[derive(Serialize)]
+struct EntryRef<'a> {
+    key: &'a str,
+    request: &'a ChatRequest,
+    response: &'a ChatResponse,
+}
+
+/// The recorded answers of a cassette, consumed in order per key.
+#[derive(Debug, Default)]
+struct Answers {
+    queues: Mutex<HashMap<String, VecDeque<ChatResponse>>>,
+}
+
+impl Answers {
+    fn push(&self, key: String, response: ChatResponse) {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.entry(key).or_default().push_back(response);
+    }
+
+    fn take(&self, key: &str) -> Option<ChatResponse> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.get_mut(key).and_then(VecDeque::pop_front)
+    }
+
+    fn remaining(&self) -> usize {
+        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.values().map(VecDeque::len).sum()
+    }
+}
+
+/// What loading a cassette file found.
+struct Loaded {
+    answers: Answers,
+    /// The model of the first recorded response.
+    first_model: Option<String>,
+    /// Bytes of the file that hold complete lines; a torn tail starts here.
+    valid_len: u64,
+    /// The last complete line lacks its `\n` (it must be added before
+    /// appending).
+    needs_newline: bool,
+}
+
+/// Parses cassette bytes. Only the last non-blank line may be broken (a torn
+/// write); a broken line before it means a corrupt file.
+fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, LlmError> {
+    let answers = Answers::default();
+    let mut first_model = None;
+    let mut valid_len = 0;
+    let mut needs_newline = false;
+    let mut mismatched_keys = 0usize;
+    let mut offset = 0;
+    let mut line_number = 0;
+    while offset < bytes.len() {
+        line_number += 1;
+        let (line, next) = match bytes[offset..].iter().position(|&byte| byte == b'\n') {
+            Some(end) => (&bytes[offset..offset + end], offset + end + 1),
+            None => (&bytes[offset..], bytes.len()),
+        };
+        let has_newline = next > offset + line.len();
+        offset = next;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if has_newline {
+                valid_len = offset as u64;
+            }
+            continue;
+        }
+        match serde_json::from_slice::<Entry>(line) {
+            Ok(entry) => {
+                let key = request_key(&entry.request);
+                if key != entry.key {
+                    mismatched_keys += 1;
+                }
+                first_model.get_or_insert_with(|| entry.response.model.clone());
+                answers.push(key, entry.response);
+                valid_len = offset as u64;
+                needs_newline = !has_newline;
+            }
+            Err(error) if bytes[offset..].iter().all(u8::is_ascii_whitespace) => {
+                tracing::warn!(
+                    cassette = %path.display(),
+                    line = line_number,
+                    %error,
+                    "ignoring a torn last line (interrupted write)"
+                );
+                break;
+            }
+            Err(error) => {
+                return Err(LlmError::Cassette(format!(
+                    "{}: line {line_number} is not a cassette entry: {error}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if mismatched_keys > 0 {
+        tracing::warn!(
+            cassette = %path.display(),
+            entries = mismatched_keys,
+            "stored keys differ from the recomputed request keys; using the recomputed ones"
+        );
+    }
+    Ok(Loaded {
+        answers,
+        first_model,
+        valid_len,
+        needs_newline,
+    })
+}
+
+fn io_error(path: &Path, action: &str, error: std::io::Error) -> LlmError {
+    LlmError::Cassette(format!("{action} {}: {error}", path.display()))
+}
+
+/// An [`Llm`] that answers only from a cassette.
+#[derive(Debug)]
+pub struct ReplayLlm {
+    path: PathBuf,
+    answers: Answers,
+    model: String,
+}
+
+impl ReplayLlm {
+    /// Loads the cassette at `path`; a missing or corrupt file is an
+    /// [`LlmError::Cassette`].
+    pub fn open(path: impl AsRef<Path>) -> Result<ReplayLlm, LlmError> {
+        let path = path.as_ref().to_path_buf();
+        let bytes = std::fs::read(&path).map_err(|error| io_error(&path, "reading", error))?;
+        let loaded = parse(&path, &bytes)?;
+        Ok(ReplayLlm {
+            model: loaded.first_model.unwrap_or_else(|| "replay".to_owned()),
+            answers: loaded.answers,
+            path,
+        })
+    }
+
+    /// The cassette file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many recorded answers have not been served yet.
+    pub fn remaining(&self) -> usize {
+        self.answers.remaining()
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for ReplayLlm {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let key = request_key(request);
+        self.answers.take(&key).ok_or(LlmError::NotRecorded { key })
+    }
+
+    /// The model of the first recorded call ("replay" for an empty cassette),
+    /// so a replayed ledger names the model that was recorded.
+    fn model(&self) -> String {
+        self.model.clone()
+    }
+}
+
+/// The append side of a recording cassette.
+struct Appender {
+    file: tokio::fs::File,
+    /// Length of the file up to the last complete line.
+    len: u64,
+}
+
+/// An [`Llm`] that replays what a cassette holds and records the rest.
+pub struct RecordingLlm {
+    path: PathBuf,
+    answers: Answers,
+    inner: Arc<dyn Llm>,
+    appender: tokio::sync::Mutex<Appender>,
+}
+
+impl std::fmt::Debug for RecordingLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordingLlm")
+            .field("path", &self.path)
+            .field("inner_model", &self.inner.model())
+            .field("remaining", &self.answers.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordingLlm {
+    /// Opens (or creates, with its parent folders) the cassette at `path`.
+    /// Calls already in the file are served first; a torn last line is cut
+    /// off so new lines append cleanly.
+    pub fn open(path: impl AsRef<Path>, inner: Arc<dyn Llm>) -> Result<RecordingLlm, LlmError> {
+        let path = path.as_ref().to_path_buf();
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(error) => return Err(io_error(&path, "reading", error)),
+        };
+        let loaded = parse(&path, &bytes)?;
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent)
+                .map_err(|error| io_error(parent, "creating folder", error))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|error| io_error(&path, "opening", error))?;
+        let mut len = loaded.valid_len;
+        if len < bytes.len() as u64 {
+            file.set_len(len)
+                .map_err(|error| io_error(&path, "truncating the torn line of", error))?;
+        }
+        if loaded.needs_newline {
+            std::io::Write::write_all(&mut file, b"\n")
+                .map_err(|error| io_error(&path, "writing", error))?;
+            len += 1;
+        }
+        file.sync_data()
+            .map_err(|error| io_error(&path, "syncing", error))?;
+        Ok(RecordingLlm {
+            path,
+            answers: loaded.answers,
+            inner,
+            appender: tokio::sync::Mutex::new(Appender {
+                file: tokio::fs::File::from_std(file),
+                len,
+            }),
+        })
+    }
+
+    /// The cassette file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many recorded answers have not been replayed yet.
+    pub fn remaining(&self) -> usize {
+        self.answers.remaining()
+    }
+
+    /// Appends one call and syncs it to disk. The file is first cut back to
+    /// its last complete line, which undoes the partial write of an append
+    /// that was cancelled (its caller dropped the future mid-write).
+    async fn append(
+        &self,
+        key: &str,
+        request: &ChatRequest,
+        response: &ChatResponse,
+    ) -> Result<(), LlmError> {
+        let mut line = serde_json::to_string(&EntryRef {
+            key,
+            request,
+            response,
+        })
+        .map_err(|error| LlmError::Cassette(format!("encoding an entry: {error}")))?;
+        line.push('\n');
+        let path = &self.path;
+        let mut appender = self.appender.lock().await;
+        let len = appender.len;
+        appender
+            .file
+            .set_len(len)
+            .await
+            .map_err(|error| io_error(path, "truncating", error))?;
+        appender
+            .file
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|error| io_error(path, "appending to", error))?;
+        appender
+            .file
+            .flush()
+            .await
+            .map_err(|error| io_error(path, "appending to", error))?;
+        appender
+            .file
+            .sync_data()
+            .await
+            .map_err(|error| io_error(path, "syncing", error))?;
+        appender.len = len + line.len() as u64;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for RecordingLlm {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let key = request_key(request);
+        if let Some(response) = self.answers.take(&key) {
+            return Ok(response);
+        }
+        let response = self.inner.chat(request).await?;
+        self.append(&key, request, &response).await?;
+        Ok(response)
+    }
+
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+}
+
+#[cfg(test)]
+mod tests;

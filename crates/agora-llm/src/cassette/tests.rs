@@ -1,0 +1,347 @@
+//! Cassette tests: keys, FIFO replay, resumable recording and torn lines.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::json;
+
+use super::*;
+use crate::{Message, Usage};
+
+/// An inner model that answers "answer N" for its N-th call and counts calls.
+#[derive(Default)]
+struct CountingLlm {
+    calls: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Llm for CountingLlm {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(ChatResponse {
+            content: format!("answer {n}"),
+            usage: Usage {
+                prompt_tokens: 10 * n,
+                completion_tokens: u32::try_from(request.messages.len()).unwrap_or(0),
+            },
+            model: "counting".into(),
+            latency_ms: u64::from(n),
+        })
+    }
+
+    fn model(&self) -> String {
+        "counting".into()
+    }
+}
+
+/// An inner model that must never be called.
+struct UnreachableLlm;
+
+#[async_trait::async_trait]
+impl Llm for UnreachableLlm {
+    async fn chat(&self, _request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Err(LlmError::Unavailable("the inner model was called".into()))
+    }
+
+    fn model(&self) -> String {
+        "unreachable".into()
+    }
+}
+
+fn ask(text: &str) -> ChatRequest {
+    ChatRequest::new(vec![Message::system("be brief"), Message::user(text)])
+}
+
+fn response(content: &str) -> ChatResponse {
+    ChatResponse {
+        content: content.into(),
+        usage: Usage {
+            prompt_tokens: 7,
+            completion_tokens: 3,
+        },
+        model: "recorded-model".into(),
+        latency_ms: 1234,
+    }
+}
+
+fn line(request: &ChatRequest, response: &ChatResponse) -> String {
+    let key = request_key(request);
+    let mut line = serde_json::to_string(&EntryRef {
+        key: &key,
+        request,
+        response,
+    })
+    .expect("entries serialize");
+    line.push('\n');
+    line
+}
+
+fn write_cassette(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("calls.jsonl");
+    std::fs::write(&path, text).expect("temp dir is writable");
+    path
+}
+
+#[test]
+fn key_is_stable_and_hex_sha256() {
+    let key = request_key(&ask("hello"));
+    assert_eq!(key, request_key(&ask("hello")));
+    assert_eq!(key.len(), 64);
+    assert!(
+        key.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    assert_ne!(key, request_key(&ask("hello!")));
+}
+
+#[test]
+fn key_depends_on_seed_format_and_limits() {
+    let base = ask("q");
+    let key = request_key(&base);
+    assert_ne!(key, request_key(&base.clone().seed(Some(43))));
+    assert_ne!(key, request_key(&base.clone().seed(None)));
+    assert_ne!(key, request_key(&base.clone().max_tokens(3)));
+    assert_ne!(key, request_key(&base.clone().temperature(0.7)));
+    assert_ne!(
+        key,
+        request_key(&base.clone().json_schema("a", json!({"type": "string"})))
+    );
+}
+
+#[test]
+fn key_ignores_schema_key_order() {
+    let one = ask("q").json_schema("a", json!({"type": "object", "required": ["x"]}));
+    let mut schema = serde_json::Map::new();
+    schema.insert("required".into(), json!(["x"]));
+    schema.insert("type".into(), json!("object"));
+    let other = ask("q").json_schema("a", serde_json::Value::Object(schema));
+    assert_eq!(request_key(&one), request_key(&other));
+}
+
+#[tokio::test]
+async fn replay_serves_duplicates_in_recorded_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = [
+        line(&ask("same"), &response("first")),
+        line(&ask("other"), &response("other")),
+        line(&ask("same"), &response("second")),
+    ]
+    .concat();
+    let replay = ReplayLlm::open(write_cassette(&dir, &text)).expect("valid cassette");
+    assert_eq!(replay.remaining(), 3);
+    assert_eq!(replay.model(), "recorded-model");
+
+    let first = replay.chat(&ask("same")).await.expect("recorded");
+    assert_eq!(first, response("first"));
+    assert_eq!(
+        replay.chat(&ask("same")).await.expect("recorded").content,
+        "second"
+    );
+    assert_eq!(
+        replay.chat(&ask("other")).await.expect("recorded").content,
+        "other"
+    );
+    assert_eq!(replay.remaining(), 0);
+
+    let exhausted = replay.chat(&ask("same")).await.expect_err("used up");
+    assert!(
+        matches!(&exhausted, LlmError::NotRecorded { key } if *key == request_key(&ask("same"))),
+        "{exhausted:?}"
+    );
+}
+
+#[tokio::test]
+async fn replay_refuses_unknown_requests() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write_cassette(&dir, &line(&ask("known"), &response("yes")));
+    let replay = ReplayLlm::open(path).expect("valid cassette");
+    let error = replay
+        .chat(&ask("known").seed(Some(7)))
+        .await
+        .expect_err("different seed is a different request");
+    assert!(matches!(error, LlmError::NotRecorded { .. }), "{error:?}");
+}
+
+#[test]
+fn replay_of_a_missing_file_is_a_cassette_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let error = ReplayLlm::open(dir.path().join("nope.jsonl")).expect_err("missing");
+    assert!(matches!(error, LlmError::Cassette(_)), "{error:?}");
+}
+
+#[test]
+fn a_corrupt_middle_line_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = [
+        line(&ask("a"), &response("a")),
+        "{\"key\": \"broken\"}\n".to_owned(),
+        line(&ask("b"), &response("b")),
+    ]
+    .concat();
+    let error = ReplayLlm::open(write_cassette(&dir, &text)).expect_err("corrupt");
+    assert!(
+        matches!(&error, LlmError::Cassette(message) if message.contains("line 2")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn replay_tolerates_a_torn_last_line_and_blank_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let full = line(&ask("b"), &response("b"));
+    let text = [
+        line(&ask("a"), &response("a")),
+        "\n".to_owned(),
+        full[..full.len() / 2].to_owned(),
+    ]
+    .concat();
+    let replay = ReplayLlm::open(write_cassette(&dir, &text)).expect("torn tail is tolerated");
+    assert_eq!(replay.remaining(), 1);
+    assert_eq!(replay.chat(&ask("a")).await.expect("recorded").content, "a");
+}
+
+#[tokio::test]
+async fn recording_resumes_replays_then_appends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nested").join("run.jsonl");
+
+    let inner = Arc::new(CountingLlm::default());
+    let recording = RecordingLlm::open(&path, inner.clone()).expect("creates the file");
+    assert_eq!(recording.model(), "counting");
+    let first = recording.chat(&ask("one")).await.expect("inner answers");
+    let second = recording.chat(&ask("two")).await.expect("inner answers");
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 2);
+    drop(recording);
+    assert_eq!(
+        std::fs::read_to_string(&path)
+            .expect("written")
+            .lines()
+            .count(),
+        2
+    );
+
+    let inner = Arc::new(CountingLlm::default());
+    let resumed = RecordingLlm::open(&path, inner.clone()).expect("reopens");
+    assert_eq!(resumed.remaining(), 2);
+    assert_eq!(resumed.chat(&ask("one")).await.expect("replayed"), first);
+    assert_eq!(resumed.chat(&ask("two")).await.expect("replayed"), second);
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 0, "replayed, not sent");
+
+    let third = resumed.chat(&ask("three")).await.expect("inner answers");
+    assert_eq!(third.content, "answer 1");
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+    drop(resumed);
+
+    let replay = ReplayLlm::open(&path).expect("valid cassette");
+    assert_eq!(replay.remaining(), 3);
+    assert_eq!(replay.chat(&ask("one")).await.expect("recorded"), first);
+    assert_eq!(replay.chat(&ask("two")).await.expect("recorded"), second);
+    assert_eq!(replay.chat(&ask("three")).await.expect("recorded"), third);
+}
+
+#[tokio::test]
+async fn recording_records_duplicates_once_each() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("dups.jsonl");
+    let recording =
+        RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("creates the file");
+    assert_eq!(
+        recording.chat(&ask("q")).await.expect("ok").content,
+        "answer 1"
+    );
+    assert_eq!(
+        recording.chat(&ask("q")).await.expect("ok").content,
+        "answer 2"
+    );
+    drop(recording);
+
+    let resumed = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect("reopens");
+    assert_eq!(
+        resumed.chat(&ask("q")).await.expect("ok").content,
+        "answer 1"
+    );
+    assert_eq!(
+        resumed.chat(&ask("q")).await.expect("ok").content,
+        "answer 2"
+    );
+    let error = resumed
+        .chat(&ask("q"))
+        .await
+        .expect_err("third goes inside");
+    assert!(matches!(error, LlmError::Unavailable(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn recording_cuts_a_torn_last_line_before_appending() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let torn = line(&ask("lost"), &response("lost"));
+    let text = [
+        line(&ask("kept"), &response("kept")),
+        torn[..torn.len() - 10].to_owned(),
+    ]
+    .concat();
+    let path = write_cassette(&dir, &text);
+
+    let inner = Arc::new(CountingLlm::default());
+    let recording = RecordingLlm::open(&path, inner.clone()).expect("torn tail is tolerated");
+    assert_eq!(recording.remaining(), 1);
+    assert_eq!(
+        recording.chat(&ask("kept")).await.expect("ok").content,
+        "kept"
+    );
+    assert_eq!(
+        recording.chat(&ask("lost")).await.expect("ok").content,
+        "answer 1"
+    );
+    drop(recording);
+
+    let contents = std::fs::read_to_string(&path).expect("readable");
+    assert_eq!(contents.lines().count(), 2);
+    assert!(contents.ends_with('\n'));
+    let replay = ReplayLlm::open(&path).expect("clean again");
+    assert_eq!(replay.remaining(), 2);
+    assert_eq!(
+        replay.chat(&ask("lost")).await.expect("ok").content,
+        "answer 1"
+    );
+}
+
+#[tokio::test]
+async fn recording_adds_a_missing_final_newline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let complete = line(&ask("a"), &response("a"));
+    let path = write_cassette(&dir, complete.trim_end());
+    let recording =
+        RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("valid cassette");
+    recording.chat(&ask("b")).await.expect("inner answers");
+    drop(recording);
+    let replay = ReplayLlm::open(&path).expect("both lines parse");
+    assert_eq!(replay.remaining(), 2);
+}
+
+#[tokio::test]
+async fn inner_errors_are_returned_and_not_recorded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("errors.jsonl");
+    let recording = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect("creates");
+    let error = recording.chat(&ask("q")).await.expect_err("inner fails");
+    assert!(matches!(error, LlmError::Unavailable(_)), "{error:?}");
+    assert_eq!(std::fs::read_to_string(&path).expect("exists"), "");
+}
+
+#[tokio::test]
+async fn concurrent_recording_writes_whole_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("concurrent.jsonl");
+    let recording =
+        Arc::new(RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("creates"));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let recording = recording.clone();
+        tasks.spawn(async move { recording.chat(&ask(&format!("q{i}"))).await });
+    }
+    while let Some(result) = tasks.join_next().await {
+        result.expect("task ran").expect("inner answers");
+    }
+    let replay = ReplayLlm::open(&path).expect("every line parses");
+    assert_eq!(replay.remaining(), 16);
+}

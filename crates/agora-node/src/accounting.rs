@@ -1,0 +1,148 @@
+//! LLM calls with their bookkeeping.
+//!
+//! Every LLM call the node makes goes through [`Accountant::chat`], which
+//! records it in the ledger (node, category, model, tokens, latency, cost,
+//! query id) and adds it to the running tally of the request that caused it.
+//! Nothing else in the engine talks to the [`Llm`] directly, so no call can
+//! escape the ledger.
+
+use std::sync::{Arc, Mutex};
+
+use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, PriceTable};
+use agora_protocol::ProtocolHash;
+use agora_store::{LlmCallRecord, Store};
+
+use crate::clock::Clock;
+
+/// What an LLM call was for. The names follow the paper's cost breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Answering a request (natural language or a protocol without a routine).
+    Conversation,
+    /// Deciding whether a protocol suits this node.
+    Checking,
+    /// Negotiating a protocol.
+    Negotiation,
+    /// Writing a routine.
+    Implementing,
+}
+
+impl Category {
+    /// The ledger spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Category::Conversation => "conversation",
+            Category::Checking => "checking",
+            Category::Negotiation => "negotiation",
+            Category::Implementing => "implementing",
+        }
+    }
+}
+
+/// The LLM cost of one request so far.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Tally {
+    /// LLM calls made.
+    pub calls: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// Cost at the price table's rates, in US dollars.
+    pub cost_usd: f64,
+}
+
+/// The identity of one request, for attributing LLM calls to it.
+#[derive(Debug)]
+pub struct QueryContext {
+    /// The request's id (also in logs and the request ledger).
+    pub query_id: String,
+    /// The protocol the request is about, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    tally: Mutex<Tally>,
+}
+
+impl QueryContext {
+    /// A fresh context.
+    pub fn new(query_id: String, protocol_hash: Option<ProtocolHash>) -> Self {
+        Self {
+            query_id,
+            protocol_hash,
+            tally: Mutex::new(Tally::default()),
+        }
+    }
+
+    /// The tally so far.
+    pub fn tally(&self) -> Tally {
+        self.tally.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+/// The node's only door to its LLM.
+#[derive(Clone)]
+pub struct Accountant {
+    llm: Arc<dyn Llm>,
+    store: Store,
+    prices: PriceTable,
+    node: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl Accountant {
+    /// Wraps an LLM.
+    pub fn new(
+        llm: Arc<dyn Llm>,
+        store: Store,
+        prices: PriceTable,
+        node: String,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            llm,
+            store,
+            prices,
+            node,
+            clock,
+        }
+    }
+
+    /// Calls the LLM and records the call.
+    pub async fn chat(
+        &self,
+        category: Category,
+        context: &QueryContext,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, LlmError> {
+        let response = self.llm.chat(request).await?;
+        let cost_usd = self.prices.cost(&response.usage);
+        let record = LlmCallRecord {
+            node: self.node.clone(),
+            category: category.as_str().to_string(),
+            model: response.model.clone(),
+            prompt_tokens: response.usage.prompt_tokens as i64,
+            completion_tokens: response.usage.completion_tokens as i64,
+            latency_ms: response.latency_ms as i64,
+            cost_usd,
+            query_id: Some(context.query_id.clone()),
+            protocol_hash: context.protocol_hash,
+            created_at_ms: self.clock.now_ms(),
+        };
+        if let Ok(mut tally) = context.tally.lock() {
+            tally.calls += 1;
+            tally.prompt_tokens += record.prompt_tokens;
+            tally.completion_tokens += record.completion_tokens;
+            tally.cost_usd += cost_usd;
+        }
+        if let Err(error) = self.store.record_llm_call(&record).await {
+            tracing::error!(%error, query_id = %context.query_id, "could not record an LLM call in the ledger");
+        }
+        tracing::debug!(
+            category = category.as_str(),
+            prompt_tokens = record.prompt_tokens,
+            completion_tokens = record.completion_tokens,
+            latency_ms = record.latency_ms,
+            "llm call"
+        );
+        Ok(response)
+    }
+}

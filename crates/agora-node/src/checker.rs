@@ -1,0 +1,114 @@
+//! The suitability checker: can this node serve a protocol?
+//!
+//! The LLM reads the protocol document next to the node's description and
+//! tools and answers a JSON-schema-constrained yes/no with a short reason.
+//! The decision is cached per hash by the caller; an operator decision
+//! (`agora pd allow|deny`) always wins over the LLM's.
+
+use agora_llm::{ChatRequest, Message};
+use agora_protocol::VerifiedDocument;
+use serde_json::{Value, json};
+
+use crate::accounting::{Accountant, Category, QueryContext};
+use crate::tools::{ToolSpec, catalogue};
+
+/// Characters of a PD shown to the checker; longer documents are cut.
+const MAX_PD_CHARS: usize = 8000;
+
+/// The checker's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Whether the node can serve the protocol.
+    pub suitable: bool,
+    /// Why, in the LLM's words.
+    pub reason: String,
+}
+
+/// Why the checker could not decide.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The LLM call failed.
+    #[error("suitability check failed: {0}")]
+    Llm(#[from] agora_llm::LlmError),
+    /// The LLM's answer did not match the schema.
+    #[error("suitability check gave an unreadable answer: {0}")]
+    Unreadable(String),
+}
+
+/// Asks the LLM whether the node can serve `document`.
+pub async fn check(
+    accountant: &Accountant,
+    context: &QueryContext,
+    description: &str,
+    tools: &[ToolSpec],
+    document: &VerifiedDocument,
+) -> Result<Verdict, CheckError> {
+    let system = "You review protocol documents for an agent in an Agora network. A protocol \
+                  document describes the messages a sender will send and the replies it expects. \
+                  Decide whether this agent can serve such requests correctly with its purpose \
+                  and its tools. Answer yes only when the tools can supply the information or \
+                  action the protocol asks for; answer no when the protocol is about something \
+                  the agent cannot do.";
+    let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
+    let user = format!(
+        "Agent description: {description}\n\nAgent tools:\n{}\n\nProtocol document:\n<<<\n{text}\n>>>\n\n\
+         Can this agent serve requests that follow this protocol?",
+        catalogue(tools)
+    );
+    let request = ChatRequest::new(vec![Message::system(system), Message::user(user)])
+        .json_schema("suitability", schema())
+        .max_tokens(200);
+    let response = accountant
+        .chat(Category::Checking, context, &request)
+        .await?;
+    parse_verdict(&response.content)
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "maxLength": 300},
+            "suitable": {"type": "string", "enum": ["yes", "no"]}
+        },
+        "required": ["reason", "suitable"],
+        "additionalProperties": false
+    })
+}
+
+fn parse_verdict(content: &str) -> Result<Verdict, CheckError> {
+    let value: Value = serde_json::from_str(content.trim())
+        .map_err(|e| CheckError::Unreadable(format!("{e}: {}", clip(content))))?;
+    let suitable = match value.get("suitable").and_then(Value::as_str) {
+        Some(answer) if answer.eq_ignore_ascii_case("yes") => true,
+        Some(answer) if answer.eq_ignore_ascii_case("no") => false,
+        _ => return Err(CheckError::Unreadable(clip(content))),
+    };
+    let reason = value
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    Ok(Verdict { suitable, reason })
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_parse() {
+        assert_eq!(
+            parse_verdict(r#"{"reason": "weather tool", "suitable": "yes"}"#).unwrap(),
+            Verdict { suitable: true, reason: "weather tool".into() }
+        );
+        assert!(!parse_verdict(r#"{"suitable": "NO"}"#).unwrap().suitable);
+        assert!(parse_verdict("maybe").is_err());
+        assert!(parse_verdict(r#"{"suitable": "perhaps"}"#).is_err());
+    }
+}

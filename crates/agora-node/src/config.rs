@@ -1,0 +1,124 @@
+//! The node's configuration, as plain data.
+//!
+//! The engine never reads files or the environment: the server crate layers
+//! file, env and flags into a [`NodeConfig`] and passes it in. Every field
+//! has a default so a node runs on an empty configuration.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tools::ToolConfig;
+
+/// Everything the engine needs to know about its node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The node's name in the ledger and logs.
+    pub name: String,
+    /// What this node does, in a sentence or two. The suitability checker
+    /// and the responder read it.
+    pub description: String,
+    /// The public base URL (without a trailing slash) peers reach this node at.
+    pub public_url: String,
+    /// The tools the LLM may use.
+    pub tools: Vec<ToolConfig>,
+    /// How suitability of unknown protocols is decided.
+    pub suitability: SuitabilityMode,
+    /// Multiround conversation settings.
+    pub conversations: ConversationConfig,
+    /// Responder limits.
+    pub responder: ResponderConfig,
+    /// Usage thresholds (later issues use more of them).
+    pub thresholds: Thresholds,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            name: "agora-node".into(),
+            description: "A general-purpose Agora node.".into(),
+            public_url: "http://127.0.0.1:8080".into(),
+            tools: Vec::new(),
+            suitability: SuitabilityMode::Llm,
+            conversations: ConversationConfig::default(),
+            responder: ResponderConfig::default(),
+            thresholds: Thresholds::default(),
+        }
+    }
+}
+
+/// How the node decides whether it can serve a protocol it has not seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SuitabilityMode {
+    /// Ask the LLM once per protocol and cache the decision.
+    #[default]
+    Llm,
+    /// Accept every protocol that verifies.
+    AllowAll,
+    /// Accept only protocols the operator allowed (`agora pd allow`).
+    OperatorOnly,
+}
+
+/// Multiround conversation settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversationConfig {
+    /// Idle time after which a conversation expires, in seconds.
+    pub idle_timeout_secs: u64,
+    /// Most messages kept in a conversation's history.
+    pub max_messages: usize,
+}
+
+impl Default for ConversationConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout_secs: 300,
+            max_messages: 40,
+        }
+    }
+}
+
+impl ConversationConfig {
+    /// The idle timeout as a duration.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_secs)
+    }
+}
+
+/// Limits on the LLM responder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResponderConfig {
+    /// Most tool calls the LLM may make while answering one message.
+    pub max_tool_calls: usize,
+    /// Most tokens for one LLM step.
+    pub max_step_tokens: u32,
+    /// Characters of a tool result shown to the LLM (longer results are cut).
+    pub max_tool_result_chars: usize,
+}
+
+impl Default for ResponderConfig {
+    fn default() -> Self {
+        Self {
+            max_tool_calls: 5,
+            max_step_tokens: 512,
+            max_tool_result_chars: 4000,
+        }
+    }
+}
+
+/// Usage thresholds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Thresholds {
+    /// LLM-answered requests on a protocol before the node writes a routine.
+    pub implementation: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self { implementation: 5 }
+    }
+}

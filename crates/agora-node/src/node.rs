@@ -1,0 +1,514 @@
+//! The receiver: [`Node::handle`] and the conversation endpoints.
+//!
+//! The request path is: resolve the protocol document (store, then sources),
+//! decide suitability (operator policy, cached decision, or the LLM checker),
+//! answer (the LLM responder with tools), then record the request, its usage
+//! counters and its conversation in one store transaction.
+//!
+//! Architecture invariant: `handle` never fails with an error. Every outcome,
+//! including store and LLM failures, becomes a [`Reply`] in the protocol's
+//! error shape, and every request leaves one row in the request ledger.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agora_fetch::Fetcher;
+use agora_llm::{Llm, PriceTable};
+use agora_protocol::{
+    Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, VerifiedDocument,
+    WellKnown,
+};
+use agora_store::{
+    Conversation, ConversationKind, Decision, DecisionOrigin, RequestPath, RequestRecord, Store,
+    StoreError,
+};
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::accounting::{Accountant, QueryContext};
+use crate::checker;
+use crate::clock::Clock;
+use crate::config::{NodeConfig, SuitabilityMode};
+use crate::conversation;
+use crate::resolver::{ResolveError, Resolver};
+use crate::responder::{Responder, Subject};
+use crate::tools::ToolRegistry;
+
+/// Everything a node is built from.
+pub struct NodeParts {
+    /// Configuration.
+    pub config: NodeConfig,
+    /// Persistence.
+    pub store: Store,
+    /// The LLM (already wrapped for recording or replay if wanted).
+    pub llm: Arc<dyn Llm>,
+    /// The SSRF-guarded fetcher for protocol sources.
+    pub fetcher: Fetcher,
+    /// The tools.
+    pub tools: ToolRegistry,
+    /// LLM prices for the ledger.
+    pub prices: PriceTable,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Errors that a node operation outside `handle` reports to its caller.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The store failed.
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+    /// A protocol document could not be resolved.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+}
+
+/// Why a follow-up was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowUpError {
+    /// No such conversation, or it expired.
+    #[error("conversation not found or expired")]
+    NotFound,
+}
+
+/// An Agora node. Cloning is cheap.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: NodeConfig,
+    store: Store,
+    resolver: Resolver,
+    accountant: Accountant,
+    tools: ToolRegistry,
+    clock: Arc<dyn Clock>,
+}
+
+/// What answering produced, before bookkeeping.
+struct Outcome {
+    reply: Reply,
+    path: RequestPath,
+    conversation: Option<Conversation>,
+}
+
+impl Outcome {
+    fn failed(code: ErrorCode, error: impl Into<String>) -> Self {
+        Self {
+            reply: Reply::failure(code, error),
+            path: RequestPath::Failed,
+            conversation: None,
+        }
+    }
+}
+
+impl Node {
+    /// Assembles a node.
+    pub fn new(parts: NodeParts) -> Self {
+        let accountant = Accountant::new(
+            parts.llm,
+            parts.store.clone(),
+            parts.prices,
+            parts.config.name.clone(),
+            parts.clock.clone(),
+        );
+        let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
+        Self {
+            inner: Arc::new(Inner {
+                config: parts.config,
+                store: parts.store,
+                resolver,
+                accountant,
+                tools: parts.tools,
+                clock: parts.clock,
+            }),
+        }
+    }
+
+    /// The node's configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.config
+    }
+
+    /// The node's store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The node's tools.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.inner.tools
+    }
+
+    /// Answers one request. Never fails: errors become error replies.
+    pub async fn handle(&self, request: Request) -> Reply {
+        let query_id = uuid::Uuid::new_v4().to_string();
+        let protocol_hash = match request.protocol {
+            ProtocolRef::Protocol(hash) => Some(hash),
+            _ => None,
+        };
+        let span = tracing::info_span!(
+            "agora.node.handle",
+            query_id = %query_id,
+            protocol_hash = protocol_hash.map(|h| h.to_hex()).unwrap_or_default(),
+            path = tracing::field::Empty,
+        );
+        async move {
+            let started = Instant::now();
+            let context = QueryContext::new(query_id, protocol_hash);
+            let channel = match request.protocol {
+                ProtocolRef::NaturalLanguage => "natural",
+                ProtocolRef::Negotiation => "negotiation",
+                ProtocolRef::Protocol(_) => "protocol",
+            };
+            let outcome = match request.protocol {
+                ProtocolRef::NaturalLanguage => self.answer(&context, &request, None).await,
+                ProtocolRef::Negotiation => Outcome::failed(
+                    ErrorCode::HandlerFailed,
+                    "this node does not take part in protocol negotiation yet",
+                ),
+                ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
+            };
+            tracing::Span::current().record("path", path_name(outcome.path));
+            self.finish(&context, channel, outcome, started).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Answers a follow-up in a multiround conversation.
+    pub async fn follow_up(&self, id: &str, follow_up: FollowUp) -> Result<Reply, FollowUpError> {
+        let now = self.inner.clock.now_ms();
+        let stored = match self.inner.store.conversation(id).await {
+            Ok(Some(c)) if c.expires_at_ms > now => c,
+            Ok(_) => return Err(FollowUpError::NotFound),
+            Err(error) => {
+                tracing::error!(%error, "could not load a conversation");
+                return Ok(Reply::failure(ErrorCode::Internal, "the node's store failed"));
+            }
+        };
+        let query_id = uuid::Uuid::new_v4().to_string();
+        let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
+        async move {
+            let started = Instant::now();
+            let context = QueryContext::new(query_id, stored.protocol_hash);
+            let document = match stored.protocol_hash {
+                Some(hash) => match self.inner.store.document(&hash).await {
+                    Ok(Some(d)) => Some(d.document),
+                    _ => None,
+                },
+                None => None,
+            };
+            if stored.protocol_hash.is_some() && document.is_none() {
+                let outcome = Outcome::failed(ErrorCode::Internal, "the conversation's protocol document is missing");
+                return Ok(self.finish(&context, "follow_up", outcome, started).await);
+            }
+            let subject = document.as_ref().map(Subject::Protocol).unwrap_or(Subject::Natural);
+            let history = conversation::decode(&stored.messages);
+            let outcome = self
+                .respond(&context, subject, &follow_up.body, history, Some(stored))
+                .await;
+            Ok(self.finish(&context, "follow_up", outcome, started).await)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Ends a conversation. Unknown ids are not an error (`false`).
+    pub async fn close_conversation(&self, id: &str) -> Result<bool, NodeError> {
+        Ok(self.inner.store.delete_conversation(id).await?)
+    }
+
+    /// Deletes expired conversations; returns how many.
+    pub async fn purge_expired_conversations(&self) -> Result<u64, NodeError> {
+        let now = self.inner.clock.now_ms();
+        Ok(self.inner.store.purge_expired_conversations(now).await?)
+    }
+
+    /// The protocols this node supports, with sources peers can fetch them from.
+    pub async fn wellknown(&self) -> Result<WellKnown, NodeError> {
+        let mut listing = WellKnown::new();
+        for stored in self.inner.store.documents().await? {
+            let hash = stored.document.hash();
+            let allowed = matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
+            if !allowed {
+                continue;
+            }
+            let mut sources = vec![self.document_url(&hash)];
+            sources.extend(stored.sources.into_iter().filter(|s| s.starts_with("http")));
+            listing.insert(hash.to_hex(), sources);
+        }
+        Ok(listing)
+    }
+
+    /// Where this node serves a stored document.
+    pub fn document_url(&self, hash: &ProtocolHash) -> String {
+        format!(
+            "{}/protocols/{}",
+            self.inner.config.public_url.trim_end_matches('/'),
+            hash.to_hex()
+        )
+    }
+
+    /// Stores a document authored or vetted locally (e.g. `agora pd add`).
+    pub async fn add_document(
+        &self,
+        text: &str,
+        sources: &[String],
+    ) -> Result<VerifiedDocument, NodeError> {
+        let document = VerifiedDocument::from_text(text);
+        self.inner
+            .store
+            .put_document(&document, sources, self.inner.clock.now_ms())
+            .await?;
+        Ok(document)
+    }
+
+    /// Records an operator decision on a protocol; it overrides the LLM's.
+    pub async fn set_operator_decision(
+        &self,
+        hash: &ProtocolHash,
+        allowed: bool,
+        reason: &str,
+    ) -> Result<(), NodeError> {
+        let decision = Decision {
+            allowed,
+            origin: DecisionOrigin::Operator,
+            reason: reason.to_string(),
+            decided_at_ms: self.inner.clock.now_ms(),
+        };
+        Ok(self.inner.store.set_suitability(hash, &decision).await?)
+    }
+
+    async fn answer_protocol(
+        &self,
+        context: &QueryContext,
+        request: &Request,
+        hash: ProtocolHash,
+    ) -> Outcome {
+        let now = self.inner.clock.now_ms();
+        let document = match self.inner.resolver.resolve(&hash, &request.sources, now).await {
+            Ok(document) => document,
+            Err(ResolveError::Store(error)) => {
+                tracing::error!(%error, "store failed while resolving");
+                return Outcome::failed(ErrorCode::Internal, "the node's store failed");
+            }
+            Err(error) => return Outcome::failed(ErrorCode::ProtocolUnavailable, error.to_string()),
+        };
+        match self.suitability(context, &document).await {
+            Ok(decision) if decision.allowed => self.answer(context, request, Some(&document)).await,
+            Ok(decision) => {
+                let hash_text = hash.to_dialect(request.hash_dialect);
+                let mut message = format!("{hash_text} is not suitable for execution");
+                if !decision.reason.is_empty() {
+                    message.push_str(&format!(": {}", decision.reason));
+                }
+                Outcome {
+                    reply: Reply::rejected(message),
+                    path: RequestPath::Rejected,
+                    conversation: None,
+                }
+            }
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// The cached decision, or a new one from the configured mode.
+    async fn suitability(
+        &self,
+        context: &QueryContext,
+        document: &VerifiedDocument,
+    ) -> Result<Decision, Outcome> {
+        let hash = document.hash();
+        match self.inner.store.suitability(&hash).await {
+            Ok(Some(decision)) => return Ok(decision),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "could not read a suitability decision");
+                return Err(Outcome::failed(ErrorCode::Internal, "the node's store failed"));
+            }
+        }
+        let now = self.inner.clock.now_ms();
+        let decision = match self.inner.config.suitability {
+            SuitabilityMode::AllowAll => Decision {
+                allowed: true,
+                origin: DecisionOrigin::Operator,
+                reason: "this node accepts every verified protocol".into(),
+                decided_at_ms: now,
+            },
+            SuitabilityMode::OperatorOnly => {
+                return Ok(Decision {
+                    allowed: false,
+                    origin: DecisionOrigin::Operator,
+                    reason: "this node only serves protocols its operator allowed".into(),
+                    decided_at_ms: now,
+                });
+            }
+            SuitabilityMode::Llm => {
+                let specs = self.inner.tools.specs();
+                let verdict = checker::check(
+                    &self.inner.accountant,
+                    context,
+                    &self.inner.config.description,
+                    &specs,
+                    document,
+                )
+                .await
+                .map_err(|error| {
+                    tracing::warn!(%error, "suitability check failed");
+                    Outcome::failed(ErrorCode::HandlerFailed, error.to_string())
+                })?;
+                tracing::info!(suitable = verdict.suitable, reason = %verdict.reason, "suitability decided");
+                Decision {
+                    allowed: verdict.suitable,
+                    origin: DecisionOrigin::Llm,
+                    reason: verdict.reason,
+                    decided_at_ms: now,
+                }
+            }
+        };
+        if let Err(error) = self.inner.store.set_suitability(&hash, &decision).await {
+            tracing::error!(%error, "could not store a suitability decision");
+        }
+        Ok(decision)
+    }
+
+    /// Answers with the LLM, opening a conversation if the request asks for one.
+    async fn answer(
+        &self,
+        context: &QueryContext,
+        request: &Request,
+        document: Option<&VerifiedDocument>,
+    ) -> Outcome {
+        let subject = document.map(Subject::Protocol).unwrap_or(Subject::Natural);
+        let opened = request.multiround.then(|| {
+            let now = self.inner.clock.now_ms();
+            Conversation {
+                id: uuid::Uuid::new_v4().to_string(),
+                kind: if document.is_some() {
+                    ConversationKind::Protocol
+                } else {
+                    ConversationKind::Natural
+                },
+                protocol_hash: document.map(VerifiedDocument::hash),
+                messages: Value::Array(Vec::new()),
+                created_at_ms: now,
+                last_active_ms: now,
+                expires_at_ms: now,
+            }
+        });
+        self.respond(context, subject, &request.body, Vec::new(), opened)
+            .await
+    }
+
+    async fn respond(
+        &self,
+        context: &QueryContext,
+        subject: Subject<'_>,
+        body: &Body,
+        history: Vec<agora_llm::Message>,
+        conversation: Option<Conversation>,
+    ) -> Outcome {
+        let responder = Responder {
+            accountant: &self.inner.accountant,
+            tools: &self.inner.tools,
+            config: &self.inner.config.responder,
+            description: &self.inner.config.description,
+        };
+        let message = body.to_text();
+        let answer = match responder.respond(context, subject, &history, &message).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(%error, "the responder failed");
+                return Outcome::failed(ErrorCode::HandlerFailed, error.to_string());
+            }
+        };
+        let reply_body = reply_body(body, answer.value);
+        let mut reply = Reply::success(reply_body.clone());
+        let conversation = conversation.map(|mut c| {
+            let now = self.inner.clock.now_ms();
+            let ttl = self.inner.config.conversations.idle_timeout().as_millis() as i64;
+            c.messages = conversation::append(
+                history,
+                &message,
+                &reply_body.to_text(),
+                self.inner.config.conversations.max_messages,
+            );
+            c.last_active_ms = now;
+            c.expires_at_ms = now + ttl;
+            reply = reply.clone().with_conversation(c.id.clone(), c.expires_at_ms / 1000);
+            c
+        });
+        Outcome {
+            reply,
+            path: RequestPath::Llm,
+            conversation,
+        }
+    }
+
+    /// Records the request (and its conversation) and returns the reply.
+    async fn finish(
+        &self,
+        context: &QueryContext,
+        channel: &str,
+        outcome: Outcome,
+        started: Instant,
+    ) -> Reply {
+        let tally = context.tally();
+        let record = RequestRecord {
+            query_id: context.query_id.clone(),
+            node: self.inner.config.name.clone(),
+            protocol_hash: context.protocol_hash,
+            channel: channel.to_string(),
+            path: outcome.path,
+            status: outcome.reply.status.as_str().to_string(),
+            llm_calls: tally.calls,
+            prompt_tokens: tally.prompt_tokens,
+            completion_tokens: tally.completion_tokens,
+            cost_usd: tally.cost_usd,
+            latency_ms: started.elapsed().as_millis() as i64,
+            created_at_ms: self.inner.clock.now_ms(),
+        };
+        match self
+            .inner
+            .store
+            .record_request(&record, outcome.conversation.as_ref())
+            .await
+        {
+            Ok(()) => outcome.reply,
+            Err(error) => {
+                tracing::error!(%error, "could not record a request");
+                if outcome.conversation.is_some() {
+                    // The conversation was not saved, so its id would not work.
+                    Reply::failure(ErrorCode::Internal, "the node's store failed")
+                } else {
+                    outcome.reply
+                }
+            }
+        }
+    }
+}
+
+fn path_name(path: RequestPath) -> &'static str {
+    match path {
+        RequestPath::Llm => "llm",
+        RequestPath::Routine => "routine",
+        RequestPath::Fallback => "fallback",
+        RequestPath::Rejected => "rejected",
+        RequestPath::Failed => "failed",
+    }
+}
+
+/// Shapes the answer like the request: text for text bodies, JSON for JSON bodies.
+fn reply_body(request: &Body, answer: Value) -> Body {
+    match (request, answer) {
+        (Body::Json(_), Value::String(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) if !value.is_string() => Body::Json(value),
+            _ => Body::Text(text),
+        },
+        (Body::Json(_), value) => Body::Json(value),
+        (Body::Text(_), Value::String(text)) => Body::Text(text),
+        (Body::Text(_), value) => Body::Text(value.to_string()),
+    }
+}

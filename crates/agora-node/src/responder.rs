@@ -1,0 +1,225 @@
+//! The LLM responder: answers a message, using the node's tools.
+//!
+//! Each step is one schema-constrained LLM call whose answer is either a
+//! tool call `{"tool": NAME, "arguments": {...}}` (the arguments schema is
+//! the tool's own) or `{"tool": "final_answer", "answer": ...}`. This works
+//! on small local models whose native tool calling is unreliable, and on any
+//! OpenAI-compatible endpoint. The loop is bounded: after
+//! `max_tool_calls` calls only the final answer is allowed.
+
+use agora_llm::{ChatRequest, Message};
+use agora_protocol::VerifiedDocument;
+use serde_json::{Value, json};
+
+use crate::accounting::{Accountant, Category, QueryContext};
+use crate::config::ResponderConfig;
+use crate::tools::{ToolRegistry, catalogue};
+
+/// Characters of a PD shown to the responder; longer documents are cut.
+const MAX_PD_CHARS: usize = 8000;
+/// The pseudo-tool that ends the loop.
+const FINAL: &str = "final_answer";
+
+/// What the request is about.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    /// A natural-language message.
+    Natural,
+    /// A message under a protocol document.
+    Protocol(&'a VerifiedDocument),
+}
+
+/// One tool call made while answering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments the LLM chose.
+    pub arguments: Value,
+    /// The tool's result, or its error text.
+    pub result: Result<Value, String>,
+}
+
+/// The responder's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The final answer: a string for natural language, any JSON for a protocol.
+    pub value: Value,
+    /// The tool calls made, in order.
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// Why the responder could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RespondError {
+    /// The LLM call failed.
+    #[error("the LLM failed: {0}")]
+    Llm(#[from] agora_llm::LlmError),
+    /// The LLM's step did not match the schema.
+    #[error("the LLM gave an unreadable step: {0}")]
+    Unreadable(String),
+}
+
+/// The responder's inputs that do not change between steps.
+pub struct Responder<'a> {
+    /// The ledger-recording LLM.
+    pub accountant: &'a Accountant,
+    /// The tools on offer.
+    pub tools: &'a ToolRegistry,
+    /// Limits.
+    pub config: &'a ResponderConfig,
+    /// The node's description.
+    pub description: &'a str,
+}
+
+impl Responder<'_> {
+    /// Answers `message`, continuing `history` (earlier turns of a conversation).
+    pub async fn respond(
+        &self,
+        context: &QueryContext,
+        subject: Subject<'_>,
+        history: &[Message],
+        message: &str,
+    ) -> Result<Answer, RespondError> {
+        let mut messages = vec![Message::system(self.system_prompt(subject))];
+        messages.extend(history.iter().cloned());
+        messages.push(Message::user(match subject {
+            Subject::Natural => message.to_string(),
+            Subject::Protocol(_) => format!("Request body:\n{message}"),
+        }));
+        let answer_schema = match subject {
+            Subject::Natural => json!({"type": "string"}),
+            Subject::Protocol(_) => json!({}),
+        };
+        let mut tool_calls = Vec::new();
+        loop {
+            let tools_allowed = tool_calls.len() < self.config.max_tool_calls;
+            if !tools_allowed {
+                messages.push(Message::user(
+                    "No more tool calls are allowed. Give your final answer now.",
+                ));
+            }
+            let request = ChatRequest::new(messages.clone())
+                .json_schema("step", self.step_schema(&answer_schema, tools_allowed))
+                .max_tokens(self.config.max_step_tokens);
+            let response = self
+                .accountant
+                .chat(Category::Conversation, context, &request)
+                .await?;
+            let step: Value = serde_json::from_str(response.content.trim())
+                .map_err(|e| RespondError::Unreadable(format!("{e}: {}", clip(&response.content))))?;
+            let tool = step.get("tool").and_then(Value::as_str).unwrap_or_default();
+            if tool == FINAL {
+                let value = step.get("answer").cloned().unwrap_or(Value::Null);
+                return Ok(Answer { value, tool_calls });
+            }
+            if !tools_allowed {
+                return Err(RespondError::Unreadable(clip(&response.content)));
+            }
+            let arguments = step.get("arguments").cloned().unwrap_or_else(|| json!({}));
+            let result = self
+                .tools
+                .call(tool, arguments.clone())
+                .await
+                .map_err(|e| e.to_string());
+            tracing::info!(tool, ok = result.is_ok(), "tool call");
+            let feedback = match &result {
+                Ok(value) => format!(
+                    "Result of {tool}: {}",
+                    clip_to(&value.to_string(), self.config.max_tool_result_chars)
+                ),
+                Err(error) => format!("{error}. Fix the arguments, or answer without this tool."),
+            };
+            messages.push(Message::assistant(response.content.trim().to_string()));
+            messages.push(Message::user(feedback));
+            tool_calls.push(ToolCall {
+                tool: tool.to_string(),
+                arguments,
+                result,
+            });
+        }
+    }
+
+    fn system_prompt(&self, subject: Subject<'_>) -> String {
+        let mut prompt = format!(
+            "You are the assistant of an agent in an Agora network of AI agents.\n\
+             About this agent: {}\n\n",
+            self.description
+        );
+        match subject {
+            Subject::Natural => prompt.push_str(
+                "Another agent writes to you in natural language. Answer helpfully and concisely.\n\n",
+            ),
+            Subject::Protocol(document) => {
+                let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
+                prompt.push_str(&format!(
+                    "Requests to you follow the protocol document below. Your final answer is the \
+                     reply body the protocol prescribes, in exactly its format (for a JSON \
+                     protocol, the JSON value itself).\n\nProtocol document:\n<<<\n{text}\n>>>\n\n"
+                ));
+            }
+        }
+        let specs = self.tools.specs();
+        if specs.is_empty() {
+            prompt.push_str(
+                "You have no tools. Reply with one JSON object: {\"tool\": \"final_answer\", \"answer\": ...}.",
+            );
+        } else {
+            prompt.push_str(&format!(
+                "Tools you can use:\n{}\n\nReply with one JSON object per turn. To use a tool: \
+                 {{\"tool\": \"<name>\", \"arguments\": {{...}}}}. When you have the answer: \
+                 {{\"tool\": \"final_answer\", \"answer\": ...}}. Take facts from tool results; \
+                 never invent data that a tool can provide.",
+                catalogue(&specs)
+            ));
+        }
+        prompt
+    }
+
+    fn step_schema(&self, answer_schema: &Value, tools_allowed: bool) -> Value {
+        let final_step = json!({
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "enum": [FINAL]},
+                "answer": answer_schema,
+            },
+            "required": ["tool", "answer"],
+            "additionalProperties": false
+        });
+        if !tools_allowed || self.tools.is_empty() {
+            return final_step;
+        }
+        let mut variants: Vec<Value> = self
+            .tools
+            .specs()
+            .into_iter()
+            .map(|spec| {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "tool": {"type": "string", "enum": [spec.name]},
+                        "arguments": spec.parameters,
+                    },
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": false
+                })
+            })
+            .collect();
+        variants.push(final_step);
+        json!({"anyOf": variants})
+    }
+}
+
+fn clip(text: &str) -> String {
+    clip_to(text, 200)
+}
+
+fn clip_to(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut cut: String = text.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}

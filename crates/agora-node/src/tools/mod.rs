@@ -1,0 +1,276 @@
+//! Tools: the node's doors to the outside world.
+//!
+//! A tool has a name, a description, and a JSON schema for its arguments.
+//! The responder offers tools to the LLM; routines (later) call them through
+//! the host bridge. Arguments are validated against the schema before any
+//! tool runs, so a tool never sees arguments it did not declare.
+
+mod builtin;
+mod http;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use builtin::WeatherForecastTool;
+pub use http::HttpTool;
+
+/// What a tool is, as shown to an LLM or a routine author.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Unique name (letters, digits, `_` and `-`).
+    pub name: String,
+    /// What the tool does and what it returns.
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: Value,
+    /// JSON schema of the result, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<Value>,
+}
+
+/// Why a tool call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// No tool by that name is available here.
+    #[error("unknown tool {0:?}")]
+    Unknown(String),
+    /// The arguments do not match the tool's schema.
+    #[error("invalid arguments for {tool}: {reason}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The tool ran and failed.
+    #[error("tool {tool} failed: {reason}")]
+    Failed {
+        /// The tool.
+        tool: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// A callable tool.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// The tool's description.
+    fn spec(&self) -> &ToolSpec;
+    /// Runs the tool on already-validated arguments.
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+}
+
+/// A tool as declared in the node configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolConfig {
+    /// Unique name.
+    pub name: String,
+    /// What the tool does (shown to the LLM).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON schema of the arguments (built-in tools bring their own).
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// JSON schema of the result, if known.
+    #[serde(default)]
+    pub returns: Option<Value>,
+    /// How the tool is implemented.
+    #[serde(flatten)]
+    pub kind: ToolKind,
+}
+
+/// How a configured tool is implemented.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolKind {
+    /// POSTs the arguments as JSON to a URL and returns the JSON reply.
+    Http {
+        /// The endpoint (operator-configured, so not behind the SSRF guard).
+        url: String,
+        /// Per-call timeout in seconds (default 10).
+        #[serde(default)]
+        timeout_secs: Option<u64>,
+    },
+    /// A tool compiled into agora, for demos.
+    Builtin {
+        /// Which one: `weather_forecast`.
+        builtin: String,
+        /// Seed for generated data.
+        #[serde(default)]
+        seed: u64,
+    },
+}
+
+/// Why the tool configuration is unusable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolConfigError {
+    /// Two tools share a name.
+    #[error("duplicate tool name {0:?}")]
+    Duplicate(String),
+    /// The name has characters other than letters, digits, `_` and `-`.
+    #[error("invalid tool name {0:?}: use letters, digits, '_' and '-'")]
+    BadName(String),
+    /// No such built-in tool.
+    #[error("unknown built-in tool {0:?}")]
+    UnknownBuiltin(String),
+    /// An HTTP tool without a parameters schema or description.
+    #[error("tool {0:?} needs {1}")]
+    Missing(String, &'static str),
+    /// The parameters schema is not a valid JSON schema.
+    #[error("tool {name:?} has an invalid parameters schema: {reason}")]
+    BadSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+struct RegisteredTool {
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// The tools a node offers, with argument validation.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Arc<BTreeMap<String, RegisteredTool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// Builds the registry from configuration.
+    pub fn from_config(configs: &[ToolConfig]) -> Result<Self, ToolConfigError> {
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for config in configs {
+            tools.push(build_tool(config)?);
+        }
+        Self::from_tools(tools)
+    }
+
+    /// Builds the registry from tool objects.
+    pub fn from_tools(tools: Vec<Arc<dyn Tool>>) -> Result<Self, ToolConfigError> {
+        let mut map = BTreeMap::new();
+        for tool in tools {
+            let spec = tool.spec();
+            let valid_name = !spec.name.is_empty()
+                && spec
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid_name {
+                return Err(ToolConfigError::BadName(spec.name.clone()));
+            }
+            let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
+                ToolConfigError::BadSchema {
+                    name: spec.name.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            let name = spec.name.clone();
+            if map
+                .insert(name.clone(), RegisteredTool { tool, validator })
+                .is_some()
+            {
+                return Err(ToolConfigError::Duplicate(name));
+            }
+        }
+        Ok(Self {
+            tools: Arc::new(map),
+        })
+    }
+
+    /// The specs of every tool, in name order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|t| t.tool.spec().clone()).collect()
+    }
+
+    /// Whether no tool is configured.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Validates the arguments and calls the tool.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ToolError> {
+        let registered = self
+            .tools
+            .get(name)
+            .ok_or_else(|| ToolError::Unknown(name.to_string()))?;
+        let problems: Vec<String> = registered
+            .validator
+            .iter_errors(&arguments)
+            .map(|e| format!("{} (at {})", e, e.instance_path()))
+            .take(5)
+            .collect();
+        if !problems.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: name.to_string(),
+                reason: problems.join("; "),
+            });
+        }
+        registered.tool.call(arguments).await
+    }
+}
+
+fn build_tool(config: &ToolConfig) -> Result<Arc<dyn Tool>, ToolConfigError> {
+    match &config.kind {
+        ToolKind::Builtin { builtin, seed } => {
+            let mut spec = match builtin.as_str() {
+                "weather_forecast" => WeatherForecastTool::default_spec(),
+                other => return Err(ToolConfigError::UnknownBuiltin(other.to_string())),
+            };
+            spec.name = config.name.clone();
+            if let Some(description) = &config.description {
+                spec.description = description.clone();
+            }
+            Ok(Arc::new(WeatherForecastTool::with_spec(spec, *seed)))
+        }
+        ToolKind::Http { url, timeout_secs } => {
+            let description = config
+                .description
+                .clone()
+                .ok_or_else(|| ToolConfigError::Missing(config.name.clone(), "a description"))?;
+            let parameters = config.parameters.clone().ok_or_else(|| {
+                ToolConfigError::Missing(config.name.clone(), "a parameters schema")
+            })?;
+            let spec = ToolSpec {
+                name: config.name.clone(),
+                description,
+                parameters,
+                returns: config.returns.clone(),
+            };
+            let timeout = std::time::Duration::from_secs(timeout_secs.unwrap_or(10));
+            Ok(Arc::new(HttpTool::new(spec, url.clone(), timeout)))
+        }
+    }
+}
+
+/// The tools as a plain-text list for prompts: name, description, argument schema.
+pub fn catalogue(specs: &[ToolSpec]) -> String {
+    if specs.is_empty() {
+        return "(no tools)".to_string();
+    }
+    specs
+        .iter()
+        .map(|spec| {
+            let mut line = format!(
+                "- {}: {}\n  arguments: {}",
+                spec.name, spec.description, spec.parameters
+            );
+            if let Some(returns) = &spec.returns {
+                line.push_str(&format!("\n  returns: {returns}"));
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

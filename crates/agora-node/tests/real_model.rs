@@ -1,0 +1,102 @@
+//! End-to-end tests over loopback HTTP with the real local model.
+//!
+//! Ignored by plain `cargo test`; `scripts/test.sh` starts llama-server
+//! with the installed model and runs them one at a time with
+//! `AGORA_TEST_LLM_URL` set. They are kept to a few LLM calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
+use agora_node::tools::WeatherForecastTool;
+use agora_node::{ToolConfig, ToolKind};
+use agora_protocol::{ProtocolHash, data_uri};
+use agora_testkit::{NodeBuilder, temp_dir};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
+
+fn local_llm() -> Arc<dyn Llm> {
+    let url = std::env::var("AGORA_TEST_LLM_URL")
+        .expect("AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)");
+    Arc::new(OpenAiBackend::new(OpenAiConfig {
+        base_url: url,
+        api_key: "local".into(),
+        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
+        timeout: Duration::from_secs(300),
+        max_concurrency: 1,
+    }))
+}
+
+fn weather_tool() -> ToolConfig {
+    ToolConfig {
+        name: "weather_forecast".into(),
+        description: None,
+        parameters: None,
+        returns: None,
+        kind: ToolKind::Builtin { builtin: "weather_forecast".into(), seed: 7 },
+    }
+}
+
+const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, precipitation, sky condition) for a location and a date.";
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_answers_a_weather_question_with_tool_data() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(local_llm(), dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let (status, reply) = server
+        .post("/", &json!({"protocolHash": null, "protocolSources": [], "body": "What is the weather forecast for London, UK on 2024-09-27?"}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["status"], "success", "{reply}");
+    let answer = reply["body"].as_str().unwrap();
+    let forecast = WeatherForecastTool::new(7).forecast("London, UK", "2024-09-27");
+    let temperature = forecast["temperature_c"].as_f64().unwrap();
+    eprintln!("answer: {answer}\nforecast: {forecast}");
+    let numbers: Vec<f64> = answer
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|t| t.trim_end_matches('.').parse().ok())
+        .collect();
+    assert!(numbers.iter().any(|n| (n - temperature).abs() < 0.051), "the answer should carry the tool's temperature {temperature}: {answer}");
+    let calls = server.node.store().llm_calls(None).await.unwrap();
+    assert!(calls.len() >= 2, "a tool step and an answer step");
+}
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(local_llm(), dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let flights = "---\nname: FlightBooking\ndescription: Book a seat on a commercial flight.\nmultiround: false\n---\n\n\
+        Request: {\"from\": IATA airport code, \"to\": IATA airport code, \"date\": \"YYYY-MM-DD\", \"passenger\": full name}.\n\
+        Reply: {\"bookingReference\": string, \"priceEur\": number} for the booked seat, or {\"error\": string}.\n";
+    for (text, expected) in [(WEATHER_PD, true), (flights, false)] {
+        let hash = ProtocolHash::of(text.as_bytes());
+        let body = r#"{"location": "Rome, Italy", "date": "2025-06-01"}"#;
+        let (_, reply) = server
+            .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(text)], "body": body}))
+            .await;
+        let decision = server.node.store().suitability(&hash).await.unwrap().expect("a decision was stored");
+        eprintln!("{}: {:?} / reply {}", hash, decision, reply);
+        assert_eq!(decision.allowed, expected, "{}", decision.reason);
+        let status = reply["status"].as_str().unwrap();
+        assert_eq!(status == "rejected", !expected, "{reply}");
+        if expected {
+            let body: Value = serde_json::from_str(reply["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+            eprintln!("protocol reply body: {body}");
+        }
+    }
+}

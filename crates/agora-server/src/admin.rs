@@ -1,0 +1,139 @@
+//! The operator API under `/admin`, guarded by a bearer token.
+//!
+//! Without a configured token every admin route answers 403: the API is
+//! off rather than open. A wrong or missing token answers 401.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /admin/protocols` | stored documents with their decisions |
+//! | `POST /admin/protocols` | add a document: `{"text": ..., "sources": [...]}` |
+//! | `PUT /admin/protocols/{hash}/decision` | operator decision `{"allowed": bool, "reason": ...}` |
+//! | `DELETE /admin/protocols/{hash}/decision` | forget the decision (the checker decides again) |
+//! | `GET /admin/stats` | the LLM ledger and per-protocol usage |
+
+use agora_protocol::{ErrorCode, ProtocolHash};
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::extract::JsonBody;
+
+/// The admin routes, with the token check applied.
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/protocols", get(list_protocols).post(add_protocol))
+        .route("/protocols/{hash}/decision", put(set_decision).delete(clear_decision))
+        .route("/stats", get(stats))
+        .route_layer(axum::middleware::from_fn_with_state(state, require_token))
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = state.admin_token.as_deref() else {
+        return ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Unauthorized, "the admin API is disabled: configure admin_token")
+            .into_response();
+    };
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, "missing or wrong bearer token").into_response()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn internal(error: impl std::fmt::Display) -> ApiError {
+    tracing::error!(%error, "admin operation failed");
+    ApiError::internal()
+}
+
+fn parse_hash(text: &str) -> Result<ProtocolHash, ApiError> {
+    ProtocolHash::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+async fn list_protocols(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let store = state.node.store();
+    let mut out = Vec::new();
+    for stored in store.documents().await.map_err(internal)? {
+        let hash = stored.document.hash();
+        let decision = store.suitability(&hash).await.map_err(internal)?;
+        let usage = store.usage(&hash).await.map_err(internal)?;
+        out.push(json!({
+            "hash": hash.to_hex(),
+            "name": stored.document.metadata().name,
+            "description": stored.document.metadata().description,
+            "sources": stored.sources,
+            "decision": decision.map(|d| json!({"allowed": d.allowed, "origin": format!("{:?}", d.origin).to_lowercase(), "reason": d.reason})),
+            "requests": usage.requests,
+        }));
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+async fn add_protocol(State(state): State<AppState>, JsonBody(value): JsonBody) -> Result<Json<Value>, ApiError> {
+    let text = value
+        .get("text")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("expected {\"text\": <protocol document>, \"sources\": [...]}"))?;
+    let sources: Vec<String> = value
+        .get("sources")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    let document = state.node.add_document(text, &sources).await.map_err(internal)?;
+    Ok(Json(json!({
+        "hash": document.hash().to_hex(),
+        "base64": document.hash().to_base64(),
+        "url": state.node.document_url(&document.hash()),
+    })))
+}
+
+async fn set_decision(
+    State(state): State<AppState>,
+    Path(hash): Path<String>,
+    JsonBody(value): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let hash = parse_hash(&hash)?;
+    let allowed = value
+        .get("allowed")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| ApiError::bad_request("expected {\"allowed\": true|false, \"reason\": \"...\"}"))?;
+    let reason = value.get("reason").and_then(Value::as_str).unwrap_or("operator decision");
+    state.node.set_operator_decision(&hash, allowed, reason).await.map_err(internal)?;
+    Ok(Json(json!({"status": "success"})))
+}
+
+async fn clear_decision(State(state): State<AppState>, Path(hash): Path<String>) -> Result<Json<Value>, ApiError> {
+    let hash = parse_hash(&hash)?;
+    let cleared = state.node.store().clear_suitability(&hash).await.map_err(internal)?;
+    Ok(Json(json!({"status": "success", "cleared": cleared})))
+}
+
+async fn stats(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let store = state.node.store();
+    let ledger = store.ledger_totals().await.map_err(internal)?;
+    let usage = store.usage_all().await.map_err(internal)?;
+    Ok(Json(json!({
+        "ledger": ledger.iter().map(|t| json!({
+            "node": t.node, "category": t.category, "model": t.model, "calls": t.calls,
+            "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd,
+        })).collect::<Vec<_>>(),
+        "protocols": usage.iter().map(|(hash, u)| json!({
+            "hash": hash.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine,
+            "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed,
+            "llmCostUsd": u.llm_cost_usd,
+        })).collect::<Vec<_>>(),
+    })))
+}

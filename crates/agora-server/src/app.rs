@@ -1,0 +1,158 @@
+//! The router: Agora endpoints, discovery, documents, metrics and admin.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /` | an Agora request |
+//! | `POST /conversations/{id}` | a follow-up in a multiround conversation |
+//! | `DELETE /conversations/{id}` | end a conversation (200 even if unknown, as the Python sender requires) |
+//! | `GET /.wellknown`, `GET /wellknown` | supported protocols `{hash: [sources]}` |
+//! | `GET /protocols/{hash}` | a stored protocol document as `text/plain; charset=utf-8` |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /healthz` | liveness |
+//! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
+
+use std::sync::Arc;
+
+use agora_node::{FollowUpError, Node};
+use agora_protocol::{ErrorCode, FollowUp, ProtocolHash, Request};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+use crate::extract::JsonBody;
+use crate::metrics::{HttpMetrics, render};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine.
+    pub node: Node,
+    /// The admin bearer token; `None` disables the admin API.
+    pub admin_token: Option<Arc<str>>,
+    /// Largest accepted body, in bytes.
+    pub max_body_bytes: usize,
+    /// Bounds the Agora requests in flight.
+    pub in_flight: Arc<Semaphore>,
+    /// HTTP counters for `/metrics`.
+    pub metrics: Arc<HttpMetrics>,
+}
+
+impl AppState {
+    /// State with the given limits.
+    pub fn new(node: Node, admin_token: Option<String>, max_body_bytes: usize, max_concurrent: usize) -> Self {
+        Self {
+            node,
+            admin_token: admin_token.filter(|t| !t.is_empty()).map(Arc::from),
+            max_body_bytes,
+            in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            metrics: Arc::new(HttpMetrics::default()),
+        }
+    }
+}
+
+/// Builds the router (tests drive it with `oneshot` or a real listener).
+pub fn router(state: AppState) -> Router {
+    let limit = state.max_body_bytes;
+    Router::new()
+        .route("/", post(agora_request))
+        .route("/conversations/{id}", post(follow_up).delete(close_conversation))
+        .route("/.wellknown", get(wellknown))
+        .route("/wellknown", get(wellknown))
+        .route("/protocols/{hash}", get(protocol_document))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .nest("/admin", crate::admin::router(state.clone()))
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::BadRequest, "method not allowed on this endpoint")
+        })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::count))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn agora_request(State(state): State<AppState>, JsonBody(value): JsonBody) -> Result<Response, ApiError> {
+    let request = Request::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, "this node is at capacity; retry later")
+    })?;
+    let reply = state.node.handle(request).await;
+    Ok(Json(reply.to_json()).into_response())
+}
+
+async fn follow_up(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(value): JsonBody,
+) -> Result<Response, ApiError> {
+    let follow_up = FollowUp::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, "this node is at capacity; retry later")
+    })?;
+    match state.node.follow_up(&id, follow_up).await {
+        Ok(reply) => Ok(Json(reply.to_json()).into_response()),
+        Err(FollowUpError::NotFound) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::ConversationNotFound,
+            "Conversation not found or expired.",
+        )),
+    }
+}
+
+async fn close_conversation(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    state.node.close_conversation(&id).await.map_err(|error| {
+        tracing::error!(%error, "could not close a conversation");
+        ApiError::internal()
+    })?;
+    Ok(Json(json!({"status": "success"})).into_response())
+}
+
+async fn wellknown(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let listing = state.node.wellknown().await.map_err(|error| {
+        tracing::error!(%error, "could not list protocols");
+        ApiError::internal()
+    })?;
+    Ok(Json(listing).into_response())
+}
+
+async fn protocol_document(State(state): State<AppState>, Path(hash): Path<String>) -> Result<Response, ApiError> {
+    let hash = ProtocolHash::parse(&hash).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let stored = state.node.store().document(&hash).await.map_err(|error| {
+        tracing::error!(%error, "could not read a document");
+        ApiError::internal()
+    })?;
+    match stored {
+        Some(stored) => Ok((
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            stored.document.text().to_string(),
+        )
+            .into_response()),
+        None => Err(ApiError::not_found(format!("no protocol document {hash}"))),
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let text = render(&state).await.map_err(|error| {
+        tracing::error!(%error, "could not render metrics");
+        ApiError::internal()
+    })?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}
+
+/// Serves a node's state until the token fires (tests and embedders).
+pub async fn serve_state(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}

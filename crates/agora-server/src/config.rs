@@ -1,0 +1,253 @@
+//! Node configuration: a TOML file, overridden by `AGORA_*` environment
+//! variables, overridden by command-line flags.
+//!
+//! Every value has a default, so `agora node run` works with no file at
+//! all. Nested keys map to environment variables with `__`, e.g.
+//! `AGORA_NODE__DESCRIPTION` or `AGORA_LLM__BACKEND=openai`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use agora_llm::PriceTable;
+use agora_node::NodeConfig;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration of one node process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Store URL: `sqlite://path` (created if missing) or `postgres://...`.
+    pub store: String,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Most Agora requests handled at once; more get `503 busy`.
+    pub max_concurrent_requests: usize,
+    /// Bearer token for `/admin`. Without one the admin API is off.
+    pub admin_token: Option<String>,
+    /// Seconds between sweeps of expired conversations.
+    pub sweep_interval_secs: u64,
+    /// The engine's settings.
+    pub node: NodeConfig,
+    /// The LLM backend.
+    pub llm: LlmSettings,
+    /// The protocol fetch policy.
+    pub fetch: FetchSettings,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            store: "sqlite://.agora/node.db".into(),
+            max_body_bytes: 1024 * 1024,
+            max_concurrent_requests: 64,
+            admin_token: None,
+            sweep_interval_secs: 60,
+            node: NodeConfig::default(),
+            llm: LlmSettings::default(),
+            fetch: FetchSettings::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then the file (if given), then `AGORA_*` variables.
+    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        // Only keys of this struct are read; other AGORA_* variables (paths
+        // exported by the installer, test settings) are ignored.
+        let keys = [
+            "listen", "store", "max_body_bytes", "max_concurrent_requests", "admin_token",
+            "sweep_interval_secs", "node", "llm", "fetch",
+        ];
+        figment = figment.merge(
+            Env::prefixed("AGORA_")
+                .split("__")
+                .filter(move |key| keys.iter().any(|k| key.as_str().split('.').next() == Some(*k))),
+        );
+        let mut config: Config = figment.extract()?;
+        if config.node.public_url == NodeConfig::default().public_url {
+            config.node.public_url = format!("http://{}", config.listen);
+        }
+        Ok(config)
+    }
+}
+
+/// Which LLM answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmBackend {
+    /// The local llama.cpp server: connect to `local.url`, or start one.
+    #[default]
+    Local,
+    /// Any OpenAI-compatible endpoint.
+    Openai,
+    /// A recorded cassette; unrecorded calls fail.
+    Replay,
+}
+
+/// LLM settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmSettings {
+    /// The backend.
+    pub backend: LlmBackend,
+    /// Seconds before one LLM call times out.
+    pub timeout_secs: u64,
+    /// Most LLM calls in flight from this process.
+    pub max_concurrency: usize,
+    /// Record every call to this cassette (JSONL); resumes if it exists.
+    pub record: Option<PathBuf>,
+    /// The local backend.
+    pub local: LocalSettings,
+    /// The OpenAI-compatible backend.
+    pub openai: OpenAiSettings,
+    /// The cassette to replay (`backend = "replay"`).
+    pub replay: Option<PathBuf>,
+    /// Prices for the ledger.
+    pub prices: PriceTable,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        Self {
+            backend: LlmBackend::Local,
+            timeout_secs: 180,
+            max_concurrency: 1,
+            record: None,
+            local: LocalSettings::default(),
+            openai: OpenAiSettings::default(),
+            replay: None,
+            prices: PriceTable::default(),
+        }
+    }
+}
+
+/// The local llama.cpp server.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalSettings {
+    /// An already running server's OpenAI base URL (`http://127.0.0.1:8011/v1`).
+    /// When absent the node starts one.
+    pub url: Option<String>,
+    /// The `llama-server` binary (default: `$AGORA_LLAMA_SERVER`).
+    pub binary: Option<PathBuf>,
+    /// The GGUF model (default: `$AGORA_MODEL`).
+    pub model: Option<PathBuf>,
+    /// Context size in tokens (default 4096).
+    pub context_size: Option<u32>,
+    /// CPU threads (default 2).
+    pub threads: Option<u32>,
+    /// The server's log file (default: none).
+    pub log_file: Option<PathBuf>,
+}
+
+/// An OpenAI-compatible endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiSettings {
+    /// Base URL, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// The environment variable holding the API key.
+    pub api_key_env: String,
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4o".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+        }
+    }
+}
+
+/// The protocol fetch policy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FetchSettings {
+    /// Networks that may be fetched from although they are special
+    /// (loopback, private, ...), e.g. `["127.0.0.0/8"]` for loopback demos.
+    pub allow_networks: Vec<String>,
+    /// Whether plain `http://` sources are allowed (https always is).
+    pub allow_http: bool,
+    /// Seconds for one fetch, body included.
+    pub timeout_secs: u64,
+    /// Largest accepted document, in bytes.
+    pub max_bytes: usize,
+    /// Most redirects followed.
+    pub max_redirects: usize,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        Self {
+            allow_networks: Vec::new(),
+            allow_http: true,
+            timeout_secs: 10,
+            max_bytes: 256 * 1024,
+            max_redirects: 3,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_without_a_file() {
+        let config = Config::load(None).unwrap();
+        assert_eq!(config.listen.port(), 8080);
+        assert_eq!(config.node.public_url, "http://127.0.0.1:8080");
+        assert_eq!(config.llm.backend, LlmBackend::Local);
+    }
+
+    #[test]
+    fn file_values_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "127.0.0.1:9100"
+[node]
+description = "Weather node"
+[[node.tools]]
+name = "weather"
+kind = "builtin"
+builtin = "weather_forecast"
+[llm]
+backend = "replay"
+replay = "x.jsonl"
+[fetch]
+allow_networks = ["127.0.0.0/8"]
+"#,
+        )
+        .unwrap();
+        let config = Config::load(Some(&path)).unwrap();
+        assert_eq!(config.listen.port(), 9100);
+        assert_eq!(config.node.public_url, "http://127.0.0.1:9100");
+        assert_eq!(config.node.description, "Weather node");
+        assert_eq!(config.node.tools.len(), 1);
+        assert_eq!(config.llm.backend, LlmBackend::Replay);
+        assert_eq!(config.fetch.allow_networks, vec!["127.0.0.0/8".to_string()]);
+    }
+
+    #[test]
+    fn unknown_keys_in_sections_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "[llm]\nbakend = \"openai\"\n").unwrap();
+        assert!(Config::load(Some(&path)).is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! The HTTP edge of an agora node.
+//!
+//! This crate turns HTTP into [`agora_node::Node`] calls and back: the axum
+//! router, a JSON extractor that enforces size limits and answers malformed
+//! input in the protocol's error shape, admin authentication, the Prometheus
+//! `/metrics` text, configuration loading (file, env, flags), tracing set-up,
+//! and the run loop with graceful shutdown.
+//!
+//! API boundary: axum, tower and HTTP status codes never leave this crate.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod runtime;
+pub mod telemetry;
+
+pub use app::{AppState, router};
+pub use config::{Config, FetchSettings, LlmBackend, LlmSettings};
+pub use runtime::{RunningNode, build_node, serve};

@@ -1,0 +1,212 @@
+//! Building a node from its configuration, and serving it.
+//!
+//! This is where configuration meets the world: the store is opened (and
+//! migrated), the LLM backend chosen (connecting to or starting the local
+//! llama.cpp server, an OpenAI-compatible endpoint, or a cassette), the
+//! fetch policy and tools built. [`serve`] runs the HTTP server and a
+//! conversation sweeper until the shutdown token fires, then drains both.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_fetch::{FetchPolicy, Fetcher};
+use agora_llm::{
+    LocalServer, LocalServerConfig, Llm, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
+};
+use agora_node::{Node, NodeParts, SystemClock, ToolRegistry};
+use agora_store::Store;
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{AppState, router};
+use crate::config::{Config, FetchSettings, LlmBackend, LlmSettings};
+
+/// A node ready to serve, with whatever it owns (a local LLM server).
+pub struct RunningNode {
+    /// The engine.
+    pub node: Node,
+    /// The HTTP state.
+    pub state: AppState,
+    /// The configuration it was built from.
+    pub config: Config,
+    /// A short description of the LLM backend in use.
+    pub llm_description: String,
+    /// The local LLM server this node started, if any; stopped on drop.
+    pub local_server: Option<LocalServer>,
+}
+
+/// Opens the store, builds the LLM, fetcher and tools, and assembles the node.
+pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
+    let store = open_store(&config.store).await?;
+    let (llm, llm_description, local_server) = build_llm(&config.llm).await?;
+    let fetcher = Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
+    let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
+    let node = Node::new(NodeParts {
+        config: config.node.clone(),
+        store,
+        llm,
+        fetcher,
+        tools,
+        prices: config.llm.prices.clone(),
+        clock: Arc::new(SystemClock),
+    });
+    let state = AppState::new(
+        node.clone(),
+        config.admin_token.clone(),
+        config.max_body_bytes,
+        config.max_concurrent_requests,
+    );
+    Ok(RunningNode { node, state, config, llm_description, local_server })
+}
+
+/// Opens (and migrates) the store; creates the SQLite file's folder.
+pub async fn open_store(url: &str) -> anyhow::Result<Store> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(parent) = std::path::Path::new(path).parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating the store folder {}", parent.display()))?;
+            }
+        }
+    }
+    Store::connect(url).await.with_context(|| format!("opening the store {url}"))
+}
+
+/// The fetch policy from settings.
+pub fn fetch_policy(settings: &FetchSettings) -> anyhow::Result<FetchPolicy> {
+    let mut allowed = Vec::new();
+    for network in &settings.allow_networks {
+        allowed.push(
+            network
+                .parse()
+                .with_context(|| format!("fetch.allow_networks: {network:?} is not a network like 127.0.0.0/8"))?,
+        );
+    }
+    Ok(FetchPolicy {
+        allowed_networks: allowed,
+        allow_http: settings.allow_http,
+        timeout: Duration::from_secs(settings.timeout_secs),
+        max_bytes: settings.max_bytes,
+        max_redirects: settings.max_redirects,
+        ..FetchPolicy::default()
+    })
+}
+
+/// Builds the LLM backend; starts a local server when needed.
+pub async fn build_llm(
+    settings: &LlmSettings,
+) -> anyhow::Result<(Arc<dyn Llm>, String, Option<LocalServer>)> {
+    let timeout = Duration::from_secs(settings.timeout_secs);
+    let (llm, description, local): (Arc<dyn Llm>, String, Option<LocalServer>) = match settings.backend {
+        LlmBackend::Local => {
+            let (url, model, local) = match &settings.local.url {
+                Some(url) => {
+                    let root = url.trim_end_matches('/').trim_end_matches("/v1");
+                    agora_llm::wait_healthy(root, Duration::from_secs(60))
+                        .await
+                        .with_context(|| format!("waiting for the local LLM server at {url}"))?;
+                    (url.clone(), "local".to_string(), None)
+                }
+                None => {
+                    let binary = settings.local.binary.clone().or_else(|| env_path("AGORA_LLAMA_SERVER"));
+                    let model = settings.local.model.clone().or_else(|| env_path("AGORA_MODEL"));
+                    let (Some(binary), Some(model)) = (binary, model) else {
+                        bail!(
+                            "the local LLM backend needs llama-server and a model: run scripts/install.sh \
+                             and source ~/.cache/agora/env.sh, or set llm.local.url, or choose another llm.backend"
+                        );
+                    };
+                    let model_name = model
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "local".into());
+                    let server = LocalServer::start(LocalServerConfig {
+                        context_size: settings.local.context_size.unwrap_or(4096),
+                        threads: settings.local.threads.unwrap_or(2),
+                        log_file: settings.local.log_file.clone(),
+                        startup_timeout: Duration::from_secs(120),
+                        ..LocalServerConfig::new(binary, model)
+                    })
+                    .await
+                    .context("starting the local LLM server")?;
+                    (server.base_url(), model_name, Some(server))
+                }
+            };
+            let backend = OpenAiBackend::new(OpenAiConfig {
+                base_url: url.clone(),
+                api_key: "local".into(),
+                model: model.clone(),
+                timeout,
+                max_concurrency: settings.max_concurrency.max(1),
+            });
+            (Arc::new(backend), format!("local model {model} at {url}"), local)
+        }
+        LlmBackend::Openai => {
+            let key = std::env::var(&settings.openai.api_key_env).with_context(|| {
+                format!("the openai backend reads its key from ${}", settings.openai.api_key_env)
+            })?;
+            let backend = OpenAiBackend::new(OpenAiConfig {
+                base_url: settings.openai.base_url.clone(),
+                api_key: key,
+                model: settings.openai.model.clone(),
+                timeout,
+                max_concurrency: settings.max_concurrency.max(1),
+            });
+            let description = format!("{} at {}", settings.openai.model, settings.openai.base_url);
+            (Arc::new(backend), description, None)
+        }
+        LlmBackend::Replay => {
+            let path = settings.replay.clone().context("llm.backend = \"replay\" needs llm.replay = <cassette>")?;
+            let replay = ReplayLlm::open(&path).with_context(|| format!("opening the cassette {}", path.display()))?;
+            (Arc::new(replay), format!("replay of {}", path.display()), None)
+        }
+    };
+    match &settings.record {
+        Some(path) => {
+            let recording = RecordingLlm::open(path, llm)
+                .with_context(|| format!("opening the recording {}", path.display()))?;
+            Ok((Arc::new(recording), format!("{description}, recording to {}", path.display()), local))
+        }
+        None => Ok((llm, description, local)),
+    }
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Serves until `shutdown` fires, then drains in-flight requests and tasks.
+pub async fn serve(listener: TcpListener, running: &RunningNode, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let tasks = TaskTracker::new();
+    let node = running.node.clone();
+    let sweep_every = Duration::from_secs(running.config.sweep_interval_secs.max(1));
+    let sweeper_shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        let mut ticker = tokio::time::interval(sweep_every);
+        loop {
+            tokio::select! {
+                _ = sweeper_shutdown.cancelled() => break,
+                _ = ticker.tick() => {
+                    match node.purge_expired_conversations().await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(purged = n, "expired conversations removed"),
+                        Err(error) => tracing::warn!(%error, "conversation sweep failed"),
+                    }
+                }
+            }
+        }
+    });
+    tasks.close();
+    let app = router(running.state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await
+        .context("serving HTTP")?;
+    shutdown.cancel();
+    tasks.wait().await;
+    Ok(())
+}

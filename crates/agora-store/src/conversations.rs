@@ -1,0 +1,133 @@
+//! Multiround conversations: the LLM history that lets a follow-up continue where it left off.
+//!
+//! The history is opaque JSON to the store, kept as TEXT so both backends treat it alike. Expiry
+//! is the caller's business: [`Store::conversation`] returns a conversation whatever its
+//! `expires_at_ms`, because only the caller knows what time it is;
+//! [`Store::purge_expired_conversations`] is the housekeeping that removes the dead ones.
+//! A conversation is updated together with its request by [`Store::record_request`], so the
+//! history and the request log never disagree after a crash.
+
+use sqlx::{AnyConnection, Row};
+
+use crate::records::parse_optional_hash;
+use crate::{Conversation, ConversationKind, Store, StoreError};
+
+impl Store {
+    /// Stores a new conversation; a duplicate id is a [`StoreError::Database`] error.
+    pub async fn create_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
+        let messages = messages_text(conversation)?;
+        sqlx::query(
+            "INSERT INTO conversations \
+             (id, kind, protocol_hash, messages, created_at, last_active, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&conversation.id)
+        .bind(conversation.kind.as_str())
+        .bind(conversation.protocol_hash.map(|hash| hash.to_hex()))
+        .bind(messages)
+        .bind(conversation.created_at_ms)
+        .bind(conversation.last_active_ms)
+        .bind(conversation.expires_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::db("create_conversation"))?;
+        Ok(())
+    }
+
+    /// The conversation with this id, expired or not; `None` if unknown.
+    pub async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, kind, protocol_hash, messages, created_at, last_active, expires_at \
+             FROM conversations WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::db("conversation: select"))?;
+        row.map(|row| conversation_from_row(&row)).transpose()
+    }
+
+    /// Deletes a conversation; true if it existed.
+    pub async fn delete_conversation(&self, id: &str) -> Result<bool, StoreError> {
+        let result = sqlx::query("DELETE FROM conversations WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("delete_conversation"))?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    /// Deletes the conversations that expired at or before `now_ms`; returns how many.
+    pub async fn purge_expired_conversations(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let result = sqlx::query("DELETE FROM conversations WHERE expires_at <= $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("purge_expired_conversations"))?;
+        Ok(result.rows_affected())
+    }
+}
+
+/// Creates the conversation, or replaces the history, `last_active` and `expires_at` of the
+/// existing one (its id, kind, protocol and creation time stay). Runs inside the caller's
+/// transaction.
+pub(crate) async fn upsert_conversation(
+    connection: &mut AnyConnection,
+    conversation: &Conversation,
+) -> Result<(), StoreError> {
+    let messages = messages_text(conversation)?;
+    sqlx::query(
+        "INSERT INTO conversations \
+         (id, kind, protocol_hash, messages, created_at, last_active, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (id) DO UPDATE SET messages = excluded.messages, \
+         last_active = excluded.last_active, expires_at = excluded.expires_at",
+    )
+    .bind(&conversation.id)
+    .bind(conversation.kind.as_str())
+    .bind(conversation.protocol_hash.map(|hash| hash.to_hex()))
+    .bind(messages)
+    .bind(conversation.created_at_ms)
+    .bind(conversation.last_active_ms)
+    .bind(conversation.expires_at_ms)
+    .execute(connection)
+    .await
+    .map_err(StoreError::db("upsert conversation"))?;
+    Ok(())
+}
+
+fn messages_text(conversation: &Conversation) -> Result<String, StoreError> {
+    // Serializing a `serde_json::Value` cannot fail (its map keys are strings), but the error is
+    // still mapped rather than unwrapped.
+    serde_json::to_string(&conversation.messages).map_err(|error| {
+        StoreError::Database(format!(
+            "conversation {}: messages do not serialize: {error}",
+            conversation.id
+        ))
+    })
+}
+
+fn conversation_from_row(row: &sqlx::any::AnyRow) -> Result<Conversation, StoreError> {
+    let get_text = |column: &'static str| -> Result<String, StoreError> {
+        row.try_get(column).map_err(StoreError::db("conversation: read column"))
+    };
+    let get_i64 = |column: &'static str| -> Result<i64, StoreError> {
+        row.try_get(column).map_err(StoreError::db("conversation: read column"))
+    };
+    let id = get_text("id")?;
+    let protocol_hash: Option<String> = row
+        .try_get("protocol_hash")
+        .map_err(StoreError::db("conversation: read column"))?;
+    let messages = serde_json::from_str(&get_text("messages")?).map_err(|error| {
+        StoreError::corrupt(format!("conversations.messages for {id:?}: {error}"))
+    })?;
+    Ok(Conversation {
+        kind: ConversationKind::from_column("conversations.kind", &get_text("kind")?)?,
+        protocol_hash: parse_optional_hash("conversations.protocol_hash", protocol_hash)?,
+        messages,
+        created_at_ms: get_i64("created_at")?,
+        last_active_ms: get_i64("last_active")?,
+        expires_at_ms: get_i64("expires_at")?,
+        id,
+    })
+}

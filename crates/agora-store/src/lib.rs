@@ -1,0 +1,28 @@
+//! Persistence for an agora node: protocol documents, suitability decisions, conversations, the
+//! request log with per-protocol usage, and the LLM ledger.
+//!
+//! API boundary: this is the only crate that names sqlx. Callers see [`Store`], plain record
+//! types and [`StoreError`]; rows, pools and driver errors stay inside.
+//!
+//! One [`Store`] serves SQLite (`sqlite://agora.db`) and Postgres (`postgres://...`) through the
+//! same queries; see the `connect` module for how. Timestamps are Unix milliseconds passed in
+//! by the caller: the store never reads the clock. Writes that belong together (a document and
+//! its sources; a request, its usage counters and its conversation) commit in one transaction,
+//! so a kill at any moment loses nothing committed and leaves nothing half-written.
+#![deny(missing_docs)]
+
+mod connect;
+mod conversations;
+mod decisions;
+mod documents;
+mod error;
+mod ledger;
+mod records;
+mod requests;
+
+pub use connect::{Backend, Store, StoreOptions};
+pub use error::StoreError;
+pub use records::{
+    Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, LlmCallRecord,
+    ProtocolUsage, RequestPath, RequestRecord, StoredDocument,
+};

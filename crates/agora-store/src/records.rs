@@ -1,0 +1,291 @@
+//! The values the store keeps, as plain Rust types.
+//!
+//! These are what other crates hold: they carry domain types (`ProtocolHash`,
+//! `VerifiedDocument`), never rows. Enum-like fields are Rust enums here and lowercase words in
+//! the database (`as_str`/`parse` are the single mapping); a word the code does not know is
+//! reported as [`StoreError::Corrupt`] when read back. Timestamps are Unix milliseconds chosen by
+//! the caller: the store never reads the clock, so tests control time.
+
+use std::fmt;
+
+use agora_protocol::{ProtocolHash, VerifiedDocument};
+
+use crate::StoreError;
+
+/// A protocol document as stored, with where it can be fetched from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDocument {
+    /// The document, re-verified against its hash when read.
+    pub document: VerifiedDocument,
+    /// Source URLs, in the order they were learnt (duplicates dropped).
+    pub sources: Vec<String>,
+    /// When the document was first stored (Unix ms).
+    pub created_at_ms: i64,
+}
+
+/// Whether this node accepts a protocol, and who decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// True when requests under the protocol are accepted.
+    pub allowed: bool,
+    /// Who made the decision.
+    pub origin: DecisionOrigin,
+    /// Why, in words (the LLM's verdict or the operator's note).
+    pub reason: String,
+    /// When the decision was made (Unix ms).
+    pub decided_at_ms: i64,
+}
+
+/// Who made a suitability [`Decision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionOrigin {
+    /// The node's LLM judged the protocol.
+    Llm,
+    /// The node's operator decided, overriding any LLM verdict.
+    Operator,
+}
+
+/// A multiround conversation and its LLM history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// The conversation id the peer sends back with follow-ups.
+    pub id: String,
+    /// What the conversation is about.
+    pub kind: ConversationKind,
+    /// The protocol the conversation follows, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    /// The LLM history, opaque to the store (kept as JSON text).
+    pub messages: serde_json::Value,
+    /// When the conversation started (Unix ms).
+    pub created_at_ms: i64,
+    /// When the conversation last saw a message (Unix ms).
+    pub last_active_ms: i64,
+    /// When the conversation stops accepting follow-ups (Unix ms). The store does not filter on
+    /// it except in [`Store::purge_expired_conversations`](crate::Store::purge_expired_conversations).
+    pub expires_at_ms: i64,
+}
+
+/// What a [`Conversation`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConversationKind {
+    /// A natural-language exchange, without a protocol.
+    Natural,
+    /// An exchange under a protocol document.
+    Protocol,
+    /// A negotiation of a new protocol.
+    Negotiation,
+}
+
+/// One finished request, as the node saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    /// The id that ties the request to its LLM calls in the ledger.
+    pub query_id: String,
+    /// The node that handled the request.
+    pub node: String,
+    /// The protocol the request used, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    /// How the request arrived: `"natural"`, `"protocol"`, `"negotiation"` or `"follow_up"`.
+    pub channel: String,
+    /// How the request was answered.
+    pub path: RequestPath,
+    /// The reply status: `"success"`, `"failure"` or `"rejected"`.
+    pub status: String,
+    /// How many LLM calls the request took.
+    pub llm_calls: i64,
+    /// Prompt tokens over all of the request's LLM calls.
+    pub prompt_tokens: i64,
+    /// Completion tokens over all of the request's LLM calls.
+    pub completion_tokens: i64,
+    /// Cost of the request's LLM calls, in US dollars.
+    pub cost_usd: f64,
+    /// Wall time from receipt to reply, in milliseconds.
+    pub latency_ms: i64,
+    /// When the request finished (Unix ms).
+    pub created_at_ms: i64,
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestPath {
+    /// The LLM answered.
+    Llm,
+    /// A compiled routine answered, without the LLM.
+    Routine,
+    /// A routine failed and the LLM answered instead.
+    Fallback,
+    /// The request was refused (unsuitable protocol, bad input).
+    Rejected,
+    /// Answering failed.
+    Failed,
+}
+
+/// Running counters for one protocol.
+///
+/// `requests` counts every recorded request for the protocol; exactly one of `llm`, `routine`,
+/// `fallback`, `rejected` and `failed` is bumped per request, according to its path. Tokens and
+/// cost are summed from the requests, whatever their path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProtocolUsage {
+    /// Requests recorded under the protocol.
+    pub requests: i64,
+    /// Requests answered by the LLM.
+    pub llm: i64,
+    /// Requests answered by a routine.
+    pub routine: i64,
+    /// Requests where a routine failed and the LLM answered.
+    pub fallback: i64,
+    /// Requests refused.
+    pub rejected: i64,
+    /// Requests that failed.
+    pub failed: i64,
+    /// Prompt tokens summed over the requests.
+    pub llm_prompt_tokens: i64,
+    /// Completion tokens summed over the requests.
+    pub llm_completion_tokens: i64,
+    /// LLM cost summed over the requests, in US dollars.
+    pub llm_cost_usd: f64,
+    /// The latest `created_at_ms` among the requests (0 when none).
+    pub last_used_ms: i64,
+}
+
+/// One LLM call, for the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCallRecord {
+    /// The node that made the call.
+    pub node: String,
+    /// What the call was for: `"conversation"`, `"checking"`, `"negotiation"`,
+    /// `"implementing"`, `"querying"`, ...
+    pub category: String,
+    /// The model that answered.
+    pub model: String,
+    /// Tokens in the prompt.
+    pub prompt_tokens: i64,
+    /// Tokens in the completion.
+    pub completion_tokens: i64,
+    /// Wall time of the call, in milliseconds.
+    pub latency_ms: i64,
+    /// Cost of the call, in US dollars.
+    pub cost_usd: f64,
+    /// The request the call served, if any.
+    pub query_id: Option<String>,
+    /// The protocol the call concerned, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    /// When the call finished (Unix ms).
+    pub created_at_ms: i64,
+}
+
+/// Ledger totals for one (node, category, model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerTotals {
+    /// The node that made the calls.
+    pub node: String,
+    /// What the calls were for.
+    pub category: String,
+    /// The model that answered.
+    pub model: String,
+    /// Number of calls.
+    pub calls: i64,
+    /// Prompt tokens over the calls.
+    pub prompt_tokens: i64,
+    /// Completion tokens over the calls.
+    pub completion_tokens: i64,
+    /// Cost over the calls, in US dollars.
+    pub cost_usd: f64,
+}
+
+/// The word-per-variant mapping of an enum-like column, written once for every such enum.
+macro_rules! stored_words {
+    ($name:ident { $($variant:ident => $word:literal),+ $(,)? }) => {
+        impl $name {
+            /// The word stored in the database (and shown to people).
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $(Self::$variant => $word,)+
+                }
+            }
+
+            /// The variant a stored word names, if any.
+            pub fn parse(word: &str) -> Option<Self> {
+                match word {
+                    $($word => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Reads a stored word back, or reports the column as corrupt.
+            pub(crate) fn from_column(column: &str, word: &str) -> Result<Self, StoreError> {
+                Self::parse(word).ok_or_else(|| {
+                    StoreError::corrupt(format!(
+                        "{column}: unknown {} {word:?}",
+                        stringify!($name)
+                    ))
+                })
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+stored_words!(DecisionOrigin { Llm => "llm", Operator => "operator" });
+stored_words!(ConversationKind {
+    Natural => "natural",
+    Protocol => "protocol",
+    Negotiation => "negotiation",
+});
+stored_words!(RequestPath {
+    Llm => "llm",
+    Routine => "routine",
+    Fallback => "fallback",
+    Rejected => "rejected",
+    Failed => "failed",
+});
+
+/// Reads a stored hash back, or reports the column as corrupt.
+pub(crate) fn parse_hash(column: &str, text: &str) -> Result<ProtocolHash, StoreError> {
+    ProtocolHash::parse(text).map_err(|error| StoreError::corrupt(format!("{column}: {error}")))
+}
+
+/// Reads an optional stored hash back.
+pub(crate) fn parse_optional_hash(
+    column: &str,
+    text: Option<String>,
+) -> Result<Option<ProtocolHash>, StoreError> {
+    text.map(|text| parse_hash(column, &text)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_words_round_trip() {
+        for path in [
+            RequestPath::Llm,
+            RequestPath::Routine,
+            RequestPath::Fallback,
+            RequestPath::Rejected,
+            RequestPath::Failed,
+        ] {
+            assert_eq!(RequestPath::parse(path.as_str()), Some(path));
+        }
+        for kind in [
+            ConversationKind::Natural,
+            ConversationKind::Protocol,
+            ConversationKind::Negotiation,
+        ] {
+            assert_eq!(ConversationKind::parse(&kind.to_string()), Some(kind));
+        }
+        assert_eq!(DecisionOrigin::parse("operator"), Some(DecisionOrigin::Operator));
+        assert_eq!(DecisionOrigin::parse("Operator"), None);
+        assert!(matches!(
+            RequestPath::from_column("requests.path", "teleported"),
+            Err(StoreError::Corrupt(message)) if message.contains("teleported")
+        ));
+    }
+}

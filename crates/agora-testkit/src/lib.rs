@@ -1,0 +1,170 @@
+//! Test-only helpers: a scripted LLM, nodes over temporary SQLite stores,
+//! and nodes served over HTTP on 127.0.0.1 port 0.
+//!
+//! Architecture invariant: nothing outside tests depends on this crate. The
+//! scripted LLM exists for deterministic orchestration tests; every LLM role
+//! also has a test against the real local model.
+
+mod scripted;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agora_fetch::{FetchPolicy, Fetcher};
+use agora_llm::{Llm, PriceTable};
+use agora_node::{Clock, Node, NodeConfig, NodeParts, SystemClock, ToolRegistry};
+use agora_server::AppState;
+use agora_store::Store;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use scripted::{ScriptedLlm, Turn, last_user_message, schema_name, system_prompt};
+
+/// A temporary folder for a test's store; removed on drop.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary folder can be created")
+}
+
+/// The SQLite URL of a store file inside `dir`.
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("node.db").display())
+}
+
+/// Builds nodes for tests.
+pub struct NodeBuilder {
+    /// The node configuration.
+    pub config: NodeConfig,
+    /// The LLM.
+    pub llm: Arc<dyn Llm>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// The fetch policy (default: loopback allowed, as tests serve on 127.0.0.1).
+    pub fetch: FetchPolicy,
+    /// The folder holding the store.
+    pub store_dir: PathBuf,
+    /// The admin token.
+    pub admin_token: Option<String>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+}
+
+impl NodeBuilder {
+    /// A builder with defaults, storing in `store_dir`.
+    pub fn new(llm: Arc<dyn Llm>, store_dir: &Path) -> Self {
+        Self {
+            config: NodeConfig {
+                name: "test-node".into(),
+                ..NodeConfig::default()
+            },
+            llm,
+            clock: Arc::new(SystemClock),
+            fetch: FetchPolicy::default().allowing_loopback(),
+            store_dir: store_dir.to_path_buf(),
+            admin_token: None,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+
+    /// Changes the configuration.
+    pub fn config(mut self, change: impl FnOnce(&mut NodeConfig)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    /// Uses another clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses another fetch policy.
+    pub fn fetch(mut self, policy: FetchPolicy) -> Self {
+        self.fetch = policy;
+        self
+    }
+
+    /// Sets the admin token.
+    pub fn admin_token(mut self, token: &str) -> Self {
+        self.admin_token = Some(token.to_string());
+        self
+    }
+
+    /// Builds the engine alone (no HTTP).
+    pub async fn build(self) -> Node {
+        self.build_parts().await.0
+    }
+
+    async fn build_parts(self) -> (Node, Self) {
+        let store = Store::connect(&sqlite_url(&self.store_dir))
+            .await
+            .expect("the test store opens");
+        let tools = ToolRegistry::from_config(&self.config.tools).expect("the test tools are valid");
+        let node = Node::new(NodeParts {
+            config: self.config.clone(),
+            store,
+            llm: self.llm.clone(),
+            fetcher: Fetcher::new(self.fetch.clone()).expect("the fetcher builds"),
+            tools,
+            prices: PriceTable::default(),
+            clock: self.clock.clone(),
+        });
+        (node, self)
+    }
+
+    /// Builds the node and serves it on 127.0.0.1 with an ephemeral port.
+    pub async fn spawn(mut self) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding 127.0.0.1:0");
+        let address = listener.local_addr().expect("a bound address");
+        let url = format!("http://{address}");
+        self.config.public_url = url.clone();
+        let (node, builder) = self.build_parts().await;
+        let state = AppState::new(node.clone(), builder.admin_token.clone(), builder.max_body_bytes, 64);
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let _ = agora_server::app::serve_state(listener, state, token).await;
+        });
+        TestServer { node, url, shutdown, task: Some(task) }
+    }
+}
+
+/// A node served over HTTP for a test; stopped on drop.
+pub struct TestServer {
+    /// The engine.
+    pub node: Node,
+    /// Its base URL, `http://127.0.0.1:PORT`.
+    pub url: String,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Stops serving and waits for the server task.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// POSTs JSON to a path and returns (status, JSON body).
+    pub async fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}{}", self.url, path))
+            .json(body)
+            .send()
+            .await
+            .expect("the test server answers");
+        let status = response.status().as_u16();
+        let value = response.json().await.unwrap_or(serde_json::Value::Null);
+        (status, value)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,94 @@
+//! A scripted LLM for deterministic orchestration tests (test code only).
+//!
+//! A test gives a function from the request to the answer text; the fake
+//! records every request so tests can assert on prompts and call counts.
+//! Token counts are estimated (4 characters a token) so ledger arithmetic
+//! can be checked.
+
+use std::sync::{Arc, Mutex};
+
+use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, OutputFormat, Role, Usage};
+
+/// What the script answers to one request.
+pub type Turn = Result<String, LlmError>;
+
+type Script = dyn Fn(&ChatRequest) -> Turn + Send + Sync;
+
+/// An LLM that answers from a test's script.
+pub struct ScriptedLlm {
+    script: Box<Script>,
+    calls: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedLlm {
+    /// An LLM answering with `script`.
+    pub fn new(script: impl Fn(&ChatRequest) -> Turn + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            script: Box::new(script),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Every request received so far.
+    pub fn calls(&self) -> Vec<ChatRequest> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// How many requests were received.
+    pub fn call_count(&self) -> usize {
+        self.calls.lock().map(|c| c.len()).unwrap_or(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl Llm for ScriptedLlm {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(request.clone());
+        }
+        let content = (self.script)(request)?;
+        let prompt_chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        Ok(ChatResponse {
+            usage: Usage {
+                prompt_tokens: (prompt_chars / 4) as u32,
+                completion_tokens: (content.len() / 4).max(1) as u32,
+            },
+            content,
+            model: "scripted".into(),
+            latency_ms: 0,
+        })
+    }
+
+    fn model(&self) -> String {
+        "scripted".into()
+    }
+}
+
+/// The JSON schema's name, if the request asks for one.
+pub fn schema_name(request: &ChatRequest) -> Option<&str> {
+    match &request.format {
+        OutputFormat::JsonSchema { name, .. } => Some(name),
+        OutputFormat::Text => None,
+    }
+}
+
+/// The last user message.
+pub fn last_user_message(request: &ChatRequest) -> &str {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.as_str())
+        .unwrap_or("")
+}
+
+/// The system prompt.
+pub fn system_prompt(request: &ChatRequest) -> &str {
+    request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .unwrap_or("")
+}

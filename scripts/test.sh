@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this script).
+#
+#  1. installs what the tests need (idempotent, cached in ~/.cache/agora);
+#  2. builds everything, then runs the fast deterministic tests;
+#  3. starts the local model and a PostgreSQL test database, then runs the
+#     slow tests that need them (real model, Python reference library,
+#     Postgres) one at a time, never beside a compile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/install.sh
+cache=${AGORA_CACHE:-$HOME/.cache/agora}
+# shellcheck disable=SC1091
+source "$cache/env.sh"
+
+echo "== build" >&2
+cargo build --workspace --all-targets --locked 2>&1 | tail -n 3
+
+echo "== fast tests" >&2
+cargo test --workspace --locked
+
+echo "== slow tests: real local model, Python reference library, PostgreSQL" >&2
+AGORA_TEST_POSTGRES_URL=$(bash scripts/postgres-test-db.sh)
+export AGORA_TEST_POSTGRES_URL
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+log=$(mktemp -t agora-llama.XXXXXX.log)
+"$AGORA_LLAMA_SERVER" -m "$AGORA_MODEL" --host 127.0.0.1 --port "$port" \
+  -c 4096 -t 2 -np 1 --no-webui >"$log" 2>&1 &
+llama_pid=$!
+cleanup() { kill "$llama_pid" 2>/dev/null || true; wait "$llama_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  kill -0 "$llama_pid" 2>/dev/null || { echo "llama-server died:" >&2; tail -20 "$log" >&2; exit 1; }
+  sleep 1
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "llama-server did not become healthy" >&2; tail -20 "$log" >&2; exit 1; }
+export AGORA_TEST_LLM_URL="http://127.0.0.1:$port/v1"
+export AGORA_PYTHON_INTEROP AGORA_LLAMA_SERVER AGORA_MODEL
+export AGORA_REPO_ROOT="$root"
+
+cargo test --workspace --locked -- --ignored --test-threads=1
