@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 
 use crate::StoreError;
 
@@ -125,6 +125,12 @@ impl Store {
                 .idle_timeout(None)
                 .max_lifetime(None);
         }
+        // One plain connection first: the pool retries a refused connection until its acquire
+        // timeout and then reports only "timed out", while this fails at once with the cause.
+        let probe = AnyConnection::connect_with(&connect_options)
+            .await
+            .map_err(StoreError::db("connect"))?;
+        probe.close().await.map_err(StoreError::db("connect: close probe"))?;
         let pool = pool_options
             .connect_with(connect_options)
             .await
