@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "agora", version, about = "An Agora meta-protocol node for networks of LLM agents")]
+#[command(
+    name = "agora",
+    version,
+    about = "An Agora meta-protocol node for networks of LLM agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -50,7 +50,13 @@ pub enum LlmCommand {
 }
 
 pub async fn run(command: NodeCommand) -> anyhow::Result<()> {
-    let NodeCommand::Run { config, listen, store, llm, llm_url } = command;
+    let NodeCommand::Run {
+        config,
+        listen,
+        store,
+        llm,
+        llm_url,
+    } = command;
     agora_server::telemetry::init("info,agora=info,tower_http=warn");
     let mut config = Config::load(config.as_deref()).context("loading the configuration")?;
     if let Some(listen) = listen {
@@ -91,23 +97,42 @@ pub async fn run(command: NodeCommand) -> anyhow::Result<()> {
 
 fn print_banner(running: &agora_server::RunningNode, address: SocketAddr) {
     let url = format!("http://{address}");
-    println!("agora node {:?} listening on {url}", running.config.node.name);
+    println!(
+        "agora node {:?} listening on {url}",
+        running.config.node.name
+    );
     println!("  LLM: {}", running.llm_description);
     println!("  store: {}", running.config.store);
-    println!("  tools: {}", running.node.tools().specs().iter().map(|t| t.name.clone()).collect::<Vec<_>>().join(", "));
+    println!(
+        "  tools: {}",
+        running
+            .node
+            .tools()
+            .specs()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!();
     println!("Ask it in natural language:");
     println!(
         "  curl -s {url}/ -H 'content-type: application/json' -d '{{\"protocolHash\": null, \"protocolSources\": [], \"body\": \"What is the weather in London, UK on 2024-09-27?\"}}'"
     );
     println!("Use a protocol (the node fetches and checks the document from the data: URI):");
-    println!("  scripts/request.sh {url} protocols/weather-forecast.md '{{\"location\": \"London, UK\", \"date\": \"2024-09-27\"}}'");
+    println!(
+        "  scripts/request.sh {url} protocols/weather-forecast.md '{{\"location\": \"London, UK\", \"date\": \"2024-09-27\"}}'"
+    );
     println!("Discovery and metrics: {url}/.wellknown  {url}/metrics");
     println!("Press Ctrl-C to stop.");
 }
 
 pub async fn run_llm(command: LlmCommand) -> anyhow::Result<()> {
-    let LlmCommand::Serve { port, binary, model } = command;
+    let LlmCommand::Serve {
+        port,
+        binary,
+        model,
+    } = command;
     let server = LocalServer::start(LocalServerConfig {
         port,
         startup_timeout: Duration::from_secs(120),
@@ -116,7 +141,9 @@ pub async fn run_llm(command: LlmCommand) -> anyhow::Result<()> {
     .await
     .context("starting llama-server")?;
     println!("local LLM server ready: {}", server.base_url());
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     server.stop().await;
     Ok(())
 }

@@ -77,10 +77,21 @@ pub async fn run(config: Option<&Path>, command: PdCommand) -> anyhow::Result<()
         }
         PdCommand::Uri { file, base64 } => {
             let text = read(&file)?;
-            println!("{}", if base64 { data_uri::encode_base64(&text) } else { data_uri::encode(&text) });
+            println!(
+                "{}",
+                if base64 {
+                    data_uri::encode_base64(&text)
+                } else {
+                    data_uri::encode(&text)
+                }
+            );
             Ok(())
         }
-        PdCommand::Add { file, sources, allow } => {
+        PdCommand::Add {
+            file,
+            sources,
+            allow,
+        } => {
             let store = open(config).await?;
             let text = read(&file)?;
             let document = VerifiedDocument::from_text(&text);
@@ -96,10 +107,20 @@ pub async fn run(config: Option<&Path>, command: PdCommand) -> anyhow::Result<()
             for stored in store.documents().await? {
                 let hash = stored.document.hash();
                 let decision = match store.suitability(&hash).await? {
-                    Some(d) => format!("{} ({:?}: {})", if d.allowed { "allowed" } else { "denied" }, d.origin, d.reason),
+                    Some(d) => format!(
+                        "{} ({:?}: {})",
+                        if d.allowed { "allowed" } else { "denied" },
+                        d.origin,
+                        d.reason
+                    ),
                     None => "undecided".into(),
                 };
-                println!("{}  {:<32}  {}", hash.to_hex(), stored.document.display_name(), decision);
+                println!(
+                    "{}  {:<32}  {}",
+                    hash.to_hex(),
+                    stored.document.display_name(),
+                    decision
+                );
             }
             Ok(())
         }
@@ -124,14 +145,28 @@ pub async fn run(config: Option<&Path>, command: PdCommand) -> anyhow::Result<()
         }
         PdCommand::Forget { hash } => {
             let store = open(config).await?;
-            let cleared = store.clear_suitability(&ProtocolHash::parse(&hash)?).await?;
-            println!("{}", if cleared { "decision forgotten" } else { "there was no decision" });
+            let cleared = store
+                .clear_suitability(&ProtocolHash::parse(&hash)?)
+                .await?;
+            println!(
+                "{}",
+                if cleared {
+                    "decision forgotten"
+                } else {
+                    "there was no decision"
+                }
+            );
             Ok(())
         }
     }
 }
 
-async fn decide(store: &Store, hash: &ProtocolHash, allowed: bool, reason: &str) -> anyhow::Result<()> {
+async fn decide(
+    store: &Store,
+    hash: &ProtocolHash,
+    allowed: bool,
+    reason: &str,
+) -> anyhow::Result<()> {
     let decision = Decision {
         allowed,
         origin: DecisionOrigin::Operator,

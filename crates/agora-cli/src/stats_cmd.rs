@@ -17,15 +17,43 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("LLM ledger");
-    println!("{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10}", "node", "category", "model", "calls", "prompt", "completion", "cost $");
+    println!(
+        "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10}",
+        "node", "category", "model", "calls", "prompt", "completion", "cost $"
+    );
     for t in &ledger {
-        println!("{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10.4}", t.node, t.category, t.model, t.calls, t.prompt_tokens, t.completion_tokens, t.cost_usd);
+        println!(
+            "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10.4}",
+            t.node, t.category, t.model, t.calls, t.prompt_tokens, t.completion_tokens, t.cost_usd
+        );
     }
     println!();
     println!("Protocols");
-    println!("{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10}", "hash", "requests", "llm", "routine", "fallback", "rejected", "failed", "llm tokens", "llm cost $");
+    println!(
+        "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10}",
+        "hash",
+        "requests",
+        "llm",
+        "routine",
+        "fallback",
+        "rejected",
+        "failed",
+        "llm tokens",
+        "llm cost $"
+    );
     for (hash, u) in &usage {
-        println!("{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10.4}", hash.to_hex(), u.requests, u.llm, u.routine, u.fallback, u.rejected, u.failed, u.llm_prompt_tokens + u.llm_completion_tokens, u.llm_cost_usd);
+        println!(
+            "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10.4}",
+            hash.to_hex(),
+            u.requests,
+            u.llm,
+            u.routine,
+            u.fallback,
+            u.rejected,
+            u.failed,
+            u.llm_prompt_tokens + u.llm_completion_tokens,
+            u.llm_cost_usd
+        );
     }
     Ok(())
 }

@@ -185,7 +185,10 @@ impl Node {
             Ok(_) => return Err(FollowUpError::NotFound),
             Err(error) => {
                 tracing::error!(%error, "could not load a conversation");
-                return Ok(Reply::failure(ErrorCode::Internal, "the node's store failed"));
+                return Ok(Reply::failure(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ));
             }
         };
         let query_id = uuid::Uuid::new_v4().to_string();
@@ -201,10 +204,16 @@ impl Node {
                 None => None,
             };
             if stored.protocol_hash.is_some() && document.is_none() {
-                let outcome = Outcome::failed(ErrorCode::Internal, "the conversation's protocol document is missing");
+                let outcome = Outcome::failed(
+                    ErrorCode::Internal,
+                    "the conversation's protocol document is missing",
+                );
                 return Ok(self.finish(&context, "follow_up", outcome, started).await);
             }
-            let subject = document.as_ref().map(Subject::Protocol).unwrap_or(Subject::Natural);
+            let subject = document
+                .as_ref()
+                .map(Subject::Protocol)
+                .unwrap_or(Subject::Natural);
             let history = conversation::decode(&stored.messages);
             let outcome = self
                 .respond(&context, subject, &follow_up.body, history, Some(stored))
@@ -231,7 +240,8 @@ impl Node {
         let mut listing = WellKnown::new();
         for stored in self.inner.store.documents().await? {
             let hash = stored.document.hash();
-            let allowed = matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
+            let allowed =
+                matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
             if !allowed {
                 continue;
             }
@@ -288,16 +298,25 @@ impl Node {
         hash: ProtocolHash,
     ) -> Outcome {
         let now = self.inner.clock.now_ms();
-        let document = match self.inner.resolver.resolve(&hash, &request.sources, now).await {
+        let document = match self
+            .inner
+            .resolver
+            .resolve(&hash, &request.sources, now)
+            .await
+        {
             Ok(document) => document,
             Err(ResolveError::Store(error)) => {
                 tracing::error!(%error, "store failed while resolving");
                 return Outcome::failed(ErrorCode::Internal, "the node's store failed");
             }
-            Err(error) => return Outcome::failed(ErrorCode::ProtocolUnavailable, error.to_string()),
+            Err(error) => {
+                return Outcome::failed(ErrorCode::ProtocolUnavailable, error.to_string());
+            }
         };
         match self.suitability(context, &document).await {
-            Ok(decision) if decision.allowed => self.answer(context, request, Some(&document)).await,
+            Ok(decision) if decision.allowed => {
+                self.answer(context, request, Some(&document)).await
+            }
             Ok(decision) => {
                 let hash_text = hash.to_dialect(request.hash_dialect);
                 let mut message = format!("{hash_text} is not suitable for execution");
@@ -326,7 +345,10 @@ impl Node {
             Ok(None) => {}
             Err(error) => {
                 tracing::error!(%error, "could not read a suitability decision");
-                return Err(Outcome::failed(ErrorCode::Internal, "the node's store failed"));
+                return Err(Outcome::failed(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ));
             }
         }
         let now = self.inner.clock.now_ms();
@@ -417,7 +439,10 @@ impl Node {
             description: &self.inner.config.description,
         };
         let message = body.to_text();
-        let answer = match responder.respond(context, subject, &history, &message).await {
+        let answer = match responder
+            .respond(context, subject, &history, &message)
+            .await
+        {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::warn!(%error, "the responder failed");
@@ -437,7 +462,9 @@ impl Node {
             );
             c.last_active_ms = now;
             c.expires_at_ms = now + ttl;
-            reply = reply.clone().with_conversation(c.id.clone(), c.expires_at_ms / 1000);
+            reply = reply
+                .clone()
+                .with_conversation(c.id.clone(), c.expires_at_ms / 1000);
             c
         });
         Outcome {

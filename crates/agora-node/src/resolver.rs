@@ -118,7 +118,11 @@ impl Resolver {
         })
     }
 
-    async fn try_source(&self, hash: &ProtocolHash, source: &str) -> Result<VerifiedDocument, String> {
+    async fn try_source(
+        &self,
+        hash: &ProtocolHash,
+        source: &str,
+    ) -> Result<VerifiedDocument, String> {
         let bytes = if data_uri::is_data_uri(source) {
             data_uri::decode(source).map_err(|e| e.to_string())?
         } else if source.starts_with("http://") || source.starts_with("https://") {

@@ -106,8 +106,9 @@ impl Responder<'_> {
                 .accountant
                 .chat(Category::Conversation, context, &request)
                 .await?;
-            let step: Value = serde_json::from_str(response.content.trim())
-                .map_err(|e| RespondError::Unreadable(format!("{e}: {}", clip(&response.content))))?;
+            let step: Value = serde_json::from_str(response.content.trim()).map_err(|e| {
+                RespondError::Unreadable(format!("{e}: {}", clip(&response.content)))
+            })?;
             let tool = step.get("tool").and_then(Value::as_str).unwrap_or_default();
             if tool == FINAL {
                 let value = step.get("answer").cloned().unwrap_or(Value::Null);

@@ -4,6 +4,8 @@
 //! with the installed model and runs them one at a time with
 //! `AGORA_TEST_LLM_URL` set. They are kept to a few LLM calls.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +19,9 @@ use serde_json::{Value, json};
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
 
 fn local_llm() -> Arc<dyn Llm> {
-    let url = std::env::var("AGORA_TEST_LLM_URL")
-        .expect("AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)");
+    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
+        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
+    );
     Arc::new(OpenAiBackend::new(OpenAiConfig {
         base_url: url,
         api_key: "local".into(),
@@ -34,7 +37,10 @@ fn weather_tool() -> ToolConfig {
         description: None,
         parameters: None,
         returns: None,
-        kind: ToolKind::Builtin { builtin: "weather_forecast".into(), seed: 7 },
+        kind: ToolKind::Builtin {
+            builtin: "weather_forecast".into(),
+            seed: 7,
+        },
     }
 }
 
@@ -64,7 +70,10 @@ async fn real_model_answers_a_weather_question_with_tool_data() {
         .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
         .filter_map(|t| t.trim_end_matches('.').parse().ok())
         .collect();
-    assert!(numbers.iter().any(|n| (n - temperature).abs() < 0.051), "the answer should carry the tool's temperature {temperature}: {answer}");
+    assert!(
+        numbers.iter().any(|n| (n - temperature).abs() < 0.051),
+        "the answer should carry the tool's temperature {temperature}: {answer}"
+    );
     let calls = server.node.store().llm_calls(None).await.unwrap();
     assert!(calls.len() >= 2, "a tool step and an answer step");
 }
@@ -80,22 +89,30 @@ async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() 
         })
         .spawn()
         .await;
-    let flights = "---\nname: FlightBooking\ndescription: Book a seat on a commercial flight.\nmultiround: false\n---\n\n\
-        Request: {\"from\": IATA airport code, \"to\": IATA airport code, \"date\": \"YYYY-MM-DD\", \"passenger\": full name}.\n\
-        Reply: {\"bookingReference\": string, \"priceEur\": number} for the booked seat, or {\"error\": string}.\n";
-    for (text, expected) in [(WEATHER_PD, true), (flights, false)] {
+    let stocks = "---\nname: StockQuote\ndescription: Get the latest price of a stock.\nmultiround: false\n---\n\n\
+        Request: {\"ticker\": string}. Reply: {\"price\": number, \"currency\": string}.\n";
+    let air = "---\nname: AirQuality\ndescription: Air quality index for a city on a date.\nmultiround: false\n---\n\n\
+        Request: {\"city\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"aqi\": integer, \"pm25\": number}.\n";
+    for (text, expected) in [(WEATHER_PD, true), (stocks, false), (air, false)] {
         let hash = ProtocolHash::of(text.as_bytes());
         let body = r#"{"location": "Rome, Italy", "date": "2025-06-01"}"#;
         let (_, reply) = server
             .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(text)], "body": body}))
             .await;
-        let decision = server.node.store().suitability(&hash).await.unwrap().expect("a decision was stored");
+        let decision = server
+            .node
+            .store()
+            .suitability(&hash)
+            .await
+            .unwrap()
+            .expect("a decision was stored");
         eprintln!("{}: {:?} / reply {}", hash, decision, reply);
         assert_eq!(decision.allowed, expected, "{}", decision.reason);
         let status = reply["status"].as_str().unwrap();
         assert_eq!(status == "rejected", !expected, "{reply}");
         if expected {
-            let body: Value = serde_json::from_str(reply["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+            let body: Value = serde_json::from_str(reply["body"].as_str().unwrap_or("null"))
+                .unwrap_or(Value::Null);
             eprintln!("protocol reply body: {body}");
         }
     }

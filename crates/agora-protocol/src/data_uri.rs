@@ -86,7 +86,10 @@ pub fn encode(text: &str) -> String {
 
 /// Encodes text as `data:text/plain;charset=utf-8;base64,<base64>`.
 pub fn encode_base64(text: &str) -> String {
-    format!("data:text/plain;charset=utf-8;base64,{}", STANDARD.encode(text))
+    format!(
+        "data:text/plain;charset=utf-8;base64,{}",
+        STANDARD.encode(text)
+    )
 }
 
 #[cfg(test)]

@@ -42,23 +42,22 @@ pub struct ProtocolDocument {
 impl ProtocolDocument {
     /// Parses a PD's text. Never fails.
     pub fn parse(text: &str) -> Self {
-        if let Some((yaml, body)) = split_fenced(text) {
-            if let Some(metadata) = metadata_from_yaml(yaml) {
-                return Self {
-                    metadata,
-                    body: body.to_string(),
-                };
-            }
+        if let Some((yaml, body)) = split_fenced(text)
+            && let Some(metadata) = metadata_from_yaml(yaml)
+        {
+            return Self {
+                metadata,
+                body: body.to_string(),
+            };
         }
-        if let Some((yaml, body)) = split_spec_form(text) {
-            if let Some(metadata) = metadata_from_yaml(yaml) {
-                if metadata.name.is_some() || metadata.description.is_some() {
-                    return Self {
-                        metadata,
-                        body: body.to_string(),
-                    };
-                }
-            }
+        if let Some((yaml, body)) = split_spec_form(text)
+            && let Some(metadata) = metadata_from_yaml(yaml)
+            && (metadata.name.is_some() || metadata.description.is_some())
+        {
+            return Self {
+                metadata,
+                body: body.to_string(),
+            };
         }
         Self {
             metadata: Metadata::default(),
@@ -288,7 +287,10 @@ mod tests {
         assert!(text.starts_with("---\n"));
         let pd = ProtocolDocument::parse(&text);
         assert_eq!(pd.metadata.name.as_deref(), Some("Weather"));
-        assert_eq!(pd.metadata.description.as_deref(), Some("Forecasts: by date"));
+        assert_eq!(
+            pd.metadata.description.as_deref(),
+            Some("Forecasts: by date")
+        );
         assert_eq!(pd.body.trim_start(), "Send {}.");
     }
 

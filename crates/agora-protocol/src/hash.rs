@@ -162,7 +162,10 @@ mod tests {
         let h = ProtocolHash::parse(HEX).unwrap();
         assert_eq!(ProtocolHash::parse(&HEX.to_uppercase()).unwrap(), h);
         assert_eq!(ProtocolHash::parse(B64.trim_end_matches('=')).unwrap(), h);
-        assert_eq!(ProtocolHash::parse("3HQgjbJjDV-v4Dxx8IpTPTlunqs=").unwrap(), h);
+        assert_eq!(
+            ProtocolHash::parse("3HQgjbJjDV-v4Dxx8IpTPTlunqs=").unwrap(),
+            h
+        );
     }
 
     #[test]
@@ -176,7 +179,13 @@ mod tests {
 
     #[test]
     fn garbage_is_rejected() {
-        for bad in ["", "negotiation", "zz74208db2630d5fafe03c71f08a533d396e9eab", "3HQgjbJjDV+v4Dxx8IpTPTlunq!=", "AAAA"] {
+        for bad in [
+            "",
+            "negotiation",
+            "zz74208db2630d5fafe03c71f08a533d396e9eab",
+            "3HQgjbJjDV+v4Dxx8IpTPTlunq!=",
+            "AAAA",
+        ] {
             assert!(ProtocolHash::parse(bad).is_err(), "{bad}");
         }
     }

@@ -124,10 +124,12 @@ impl Request {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|item| {
-                    item.as_str().map(str::to_string).ok_or(WireError::WrongType {
-                        key: "protocolSources",
-                        expected: "a list of strings",
-                    })
+                    item.as_str()
+                        .map(str::to_string)
+                        .ok_or(WireError::WrongType {
+                            key: "protocolSources",
+                            expected: "a list of strings",
+                        })
                 })
                 .collect::<Result<_, _>>()?,
             Some(_) => {
@@ -380,11 +382,15 @@ impl Reply {
             Some(Value::String(s)) => Some(Body::Text(s.clone())),
             Some(other) => Some(Body::Json(other.clone())),
         };
-        let error = ["error", "message"].iter().find_map(|key| match object.get(*key) {
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Object(o)) => o.get("message").and_then(Value::as_str).map(str::to_string),
-            _ => None,
-        });
+        let error = ["error", "message"]
+            .iter()
+            .find_map(|key| match object.get(*key) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Object(o)) => {
+                    o.get("message").and_then(Value::as_str).map(str::to_string)
+                }
+                _ => None,
+            });
         // The Python library reports rejections as a generic error.
         let status = match (&status, &error) {
             (Status::Failure, Some(e)) if e.contains("not suitable for execution") => {
@@ -446,7 +452,9 @@ mod tests {
 
     #[test]
     fn natural_language_and_negotiation() {
-        let nl = Request::from_json(&json!({"protocolHash": null, "protocolSources": [], "body": "hi"})).unwrap();
+        let nl =
+            Request::from_json(&json!({"protocolHash": null, "protocolSources": [], "body": "hi"}))
+                .unwrap();
         assert_eq!(nl.protocol, ProtocolRef::NaturalLanguage);
         let neg = Request::from_json(&json!({"protocolHash": "negotiation", "protocolSources": null, "body": "hi", "multiround": true})).unwrap();
         assert_eq!(neg.protocol, ProtocolRef::Negotiation);
@@ -456,27 +464,53 @@ mod tests {
     #[test]
     fn malformed_requests() {
         assert_eq!(Request::from_json(&json!([])), Err(WireError::NotAnObject));
-        assert_eq!(Request::from_json(&json!({"body": "x"})), Err(WireError::MissingKey("protocolHash")));
-        assert_eq!(Request::from_json(&json!({"protocolHash": null})), Err(WireError::MissingKey("body")));
-        assert!(matches!(Request::from_json(&json!({"protocolHash": 5, "body": "x"})), Err(WireError::WrongType { .. })));
-        assert!(matches!(Request::from_json(&json!({"protocolHash": "nope", "body": "x"})), Err(WireError::BadHash(_))));
-        assert!(matches!(Request::from_json(&json!({"protocolHash": null, "protocolSources": [1], "body": "x"})), Err(WireError::WrongType { .. })));
-        assert!(matches!(Request::from_json(&json!({"protocolHash": null, "body": null})), Err(WireError::WrongType { .. })));
+        assert_eq!(
+            Request::from_json(&json!({"body": "x"})),
+            Err(WireError::MissingKey("protocolHash"))
+        );
+        assert_eq!(
+            Request::from_json(&json!({"protocolHash": null})),
+            Err(WireError::MissingKey("body"))
+        );
+        assert!(matches!(
+            Request::from_json(&json!({"protocolHash": 5, "body": "x"})),
+            Err(WireError::WrongType { .. })
+        ));
+        assert!(matches!(
+            Request::from_json(&json!({"protocolHash": "nope", "body": "x"})),
+            Err(WireError::BadHash(_))
+        ));
+        assert!(matches!(
+            Request::from_json(&json!({"protocolHash": null, "protocolSources": [1], "body": "x"})),
+            Err(WireError::WrongType { .. })
+        ));
+        assert!(matches!(
+            Request::from_json(&json!({"protocolHash": null, "body": null})),
+            Err(WireError::WrongType { .. })
+        ));
     }
 
     #[test]
     fn error_reply_speaks_both_dialects() {
         let j = Reply::failure(ErrorCode::BadRequest, "nope").to_json();
-        assert_eq!(j, json!({"status": "failure", "error": "nope", "message": "nope", "code": "bad_request"}));
+        assert_eq!(
+            j,
+            json!({"status": "failure", "error": "nope", "message": "nope", "code": "bad_request"})
+        );
         let r = Reply::rejected("no").to_json();
         assert_eq!(r["status"], "rejected");
     }
 
     #[test]
     fn reads_python_replies() {
-        let r = Reply::from_json(&json!({"status": "error", "message": "abc is not suitable for execution"})).unwrap();
+        let r = Reply::from_json(
+            &json!({"status": "error", "message": "abc is not suitable for execution"}),
+        )
+        .unwrap();
         assert_eq!(r.status, Status::Rejected);
-        let ok = Reply::from_json(&json!({"status": "success", "body": "x", "conversationId": "c"})).unwrap();
+        let ok =
+            Reply::from_json(&json!({"status": "success", "body": "x", "conversationId": "c"}))
+                .unwrap();
         assert_eq!(ok.body, Some(Body::Text("x".into())));
         assert_eq!(ok.conversation_id.as_deref(), Some("c"));
         assert!(Reply::from_json(&json!({"body": "x"})).is_none());

@@ -28,15 +28,22 @@ use crate::extract::JsonBody;
 pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/protocols", get(list_protocols).post(add_protocol))
-        .route("/protocols/{hash}/decision", put(set_decision).delete(clear_decision))
+        .route(
+            "/protocols/{hash}/decision",
+            put(set_decision).delete(clear_decision),
+        )
         .route("/stats", get(stats))
         .route_layer(axum::middleware::from_fn_with_state(state, require_token))
 }
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(expected) = state.admin_token.as_deref() else {
-        return ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Unauthorized, "the admin API is disabled: configure admin_token")
-            .into_response();
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized,
+            "the admin API is disabled: configure admin_token",
+        )
+        .into_response();
     };
     let presented = request
         .headers()
@@ -46,7 +53,12 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
         next.run(request).await
     } else {
-        ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, "missing or wrong bearer token").into_response()
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "missing or wrong bearer token",
+        )
+        .into_response()
     }
 }
 
@@ -82,17 +94,28 @@ async fn list_protocols(State(state): State<AppState>) -> Result<Json<Value>, Ap
     Ok(Json(Value::Array(out)))
 }
 
-async fn add_protocol(State(state): State<AppState>, JsonBody(value): JsonBody) -> Result<Json<Value>, ApiError> {
-    let text = value
-        .get("text")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("expected {\"text\": <protocol document>, \"sources\": [...]}"))?;
+async fn add_protocol(
+    State(state): State<AppState>,
+    JsonBody(value): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let text = value.get("text").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::bad_request("expected {\"text\": <protocol document>, \"sources\": [...]}")
+    })?;
     let sources: Vec<String> = value
         .get("sources")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    let document = state.node.add_document(text, &sources).await.map_err(internal)?;
+    let document = state
+        .node
+        .add_document(text, &sources)
+        .await
+        .map_err(internal)?;
     Ok(Json(json!({
         "hash": document.hash().to_hex(),
         "base64": document.hash().to_base64(),
@@ -109,15 +132,32 @@ async fn set_decision(
     let allowed = value
         .get("allowed")
         .and_then(Value::as_bool)
-        .ok_or_else(|| ApiError::bad_request("expected {\"allowed\": true|false, \"reason\": \"...\"}"))?;
-    let reason = value.get("reason").and_then(Value::as_str).unwrap_or("operator decision");
-    state.node.set_operator_decision(&hash, allowed, reason).await.map_err(internal)?;
+        .ok_or_else(|| {
+            ApiError::bad_request("expected {\"allowed\": true|false, \"reason\": \"...\"}")
+        })?;
+    let reason = value
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("operator decision");
+    state
+        .node
+        .set_operator_decision(&hash, allowed, reason)
+        .await
+        .map_err(internal)?;
     Ok(Json(json!({"status": "success"})))
 }
 
-async fn clear_decision(State(state): State<AppState>, Path(hash): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn clear_decision(
+    State(state): State<AppState>,
+    Path(hash): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let hash = parse_hash(&hash)?;
-    let cleared = state.node.store().clear_suitability(&hash).await.map_err(internal)?;
+    let cleared = state
+        .node
+        .store()
+        .clear_suitability(&hash)
+        .await
+        .map_err(internal)?;
     Ok(Json(json!({"status": "success", "cleared": cleared})))
 }
 

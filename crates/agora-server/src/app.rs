@@ -45,7 +45,12 @@ pub struct AppState {
 
 impl AppState {
     /// State with the given limits.
-    pub fn new(node: Node, admin_token: Option<String>, max_body_bytes: usize, max_concurrent: usize) -> Self {
+    pub fn new(
+        node: Node,
+        admin_token: Option<String>,
+        max_body_bytes: usize,
+        max_concurrent: usize,
+    ) -> Self {
         Self {
             node,
             admin_token: admin_token.filter(|t| !t.is_empty()).map(Arc::from),
@@ -61,7 +66,10 @@ pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     Router::new()
         .route("/", post(agora_request))
-        .route("/conversations/{id}", post(follow_up).delete(close_conversation))
+        .route(
+            "/conversations/{id}",
+            post(follow_up).delete(close_conversation),
+        )
         .route("/.wellknown", get(wellknown))
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
@@ -70,18 +78,32 @@ pub fn router(state: AppState) -> Router {
         .nest("/admin", crate::admin::router(state.clone()))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, ErrorCode::BadRequest, "method not allowed on this endpoint")
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::BadRequest,
+                "method not allowed on this endpoint",
+            )
         })
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::count))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::count,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
-async fn agora_request(State(state): State<AppState>, JsonBody(value): JsonBody) -> Result<Response, ApiError> {
+async fn agora_request(
+    State(state): State<AppState>,
+    JsonBody(value): JsonBody,
+) -> Result<Response, ApiError> {
     let request = Request::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, "this node is at capacity; retry later")
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Busy,
+            "this node is at capacity; retry later",
+        )
     })?;
     let reply = state.node.handle(request).await;
     Ok(Json(reply.to_json()).into_response())
@@ -92,9 +114,14 @@ async fn follow_up(
     Path(id): Path<String>,
     JsonBody(value): JsonBody,
 ) -> Result<Response, ApiError> {
-    let follow_up = FollowUp::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let follow_up =
+        FollowUp::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, "this node is at capacity; retry later")
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Busy,
+            "this node is at capacity; retry later",
+        )
     })?;
     match state.node.follow_up(&id, follow_up).await {
         Ok(reply) => Ok(Json(reply.to_json()).into_response()),
@@ -106,7 +133,10 @@ async fn follow_up(
     }
 }
 
-async fn close_conversation(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn close_conversation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     state.node.close_conversation(&id).await.map_err(|error| {
         tracing::error!(%error, "could not close a conversation");
         ApiError::internal()
@@ -122,7 +152,10 @@ async fn wellknown(State(state): State<AppState>) -> Result<Response, ApiError> 
     Ok(Json(listing).into_response())
 }
 
-async fn protocol_document(State(state): State<AppState>, Path(hash): Path<String>) -> Result<Response, ApiError> {
+async fn protocol_document(
+    State(state): State<AppState>,
+    Path(hash): Path<String>,
+) -> Result<Response, ApiError> {
     let hash = ProtocolHash::parse(&hash).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let stored = state.node.store().document(&hash).await.map_err(|error| {
         tracing::error!(%error, "could not read a document");
@@ -143,7 +176,14 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
         tracing::error!(%error, "could not render metrics");
         ApiError::internal()
     })?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
 }
 
 /// Serves a node's state until the token fires (tests and embedders).

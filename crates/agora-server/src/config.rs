@@ -56,7 +56,7 @@ impl Default for Config {
 
 impl Config {
     /// Loads defaults, then the file (if given), then `AGORA_*` variables.
-    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
@@ -64,21 +64,32 @@ impl Config {
         // Only keys of this struct are read; other AGORA_* variables (paths
         // exported by the installer, test settings) are ignored.
         let keys = [
-            "listen", "store", "max_body_bytes", "max_concurrent_requests", "admin_token",
-            "sweep_interval_secs", "node", "llm", "fetch",
+            "listen",
+            "store",
+            "max_body_bytes",
+            "max_concurrent_requests",
+            "admin_token",
+            "sweep_interval_secs",
+            "node",
+            "llm",
+            "fetch",
         ];
-        figment = figment.merge(
-            Env::prefixed("AGORA_")
-                .split("__")
-                .filter(move |key| keys.iter().any(|k| key.as_str().split('.').next() == Some(*k))),
-        );
-        let mut config: Config = figment.extract()?;
+        figment = figment.merge(Env::prefixed("AGORA_").split("__").filter(move |key| {
+            keys.iter()
+                .any(|k| key.as_str().split('.').next() == Some(*k))
+        }));
+        let mut config: Config = figment.extract().map_err(|e| ConfigError(e.to_string()))?;
         if config.node.public_url == NodeConfig::default().public_url {
             config.node.public_url = format!("http://{}", config.listen);
         }
         Ok(config)
     }
 }
+
+/// Why the configuration could not be loaded (file, key and reason).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
 
 /// Which LLM answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

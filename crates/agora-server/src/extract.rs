@@ -5,10 +5,10 @@
 //! none), and must get errors they can parse, so bodies are read as bytes
 //! (under the router's size limit) and parsed here.
 
+use agora_protocol::ErrorCode;
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use axum::body::Bytes;
-use agora_protocol::ErrorCode;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -21,19 +21,23 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    ErrorCode::PayloadTooLarge,
-                    "request body is larger than this node accepts",
-                )
-            } else {
-                ApiError::bad_request(format!("could not read the request body: {rejection}"))
-            }
-        })?;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        ErrorCode::PayloadTooLarge,
+                        "request body is larger than this node accepts",
+                    )
+                } else {
+                    ApiError::bad_request(format!("could not read the request body: {rejection}"))
+                }
+            })?;
         if bytes.is_empty() {
-            return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
+            return Err(ApiError::bad_request(
+                "request body is empty; expected a JSON object",
+            ));
         }
         serde_json::from_slice(&bytes)
             .map(JsonBody)

@@ -31,7 +31,9 @@ pub async fn count(State(state): State<AppState>, request: Request, next: Next) 
     let method = request.method().to_string();
     let response = next.run(request).await;
     if let Ok(mut counts) = state.metrics.counts.lock() {
-        *counts.entry((method, route, response.status().as_u16())).or_default() += 1;
+        *counts
+            .entry((method, route, response.status().as_u16()))
+            .or_default() += 1;
     }
     response
 }
@@ -41,51 +43,114 @@ pub async fn render(state: &AppState) -> Result<String, agora_store::StoreError>
     let store = state.node.store();
     let node = &state.node.config().name;
     let mut out = String::new();
-    let _ = writeln!(out, "# HELP agora_http_requests_total HTTP requests by method, route and status.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_http_requests_total HTTP requests by method, route and status."
+    );
     let _ = writeln!(out, "# TYPE agora_http_requests_total counter");
     if let Ok(counts) = state.metrics.counts.lock() {
         for ((method, route, status), n) in counts.iter() {
             let _ = writeln!(
                 out,
                 "agora_http_requests_total{{node=\"{}\",method=\"{}\",route=\"{}\",status=\"{status}\"}} {n}",
-                esc(node), esc(method), esc(route)
+                esc(node),
+                esc(method),
+                esc(route)
             );
         }
     }
     let ledger = store.ledger_totals().await?;
-    let _ = writeln!(out, "# HELP agora_llm_calls_total LLM calls by category and model.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_llm_calls_total LLM calls by category and model."
+    );
     let _ = writeln!(out, "# TYPE agora_llm_calls_total counter");
     for t in &ledger {
-        let _ = writeln!(out, "agora_llm_calls_total{{node=\"{}\",category=\"{}\",model=\"{}\"}} {}", esc(&t.node), esc(&t.category), esc(&t.model), t.calls);
+        let _ = writeln!(
+            out,
+            "agora_llm_calls_total{{node=\"{}\",category=\"{}\",model=\"{}\"}} {}",
+            esc(&t.node),
+            esc(&t.category),
+            esc(&t.model),
+            t.calls
+        );
     }
-    let _ = writeln!(out, "# HELP agora_llm_tokens_total LLM tokens by category, model and kind.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_llm_tokens_total LLM tokens by category, model and kind."
+    );
     let _ = writeln!(out, "# TYPE agora_llm_tokens_total counter");
     for t in &ledger {
-        for (kind, n) in [("prompt", t.prompt_tokens), ("completion", t.completion_tokens)] {
-            let _ = writeln!(out, "agora_llm_tokens_total{{node=\"{}\",category=\"{}\",model=\"{}\",kind=\"{kind}\"}} {n}", esc(&t.node), esc(&t.category), esc(&t.model));
+        for (kind, n) in [
+            ("prompt", t.prompt_tokens),
+            ("completion", t.completion_tokens),
+        ] {
+            let _ = writeln!(
+                out,
+                "agora_llm_tokens_total{{node=\"{}\",category=\"{}\",model=\"{}\",kind=\"{kind}\"}} {n}",
+                esc(&t.node),
+                esc(&t.category),
+                esc(&t.model)
+            );
         }
     }
-    let _ = writeln!(out, "# HELP agora_llm_cost_usd_total LLM cost at the price table's rates, in US dollars.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_llm_cost_usd_total LLM cost at the price table's rates, in US dollars."
+    );
     let _ = writeln!(out, "# TYPE agora_llm_cost_usd_total counter");
     for t in &ledger {
-        let _ = writeln!(out, "agora_llm_cost_usd_total{{node=\"{}\",category=\"{}\",model=\"{}\"}} {}", esc(&t.node), esc(&t.category), esc(&t.model), t.cost_usd);
+        let _ = writeln!(
+            out,
+            "agora_llm_cost_usd_total{{node=\"{}\",category=\"{}\",model=\"{}\"}} {}",
+            esc(&t.node),
+            esc(&t.category),
+            esc(&t.model),
+            t.cost_usd
+        );
     }
     let usage = store.usage_all().await?;
-    let _ = writeln!(out, "# HELP agora_protocol_requests_total Requests per protocol by the path that answered them.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_protocol_requests_total Requests per protocol by the path that answered them."
+    );
     let _ = writeln!(out, "# TYPE agora_protocol_requests_total counter");
     for (hash, u) in &usage {
-        for (path, n) in [("llm", u.llm), ("routine", u.routine), ("fallback", u.fallback), ("rejected", u.rejected), ("failed", u.failed)] {
-            let _ = writeln!(out, "agora_protocol_requests_total{{node=\"{}\",protocol=\"{}\",path=\"{path}\"}} {n}", esc(node), hash.to_hex());
+        for (path, n) in [
+            ("llm", u.llm),
+            ("routine", u.routine),
+            ("fallback", u.fallback),
+            ("rejected", u.rejected),
+            ("failed", u.failed),
+        ] {
+            let _ = writeln!(
+                out,
+                "agora_protocol_requests_total{{node=\"{}\",protocol=\"{}\",path=\"{path}\"}} {n}",
+                esc(node),
+                hash.to_hex()
+            );
         }
     }
-    let _ = writeln!(out, "# HELP agora_protocol_llm_tokens_total LLM tokens spent answering each protocol.");
+    let _ = writeln!(
+        out,
+        "# HELP agora_protocol_llm_tokens_total LLM tokens spent answering each protocol."
+    );
     let _ = writeln!(out, "# TYPE agora_protocol_llm_tokens_total counter");
     for (hash, u) in &usage {
-        let _ = writeln!(out, "agora_protocol_llm_tokens_total{{node=\"{}\",protocol=\"{}\"}} {}", esc(node), hash.to_hex(), u.llm_prompt_tokens + u.llm_completion_tokens);
+        let _ = writeln!(
+            out,
+            "agora_protocol_llm_tokens_total{{node=\"{}\",protocol=\"{}\"}} {}",
+            esc(node),
+            hash.to_hex(),
+            u.llm_prompt_tokens + u.llm_completion_tokens
+        );
     }
     Ok(out)
 }
 
 fn esc(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

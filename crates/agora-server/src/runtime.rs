@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agora_fetch::{FetchPolicy, Fetcher};
 use agora_llm::{
-    LocalServer, LocalServerConfig, Llm, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
+    Llm, LocalServer, LocalServerConfig, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
 };
 use agora_node::{Node, NodeParts, SystemClock, ToolRegistry};
 use agora_store::Store;
@@ -42,7 +42,8 @@ pub struct RunningNode {
 pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     let store = open_store(&config.store).await?;
     let (llm, llm_description, local_server) = build_llm(&config.llm).await?;
-    let fetcher = Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
+    let fetcher =
+        Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
     let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
     let node = Node::new(NodeParts {
         config: config.node.clone(),
@@ -59,32 +60,38 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         config.max_body_bytes,
         config.max_concurrent_requests,
     );
-    Ok(RunningNode { node, state, config, llm_description, local_server })
+    Ok(RunningNode {
+        node,
+        state,
+        config,
+        llm_description,
+        local_server,
+    })
 }
 
 /// Opens (and migrates) the store; creates the SQLite file's folder.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         let path = path.split('?').next().unwrap_or(path);
-        if let Some(parent) = std::path::Path::new(path).parent() {
-            if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("creating the store folder {}", parent.display()))?;
-            }
+        if let Some(parent) = std::path::Path::new(path).parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating the store folder {}", parent.display()))?;
         }
     }
-    Store::connect(url).await.with_context(|| format!("opening the store {url}"))
+    Store::connect(url)
+        .await
+        .with_context(|| format!("opening the store {url}"))
 }
 
 /// The fetch policy from settings.
 pub fn fetch_policy(settings: &FetchSettings) -> anyhow::Result<FetchPolicy> {
     let mut allowed = Vec::new();
     for network in &settings.allow_networks {
-        allowed.push(
-            network
-                .parse()
-                .with_context(|| format!("fetch.allow_networks: {network:?} is not a network like 127.0.0.0/8"))?,
-        );
+        allowed.push(network.parse().with_context(|| {
+            format!("fetch.allow_networks: {network:?} is not a network like 127.0.0.0/8")
+        })?);
     }
     Ok(FetchPolicy {
         allowed_networks: allowed,
@@ -101,7 +108,9 @@ pub async fn build_llm(
     settings: &LlmSettings,
 ) -> anyhow::Result<(Arc<dyn Llm>, String, Option<LocalServer>)> {
     let timeout = Duration::from_secs(settings.timeout_secs);
-    let (llm, description, local): (Arc<dyn Llm>, String, Option<LocalServer>) = match settings.backend {
+    let (llm, description, local): (Arc<dyn Llm>, String, Option<LocalServer>) = match settings
+        .backend
+    {
         LlmBackend::Local => {
             let (url, model, local) = match &settings.local.url {
                 Some(url) => {
@@ -112,8 +121,16 @@ pub async fn build_llm(
                     (url.clone(), "local".to_string(), None)
                 }
                 None => {
-                    let binary = settings.local.binary.clone().or_else(|| env_path("AGORA_LLAMA_SERVER"));
-                    let model = settings.local.model.clone().or_else(|| env_path("AGORA_MODEL"));
+                    let binary = settings
+                        .local
+                        .binary
+                        .clone()
+                        .or_else(|| env_path("AGORA_LLAMA_SERVER"));
+                    let model = settings
+                        .local
+                        .model
+                        .clone()
+                        .or_else(|| env_path("AGORA_MODEL"));
                     let (Some(binary), Some(model)) = (binary, model) else {
                         bail!(
                             "the local LLM backend needs llama-server and a model: run scripts/install.sh \
@@ -143,11 +160,18 @@ pub async fn build_llm(
                 timeout,
                 max_concurrency: settings.max_concurrency.max(1),
             });
-            (Arc::new(backend), format!("local model {model} at {url}"), local)
+            (
+                Arc::new(backend),
+                format!("local model {model} at {url}"),
+                local,
+            )
         }
         LlmBackend::Openai => {
             let key = std::env::var(&settings.openai.api_key_env).with_context(|| {
-                format!("the openai backend reads its key from ${}", settings.openai.api_key_env)
+                format!(
+                    "the openai backend reads its key from ${}",
+                    settings.openai.api_key_env
+                )
             })?;
             let backend = OpenAiBackend::new(OpenAiConfig {
                 base_url: settings.openai.base_url.clone(),
@@ -160,27 +184,45 @@ pub async fn build_llm(
             (Arc::new(backend), description, None)
         }
         LlmBackend::Replay => {
-            let path = settings.replay.clone().context("llm.backend = \"replay\" needs llm.replay = <cassette>")?;
-            let replay = ReplayLlm::open(&path).with_context(|| format!("opening the cassette {}", path.display()))?;
-            (Arc::new(replay), format!("replay of {}", path.display()), None)
+            let path = settings
+                .replay
+                .clone()
+                .context("llm.backend = \"replay\" needs llm.replay = <cassette>")?;
+            let replay = ReplayLlm::open(&path)
+                .with_context(|| format!("opening the cassette {}", path.display()))?;
+            (
+                Arc::new(replay),
+                format!("replay of {}", path.display()),
+                None,
+            )
         }
     };
     match &settings.record {
         Some(path) => {
             let recording = RecordingLlm::open(path, llm)
                 .with_context(|| format!("opening the recording {}", path.display()))?;
-            Ok((Arc::new(recording), format!("{description}, recording to {}", path.display()), local))
+            Ok((
+                Arc::new(recording),
+                format!("{description}, recording to {}", path.display()),
+                local,
+            ))
         }
         None => Ok((llm, description, local)),
     }
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// Serves until `shutdown` fires, then drains in-flight requests and tasks.
-pub async fn serve(listener: TcpListener, running: &RunningNode, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    running: &RunningNode,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let tasks = TaskTracker::new();
     let node = running.node.clone();
     let sweep_every = Duration::from_secs(running.config.sweep_interval_secs.max(1));

@@ -1,6 +1,8 @@
 //! The HTTP edge over a real loopback socket: status codes and the error
 //! shape for bad input, discovery, documents, admin auth and metrics.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use agora_protocol::{ProtocolHash, data_uri};
 use agora_testkit::{NodeBuilder, ScriptedLlm, TestServer, temp_dir};
 use serde_json::{Value, json};
@@ -15,24 +17,40 @@ fn answering() -> std::sync::Arc<ScriptedLlm> {
 }
 
 async fn server(dir: &std::path::Path) -> TestServer {
-    NodeBuilder::new(answering(), dir).admin_token("secret-token").spawn().await
+    NodeBuilder::new(answering(), dir)
+        .admin_token("secret-token")
+        .spawn()
+        .await
 }
 
-async fn raw(server: &TestServer, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, String, Option<String>) {
+async fn raw(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String, Option<String>) {
     let mut request = reqwest::Client::new().request(method, format!("{}{}", server.url, path));
     if let Some(body) = body {
-        request = request.header("content-type", "application/json").body(body.to_string());
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
     }
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
-    let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
     (status, response.text().await.unwrap(), content_type)
 }
 
 fn assert_error_shape(body: &str) -> Value {
     let value: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
     assert_eq!(value["status"], "failure", "{value}");
-    assert!(value["error"].is_string() && value["message"].is_string(), "{value}");
+    assert!(
+        value["error"].is_string() && value["message"].is_string(),
+        "{value}"
+    );
     value
 }
 
@@ -46,15 +64,24 @@ async fn malformed_input_gets_4xx_in_the_protocol_error_shape() {
         ("[1, 2]", 400),
         (r#"{"protocolSources": [], "body": "x"}"#, 400),
         (r#"{"protocolHash": null, "protocolSources": []}"#, 400),
-        (r#"{"protocolHash": "not-a-hash", "protocolSources": [], "body": "x"}"#, 400),
-        (r#"{"protocolHash": 7, "protocolSources": [], "body": "x"}"#, 400),
+        (
+            r#"{"protocolHash": "not-a-hash", "protocolSources": [], "body": "x"}"#,
+            400,
+        ),
+        (
+            r#"{"protocolHash": 7, "protocolSources": [], "body": "x"}"#,
+            400,
+        ),
     ] {
         let (code, text, content_type) = raw(&server, reqwest::Method::POST, "/", Some(body)).await;
         assert_eq!(code, status, "{body} -> {text}");
         assert!(content_type.unwrap().starts_with("application/json"));
         assert_error_shape(&text);
     }
-    let huge = format!(r#"{{"protocolHash": null, "protocolSources": [], "body": "{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let huge = format!(
+        r#"{{"protocolHash": null, "protocolSources": [], "body": "{}"}}"#,
+        "x".repeat(2 * 1024 * 1024)
+    );
     let (code, text, _) = raw(&server, reqwest::Method::POST, "/", Some(&huge)).await;
     assert_eq!(code, 413);
     assert_eq!(assert_error_shape(&text)["code"], "payload_too_large");
@@ -72,7 +99,10 @@ async fn natural_language_and_conversations_over_http() {
     let dir = temp_dir();
     let server = server(dir.path()).await;
     let (status, reply) = server
-        .post("/", &json!({"protocolHash": null, "protocolSources": [], "body": "hi", "multiround": true}))
+        .post(
+            "/",
+            &json!({"protocolHash": null, "protocolSources": [], "body": "hi", "multiround": true}),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(reply["status"], "success");
@@ -86,13 +116,30 @@ async fn natural_language_and_conversations_over_http() {
         .await;
     assert_eq!((status, follow["status"].as_str()), (200, Some("success")));
 
-    let (code, text, _) = raw(&server, reqwest::Method::DELETE, &format!("/conversations/{id}"), None).await;
+    let (code, text, _) = raw(
+        &server,
+        reqwest::Method::DELETE,
+        &format!("/conversations/{id}"),
+        None,
+    )
+    .await;
     assert_eq!(code, 200);
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["status"], "success");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["status"],
+        "success"
+    );
     // Unknown ids: DELETE still answers 200 (the Python sender insists), POST answers 404.
-    let (code, _, _) = raw(&server, reqwest::Method::DELETE, "/conversations/nope", None).await;
+    let (code, _, _) = raw(
+        &server,
+        reqwest::Method::DELETE,
+        "/conversations/nope",
+        None,
+    )
+    .await;
     assert_eq!(code, 200);
-    let (status, body) = server.post(&format!("/conversations/{id}"), &json!({"body": "gone?"})).await;
+    let (status, body) = server
+        .post(&format!("/conversations/{id}"), &json!({"body": "gone?"}))
+        .await;
     assert_eq!(status, 404);
     assert_eq!(body["code"], "conversation_not_found");
 }
@@ -108,21 +155,40 @@ async fn wellknown_and_documents_are_served() {
     let (status, reply) = server
         .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": "{}"}))
         .await;
-    assert_eq!((status, reply["status"].as_str()), (200, Some("success")), "{reply}");
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (200, Some("success")),
+        "{reply}"
+    );
 
     for path in ["/.wellknown", "/wellknown"] {
         let (code, text, _) = raw(&server, reqwest::Method::GET, path, None).await;
         assert_eq!(code, 200);
         let listing: Value = serde_json::from_str(&text).unwrap();
         let sources = listing[hash.to_hex()].as_array().expect("listed");
-        assert_eq!(sources[0], format!("{}/protocols/{}", server.url, hash.to_hex()));
+        assert_eq!(
+            sources[0],
+            format!("{}/protocols/{}", server.url, hash.to_hex())
+        );
     }
-    let (code, text, content_type) = raw(&server, reqwest::Method::GET, &format!("/protocols/{}", hash.to_hex()), None).await;
+    let (code, text, content_type) = raw(
+        &server,
+        reqwest::Method::GET,
+        &format!("/protocols/{}", hash.to_hex()),
+        None,
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(content_type.as_deref(), Some("text/plain; charset=utf-8"));
     assert_eq!(text, WEATHER_PD);
     assert_eq!(ProtocolHash::of(text.as_bytes()), hash);
-    let (code, _, _) = raw(&server, reqwest::Method::GET, &format!("/protocols/{}", ProtocolHash::of(b"x").to_hex()), None).await;
+    let (code, _, _) = raw(
+        &server,
+        reqwest::Method::GET,
+        &format!("/protocols/{}", ProtocolHash::of(b"x").to_hex()),
+        None,
+    )
+    .await;
     assert_eq!(code, 404);
 }
 
@@ -132,8 +198,21 @@ async fn admin_api_requires_the_token() {
     let server = server(dir.path()).await;
     let client = reqwest::Client::new();
     let url = format!("{}/admin/protocols", server.url);
-    assert_eq!(client.get(&url).send().await.unwrap().status().as_u16(), 401);
-    assert_eq!(client.get(&url).bearer_auth("wrong").send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(
+        client.get(&url).send().await.unwrap().status().as_u16(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
     let added: Value = client
         .post(&url)
         .bearer_auth("secret-token")
@@ -154,14 +233,30 @@ async fn admin_api_requires_the_token() {
         .await
         .unwrap();
     assert_eq!(decided.status().as_u16(), 200);
-    let listed: Value = client.get(&url).bearer_auth("secret-token").send().await.unwrap().json().await.unwrap();
+    let listed: Value = client
+        .get(&url)
+        .bearer_auth("secret-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(listed[0]["decision"]["allowed"], true);
     assert_eq!(listed[0]["decision"]["origin"], "operator");
 
     // Without a configured token the admin API is off.
     let other_dir = temp_dir();
-    let open = NodeBuilder::new(answering(), other_dir.path()).spawn().await;
-    let status = client.get(format!("{}/admin/protocols", open.url)).bearer_auth("").send().await.unwrap().status();
+    let open = NodeBuilder::new(answering(), other_dir.path())
+        .spawn()
+        .await;
+    let status = client
+        .get(format!("{}/admin/protocols", open.url))
+        .bearer_auth("")
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status.as_u16(), 403);
 }
 
@@ -169,7 +264,12 @@ async fn admin_api_requires_the_token() {
 async fn metrics_report_the_ledger() {
     let dir = temp_dir();
     let server = server(dir.path()).await;
-    server.post("/", &json!({"protocolHash": null, "protocolSources": [], "body": "hi"})).await;
+    server
+        .post(
+            "/",
+            &json!({"protocolHash": null, "protocolSources": [], "body": "hi"}),
+        )
+        .await;
     let (code, text, content_type) = raw(&server, reqwest::Method::GET, "/metrics", None).await;
     assert_eq!(code, 200);
     assert!(content_type.unwrap().starts_with("text/plain"));

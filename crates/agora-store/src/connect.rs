@@ -130,7 +130,10 @@ impl Store {
         let probe = AnyConnection::connect_with(&connect_options)
             .await
             .map_err(StoreError::db("connect"))?;
-        probe.close().await.map_err(StoreError::db("connect: close probe"))?;
+        probe
+            .close()
+            .await
+            .map_err(StoreError::db("connect: close probe"))?;
         let pool = pool_options
             .connect_with(connect_options)
             .await
@@ -209,21 +212,42 @@ mod tests {
     #[test]
     fn urls_pick_the_backend() {
         assert_eq!(Backend::of_url("sqlite://a.db").ok(), Some(Backend::Sqlite));
-        assert_eq!(Backend::of_url("sqlite::memory:").ok(), Some(Backend::Sqlite));
-        assert_eq!(Backend::of_url("postgres://h/db").ok(), Some(Backend::Postgres));
-        assert_eq!(Backend::of_url("postgresql://h/db").ok(), Some(Backend::Postgres));
-        assert!(matches!(Backend::of_url("mysql://h/db"), Err(StoreError::InvalidUrl(_))));
-        assert!(matches!(Backend::of_url("agora.db"), Err(StoreError::InvalidUrl(_))));
+        assert_eq!(
+            Backend::of_url("sqlite::memory:").ok(),
+            Some(Backend::Sqlite)
+        );
+        assert_eq!(
+            Backend::of_url("postgres://h/db").ok(),
+            Some(Backend::Postgres)
+        );
+        assert_eq!(
+            Backend::of_url("postgresql://h/db").ok(),
+            Some(Backend::Postgres)
+        );
+        assert!(matches!(
+            Backend::of_url("mysql://h/db"),
+            Err(StoreError::InvalidUrl(_))
+        ));
+        assert!(matches!(
+            Backend::of_url("agora.db"),
+            Err(StoreError::InvalidUrl(_))
+        ));
     }
 
     #[test]
     fn sqlite_urls_get_create_mode_once() {
-        assert_eq!(sqlite_create_if_missing("sqlite://a.db"), "sqlite://a.db?mode=rwc");
+        assert_eq!(
+            sqlite_create_if_missing("sqlite://a.db"),
+            "sqlite://a.db?mode=rwc"
+        );
         assert_eq!(
             sqlite_create_if_missing("sqlite://a.db?cache=private"),
             "sqlite://a.db?cache=private&mode=rwc"
         );
-        assert_eq!(sqlite_create_if_missing("sqlite://a.db?mode=ro"), "sqlite://a.db?mode=ro");
+        assert_eq!(
+            sqlite_create_if_missing("sqlite://a.db?mode=ro"),
+            "sqlite://a.db?mode=ro"
+        );
     }
 
     #[test]
@@ -236,7 +260,9 @@ mod tests {
     async fn temp_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("a temporary directory can be created");
         let url = format!("sqlite://{}", dir.path().join("unit.db").display());
-        let store = Store::connect(&url).await.expect("a fresh SQLite file opens");
+        let store = Store::connect(&url)
+            .await
+            .expect("a fresh SQLite file opens");
         (dir, store)
     }
 
@@ -282,7 +308,9 @@ mod tests {
 
     #[tokio::test]
     async fn in_memory_sqlite_keeps_its_data_across_operations() {
-        let store = Store::connect("sqlite::memory:").await.expect("memory db opens");
+        let store = Store::connect("sqlite::memory:")
+            .await
+            .expect("memory db opens");
         store
             .execute_raw_for_tests("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
             .await

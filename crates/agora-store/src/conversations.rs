@@ -109,10 +109,12 @@ fn messages_text(conversation: &Conversation) -> Result<String, StoreError> {
 
 fn conversation_from_row(row: &sqlx::any::AnyRow) -> Result<Conversation, StoreError> {
     let get_text = |column: &'static str| -> Result<String, StoreError> {
-        row.try_get(column).map_err(StoreError::db("conversation: read column"))
+        row.try_get(column)
+            .map_err(StoreError::db("conversation: read column"))
     };
     let get_i64 = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column).map_err(StoreError::db("conversation: read column"))
+        row.try_get(column)
+            .map_err(StoreError::db("conversation: read column"))
     };
     let id = get_text("id")?;
     let protocol_hash: Option<String> = row

@@ -23,11 +23,18 @@ impl Store {
         let Some(row) = row else {
             return Ok(None);
         };
-        let allowed: i64 = row.try_get("allowed").map_err(StoreError::db("suitability: allowed"))?;
-        let origin: String = row.try_get("origin").map_err(StoreError::db("suitability: origin"))?;
-        let reason: String = row.try_get("reason").map_err(StoreError::db("suitability: reason"))?;
-        let decided_at_ms: i64 =
-            row.try_get("decided_at").map_err(StoreError::db("suitability: decided_at"))?;
+        let allowed: i64 = row
+            .try_get("allowed")
+            .map_err(StoreError::db("suitability: allowed"))?;
+        let origin: String = row
+            .try_get("origin")
+            .map_err(StoreError::db("suitability: origin"))?;
+        let reason: String = row
+            .try_get("reason")
+            .map_err(StoreError::db("suitability: reason"))?;
+        let decided_at_ms: i64 = row
+            .try_get("decided_at")
+            .map_err(StoreError::db("suitability: decided_at"))?;
         let allowed = match allowed {
             0 => false,
             1 => true,

@@ -29,7 +29,11 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let hash = doc.hash().to_hex();
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("put_document: begin"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("put_document: begin"))?;
         sqlx::query(
             "INSERT INTO documents (hash, text, created_at) VALUES ($1, $2, $3) \
              ON CONFLICT (hash) DO UPDATE SET text = excluded.text",
@@ -41,14 +45,23 @@ impl Store {
         .await
         .map_err(StoreError::db("put_document: insert document"))?;
         insert_sources(&mut tx, &hash, sources).await?;
-        tx.commit().await.map_err(StoreError::db("put_document: commit"))
+        tx.commit()
+            .await
+            .map_err(StoreError::db("put_document: commit"))
     }
 
     /// The document named by `hash`, if stored; [`StoreError::Corrupt`] if its text no longer
     /// hashes to `hash`.
-    pub async fn document(&self, hash: &ProtocolHash) -> Result<Option<StoredDocument>, StoreError> {
+    pub async fn document(
+        &self,
+        hash: &ProtocolHash,
+    ) -> Result<Option<StoredDocument>, StoreError> {
         let hex = hash.to_hex();
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("document: begin"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("document: begin"))?;
         let row = sqlx::query("SELECT text, created_at FROM documents WHERE hash = $1")
             .bind(&hex)
             .fetch_optional(&mut *tx)
@@ -57,19 +70,25 @@ impl Store {
         let Some(row) = row else {
             return Ok(None);
         };
-        let text: String = row.try_get("text").map_err(StoreError::db("document: text"))?;
-        let created_at_ms: i64 =
-            row.try_get("created_at").map_err(StoreError::db("document: created_at"))?;
-        let sources = sqlx::query("SELECT source FROM document_sources WHERE hash = $1 ORDER BY id")
-            .bind(&hex)
-            .fetch_all(&mut *tx)
+        let text: String = row
+            .try_get("text")
+            .map_err(StoreError::db("document: text"))?;
+        let created_at_ms: i64 = row
+            .try_get("created_at")
+            .map_err(StoreError::db("document: created_at"))?;
+        let sources =
+            sqlx::query("SELECT source FROM document_sources WHERE hash = $1 ORDER BY id")
+                .bind(&hex)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(StoreError::db("document: select sources"))?
+                .iter()
+                .map(|row| row.try_get("source"))
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(StoreError::db("document: source"))?;
+        tx.commit()
             .await
-            .map_err(StoreError::db("document: select sources"))?
-            .iter()
-            .map(|row| row.try_get("source"))
-            .collect::<Result<Vec<String>, _>>()
-            .map_err(StoreError::db("document: source"))?;
-        tx.commit().await.map_err(StoreError::db("document: commit"))?;
+            .map_err(StoreError::db("document: commit"))?;
         Ok(Some(StoredDocument {
             document: verify(hash, &text)?,
             sources,
@@ -83,30 +102,45 @@ impl Store {
     /// that silently skipped rows would hide the tampering.
     pub async fn documents(&self) -> Result<Vec<StoredDocument>, StoreError> {
         // One read transaction, so documents and sources come from the same snapshot.
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("documents: begin"))?;
-        let rows = sqlx::query("SELECT hash, text, created_at FROM documents ORDER BY created_at, hash")
-            .fetch_all(&mut *tx)
+        let mut tx = self
+            .pool
+            .begin()
             .await
-            .map_err(StoreError::db("documents: select"))?;
+            .map_err(StoreError::db("documents: begin"))?;
+        let rows =
+            sqlx::query("SELECT hash, text, created_at FROM documents ORDER BY created_at, hash")
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(StoreError::db("documents: select"))?;
         let source_rows = sqlx::query("SELECT hash, source FROM document_sources ORDER BY id")
             .fetch_all(&mut *tx)
             .await
             .map_err(StoreError::db("documents: select sources"))?;
-        tx.commit().await.map_err(StoreError::db("documents: commit"))?;
+        tx.commit()
+            .await
+            .map_err(StoreError::db("documents: commit"))?;
 
         let mut sources: HashMap<String, Vec<String>> = HashMap::new();
         for row in &source_rows {
-            let hash: String = row.try_get("hash").map_err(StoreError::db("documents: hash"))?;
-            let source: String =
-                row.try_get("source").map_err(StoreError::db("documents: source"))?;
+            let hash: String = row
+                .try_get("hash")
+                .map_err(StoreError::db("documents: hash"))?;
+            let source: String = row
+                .try_get("source")
+                .map_err(StoreError::db("documents: source"))?;
             sources.entry(hash).or_default().push(source);
         }
         let mut documents = Vec::with_capacity(rows.len());
         for row in &rows {
-            let hex: String = row.try_get("hash").map_err(StoreError::db("documents: hash"))?;
-            let text: String = row.try_get("text").map_err(StoreError::db("documents: text"))?;
-            let created_at_ms: i64 =
-                row.try_get("created_at").map_err(StoreError::db("documents: created_at"))?;
+            let hex: String = row
+                .try_get("hash")
+                .map_err(StoreError::db("documents: hash"))?;
+            let text: String = row
+                .try_get("text")
+                .map_err(StoreError::db("documents: text"))?;
+            let created_at_ms: i64 = row
+                .try_get("created_at")
+                .map_err(StoreError::db("documents: created_at"))?;
             let hash = crate::records::parse_hash("documents.hash", &hex)?;
             documents.push(StoredDocument {
                 document: verify(&hash, &text)?,
@@ -121,14 +155,24 @@ impl Store {
     ///
     /// A hash with no stored document is ignored: there is nothing to attach sources to, and the
     /// caller will pass them again with [`Store::put_document`] once it has the text.
-    pub async fn add_sources(&self, hash: &ProtocolHash, sources: &[String]) -> Result<(), StoreError> {
+    pub async fn add_sources(
+        &self,
+        hash: &ProtocolHash,
+        sources: &[String],
+    ) -> Result<(), StoreError> {
         if sources.is_empty() {
             return Ok(());
         }
         let hex = hash.to_hex();
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("add_sources: begin"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("add_sources: begin"))?;
         insert_sources(&mut tx, &hex, sources).await?;
-        tx.commit().await.map_err(StoreError::db("add_sources: commit"))
+        tx.commit()
+            .await
+            .map_err(StoreError::db("add_sources: commit"))
     }
 }
 

@@ -37,7 +37,10 @@ impl Store {
     }
 
     /// The recorded calls, oldest first; only those of `query_id` when given.
-    pub async fn llm_calls(&self, query_id: Option<&str>) -> Result<Vec<LlmCallRecord>, StoreError> {
+    pub async fn llm_calls(
+        &self,
+        query_id: Option<&str>,
+    ) -> Result<Vec<LlmCallRecord>, StoreError> {
         let rows = match query_id {
             Some(query_id) => {
                 sqlx::query(&format!(
@@ -49,9 +52,11 @@ impl Store {
                 .await
             }
             None => {
-                sqlx::query(&format!("SELECT {CALL_COLUMNS} FROM llm_calls ORDER BY created_at, id"))
-                    .fetch_all(&self.pool)
-                    .await
+                sqlx::query(&format!(
+                    "SELECT {CALL_COLUMNS} FROM llm_calls ORDER BY created_at, id"
+                ))
+                .fetch_all(&self.pool)
+                .await
             }
         }
         .map_err(StoreError::db("llm_calls: select"))?;
@@ -70,7 +75,10 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::db("ledger_totals: select"))?;
-        let mut totals = rows.iter().map(totals_from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut totals = rows
+            .iter()
+            .map(totals_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         // Sorted here rather than in SQL: Postgres may order text by locale, SQLite by bytes.
         totals.sort_by(|a, b| {
             (&a.node, &a.category, &a.model).cmp(&(&b.node, &b.category, &b.model))

@@ -281,7 +281,10 @@ mod tests {
         ] {
             assert_eq!(ConversationKind::parse(&kind.to_string()), Some(kind));
         }
-        assert_eq!(DecisionOrigin::parse("operator"), Some(DecisionOrigin::Operator));
+        assert_eq!(
+            DecisionOrigin::parse("operator"),
+            Some(DecisionOrigin::Operator)
+        );
         assert_eq!(DecisionOrigin::parse("Operator"), None);
         assert!(matches!(
             RequestPath::from_column("requests.path", "teleported"),

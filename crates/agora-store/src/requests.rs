@@ -27,7 +27,11 @@ impl Store {
         conversation: Option<&Conversation>,
     ) -> Result<(), StoreError> {
         let protocol_hash = request.protocol_hash.map(|hash| hash.to_hex());
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("record_request: begin"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("record_request: begin"))?;
         sqlx::query(
             "INSERT INTO requests (query_id, node, protocol_hash, channel, path, status, llm_calls, \
              prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at) \
@@ -87,16 +91,20 @@ impl Store {
         if let Some(conversation) = conversation {
             upsert_conversation(&mut tx, conversation).await?;
         }
-        tx.commit().await.map_err(StoreError::db("record_request: commit"))
+        tx.commit()
+            .await
+            .map_err(StoreError::db("record_request: commit"))
     }
 
     /// The usage counters for `hash` (all zero when it was never used).
     pub async fn usage(&self, hash: &ProtocolHash) -> Result<ProtocolUsage, StoreError> {
-        let row = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1"))
-            .bind(hash.to_hex())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::db("usage: select"))?;
+        let row = sqlx::query(&format!(
+            "SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1"
+        ))
+        .bind(hash.to_hex())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::db("usage: select"))?;
         match row {
             Some(row) => usage_from_row(&row).map(|(_, usage)| usage),
             None => Ok(ProtocolUsage::default()),
@@ -109,7 +117,10 @@ impl Store {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::db("usage_all: select"))?;
-        let mut usage = rows.iter().map(usage_from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut usage = rows
+            .iter()
+            .map(usage_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         // Sorted here rather than in SQL: Postgres may order text by locale, SQLite by bytes.
         usage.sort_by_key(|(hash, _)| *hash);
         Ok(usage)
@@ -132,9 +143,12 @@ impl Store {
 
 fn usage_from_row(row: &AnyRow) -> Result<(ProtocolHash, ProtocolUsage), StoreError> {
     let int = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column).map_err(StoreError::db("usage: read column"))
+        row.try_get(column)
+            .map_err(StoreError::db("usage: read column"))
     };
-    let hash: String = row.try_get("hash").map_err(StoreError::db("usage: read column"))?;
+    let hash: String = row
+        .try_get("hash")
+        .map_err(StoreError::db("usage: read column"))?;
     let usage = ProtocolUsage {
         requests: int("requests")?,
         llm: int("llm")?,
@@ -154,10 +168,12 @@ fn usage_from_row(row: &AnyRow) -> Result<(ProtocolHash, ProtocolUsage), StoreEr
 
 fn request_from_row(row: &AnyRow) -> Result<RequestRecord, StoreError> {
     let int = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column).map_err(StoreError::db("requests: read column"))
+        row.try_get(column)
+            .map_err(StoreError::db("requests: read column"))
     };
     let text = |column: &'static str| -> Result<String, StoreError> {
-        row.try_get(column).map_err(StoreError::db("requests: read column"))
+        row.try_get(column)
+            .map_err(StoreError::db("requests: read column"))
     };
     let protocol_hash: Option<String> = row
         .try_get("protocol_hash")

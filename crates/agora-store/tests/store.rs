@@ -9,7 +9,7 @@
 
 mod suite;
 
-use agora_store::{Backend, Store, StoreError};
+use agora_store::{Backend, RequestPath, Store, StoreError};
 
 /// Where one test case keeps its database.
 pub struct Fixture {
@@ -43,7 +43,9 @@ impl Fixture {
         };
         let schema = format!("agora_test_{case}");
         // The admin connection migrates the default schema too; harmless in a test database.
-        let admin = Store::connect(&base).await.expect("the Postgres test database is reachable");
+        let admin = Store::connect(&base)
+            .await
+            .expect("the Postgres test database is reachable");
         admin
             .execute_raw_for_tests(&format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};"
@@ -59,6 +61,11 @@ impl Fixture {
         }
     }
 
+    /// The database URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// The backend the fixture uses.
     pub fn backend(&self) -> Backend {
         self.backend
@@ -66,7 +73,9 @@ impl Fixture {
 
     /// Opens (and migrates) the fixture's database.
     pub async fn open(&self) -> Store {
-        let store = Store::connect(&self.url).await.expect("the test database opens");
+        let store = Store::connect(&self.url)
+            .await
+            .expect("the test database opens");
         assert_eq!(store.backend(), self.backend);
         store
     }
@@ -98,6 +107,7 @@ macro_rules! on_both_backends {
 
 on_both_backends!(
     fresh_database_migrates_and_reopens,
+    a_schema_from_a_newer_agora_is_refused,
     document_round_trip_keeps_sources_in_order,
     documents_are_listed_oldest_first,
     tampered_document_is_reported_corrupt,
@@ -132,7 +142,12 @@ async fn sqlite_file_is_created_and_journals_in_wal_mode() {
 
 #[tokio::test]
 async fn unsupported_urls_are_invalid() {
-    for url in ["mysql://root@localhost/agora", "agora.db", "", "postgres://[::1"] {
+    for url in [
+        "mysql://root@localhost/agora",
+        "agora.db",
+        "",
+        "postgres://[::1",
+    ] {
         let result = Store::connect(url).await;
         assert!(
             matches!(result, Err(StoreError::InvalidUrl(_))),
@@ -157,5 +172,92 @@ async fn a_closed_store_refuses_work() {
     let store = fixture.open().await;
     let clone = store.clone();
     store.close().await;
-    assert!(matches!(clone.documents().await, Err(StoreError::Database(_))));
+    assert!(matches!(
+        clone.documents().await,
+        Err(StoreError::Database(_))
+    ));
+}
+
+/// Set in the child process of [`a_killed_writer_loses_nothing_committed`]: the database URL the
+/// child writes to.
+const KILL_CHILD_URL: &str = "AGORA_STORE_TEST_KILL_CHILD_URL";
+
+/// The child half of [`a_killed_writer_loses_nothing_committed`]; returns at once when run as an
+/// ordinary test. As the child it records requests until it is killed, announcing each commit.
+#[tokio::test]
+async fn child_writer_for_kill_test() {
+    let Ok(url) = std::env::var(KILL_CHILD_URL) else {
+        return;
+    };
+    let store = Store::connect(&url).await.expect("child opens the store");
+    let h = suite::hash(1);
+    for n in 1_i64.. {
+        let mut conv = suite::conversation("c", Some(h), 0);
+        conv.messages = serde_json::json!({ "last": n });
+        conv.last_active_ms = n;
+        store
+            .record_request(
+                &suite::request(n, Some(h), RequestPath::Routine, n),
+                Some(&conv),
+            )
+            .await
+            .expect("child records");
+        println!("committed {n}");
+    }
+}
+
+/// SIGKILLs a process in the middle of a stream of `record_request` transactions, then checks
+/// that every transaction it saw committed is there and that no transaction is half-applied.
+#[test]
+fn a_killed_writer_loses_nothing_committed() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let fixture = Fixture::sqlite();
+    let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args([
+            "--exact",
+            "child_writer_for_kill_test",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(KILL_CHILD_URL, &fixture.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the child starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut acknowledged = 0_i64;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("child output");
+        if let Some(n) = line.strip_prefix("committed ") {
+            acknowledged = n.parse().expect("a count");
+            if acknowledged >= 300 {
+                break;
+            }
+        }
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("the child is reaped");
+    assert!(
+        acknowledged >= 300,
+        "the child stopped early at {acknowledged}"
+    );
+
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let store = fixture.open().await;
+        let requests = store.recent_requests(i64::MAX).await.expect("requests");
+        let recorded = requests.len() as i64;
+        assert!(
+            recorded >= acknowledged,
+            "{recorded} recorded < {acknowledged} committed"
+        );
+        let usage = store.usage(&suite::hash(1)).await.expect("usage");
+        assert_eq!(usage.requests, recorded);
+        assert_eq!(usage.last_used_ms, recorded);
+        let conv = store.conversation("c").await.expect("get").expect("exists");
+        assert_eq!(conv.messages, serde_json::json!({ "last": recorded }));
+        store.close().await;
+    });
 }

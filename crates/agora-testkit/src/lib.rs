@@ -98,7 +98,8 @@ impl NodeBuilder {
         let store = Store::connect(&sqlite_url(&self.store_dir))
             .await
             .expect("the test store opens");
-        let tools = ToolRegistry::from_config(&self.config.tools).expect("the test tools are valid");
+        let tools =
+            ToolRegistry::from_config(&self.config.tools).expect("the test tools are valid");
         let node = Node::new(NodeParts {
             config: self.config.clone(),
             store,
@@ -120,13 +121,23 @@ impl NodeBuilder {
         let url = format!("http://{address}");
         self.config.public_url = url.clone();
         let (node, builder) = self.build_parts().await;
-        let state = AppState::new(node.clone(), builder.admin_token.clone(), builder.max_body_bytes, 64);
+        let state = AppState::new(
+            node.clone(),
+            builder.admin_token.clone(),
+            builder.max_body_bytes,
+            64,
+        );
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move {
             let _ = agora_server::app::serve_state(listener, state, token).await;
         });
-        TestServer { node, url, shutdown, task: Some(task) }
+        TestServer {
+            node,
+            url,
+            shutdown,
+            task: Some(task),
+        }
     }
 }
 

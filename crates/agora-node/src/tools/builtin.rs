@@ -118,7 +118,10 @@ mod tests {
     fn forecasts_are_deterministic_and_seeded() {
         let a = WeatherForecastTool::new(1);
         let b = WeatherForecastTool::new(2);
-        let (x, y) = (a.forecast("London, UK", "2024-09-27"), a.forecast("london, uk ", "2024-09-27"));
+        let (x, y) = (
+            a.forecast("London, UK", "2024-09-27"),
+            a.forecast("london, uk ", "2024-09-27"),
+        );
         assert_eq!(x["temperature_c"], y["temperature_c"]);
         assert_eq!(x["condition"], y["condition"]);
         let differs = (1..20).any(|d| {

@@ -11,7 +11,10 @@ pub async fn conversation_lifecycle(fixture: Fixture) {
     let store = fixture.open().await;
     let first = conversation("conv-1", Some(hash(1)), 1_000);
     store.create_conversation(&first).await.expect("create");
-    assert_eq!(store.conversation("conv-1").await.expect("get"), Some(first.clone()));
+    assert_eq!(
+        store.conversation("conv-1").await.expect("get"),
+        Some(first.clone())
+    );
     assert_eq!(store.conversation("conv-404").await.expect("get"), None);
     assert!(matches!(
         store.create_conversation(&first).await,
@@ -26,10 +29,17 @@ pub async fn conversation_lifecycle(fixture: Fixture) {
     continued.last_active_ms = 2_000;
     continued.expires_at_ms = 62_000;
     store
-        .record_request(&request(1, Some(hash(1)), RequestPath::Llm, 2_000), Some(&continued))
+        .record_request(
+            &request(1, Some(hash(1)), RequestPath::Llm, 2_000),
+            Some(&continued),
+        )
         .await
         .expect("record with conversation");
-    let stored = store.conversation("conv-1").await.expect("get").expect("exists");
+    let stored = store
+        .conversation("conv-1")
+        .await
+        .expect("get")
+        .expect("exists");
     assert_eq!(stored.messages, continued.messages);
     assert_eq!(stored.last_active_ms, 2_000);
     assert_eq!(stored.expires_at_ms, 62_000);
@@ -43,20 +53,49 @@ pub async fn conversation_lifecycle(fixture: Fixture) {
         .record_request(&request(2, None, RequestPath::Llm, 3_000), Some(&natural))
         .await
         .expect("record creating a conversation");
-    assert_eq!(store.conversation("conv-2").await.expect("get"), Some(natural));
+    assert_eq!(
+        store.conversation("conv-2").await.expect("get"),
+        Some(natural)
+    );
 
     // Expired conversations are still returned; purging removes those expired at or before now.
-    let short = Conversation { expires_at_ms: 5_000, ..conversation("conv-3", None, 4_000) };
+    let short = Conversation {
+        expires_at_ms: 5_000,
+        ..conversation("conv-3", None, 4_000)
+    };
     store.create_conversation(&short).await.expect("create");
     assert!(store.conversation("conv-3").await.expect("get").is_some());
-    assert_eq!(store.purge_expired_conversations(4_999).await.expect("purge"), 0);
-    assert_eq!(store.purge_expired_conversations(5_000).await.expect("purge"), 1);
+    assert_eq!(
+        store
+            .purge_expired_conversations(4_999)
+            .await
+            .expect("purge"),
+        0
+    );
+    assert_eq!(
+        store
+            .purge_expired_conversations(5_000)
+            .await
+            .expect("purge"),
+        1
+    );
     assert_eq!(store.conversation("conv-3").await.expect("get"), None);
-    assert_eq!(store.purge_expired_conversations(62_000).await.expect("purge"), 1); // conv-1
+    assert_eq!(
+        store
+            .purge_expired_conversations(62_000)
+            .await
+            .expect("purge"),
+        1
+    ); // conv-1
     assert!(store.conversation("conv-2").await.expect("get").is_some()); // expires at 63_000
 
     assert!(store.delete_conversation("conv-2").await.expect("delete"));
-    assert!(!store.delete_conversation("conv-2").await.expect("delete again"));
+    assert!(
+        !store
+            .delete_conversation("conv-2")
+            .await
+            .expect("delete again")
+    );
     assert_eq!(store.conversation("conv-2").await.expect("get"), None);
     store.close().await;
 }
@@ -78,19 +117,35 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
         .put_document(&doc, &["https://peer/pd".to_string()], 2)
         .await
         .expect("put");
-    store.set_suitability(&doc.hash(), &decision).await.expect("decide");
-    store.record_request(&req, Some(&conv)).await.expect("record");
+    store
+        .set_suitability(&doc.hash(), &decision)
+        .await
+        .expect("decide");
+    store
+        .record_request(&req, Some(&conv))
+        .await
+        .expect("record");
     store.record_llm_call(&call).await.expect("ledger");
     let usage = store.usage(&doc.hash()).await.expect("usage");
     store.close().await;
 
     let store = fixture.open().await;
-    let stored = store.document(&doc.hash()).await.expect("get").expect("survived");
+    let stored = store
+        .document(&doc.hash())
+        .await
+        .expect("get")
+        .expect("survived");
     assert_eq!(stored.document, doc);
     assert_eq!(stored.sources, vec!["https://peer/pd".to_string()]);
-    assert_eq!(store.suitability(&doc.hash()).await.expect("get"), Some(decision));
+    assert_eq!(
+        store.suitability(&doc.hash()).await.expect("get"),
+        Some(decision)
+    );
     assert_eq!(store.conversation("conv-r").await.expect("get"), Some(conv));
-    assert_eq!(store.recent_requests(10).await.expect("requests"), vec![req]);
+    assert_eq!(
+        store.recent_requests(10).await.expect("requests"),
+        vec![req]
+    );
     assert_eq!(store.usage(&doc.hash()).await.expect("usage"), usage);
     assert_eq!(usage.routine, 1);
     assert_eq!(store.llm_calls(None).await.expect("calls"), vec![call]);

@@ -22,10 +22,19 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
     for (n, path) in paths.iter().enumerate() {
         let n = n as i64 + 1;
         let created_at_ms = if n == 3 { 9_000 } else { 1_000 + n };
-        store.record_request(&request(n, Some(a), *path, created_at_ms), None).await.expect("record");
+        store
+            .record_request(&request(n, Some(a), *path, created_at_ms), None)
+            .await
+            .expect("record");
     }
-    store.record_request(&request(10, Some(b), RequestPath::Routine, 500), None).await.expect("record");
-    store.record_request(&request(11, None, RequestPath::Llm, 600), None).await.expect("record");
+    store
+        .record_request(&request(10, Some(b), RequestPath::Routine, 500), None)
+        .await
+        .expect("record");
+    store
+        .record_request(&request(11, None, RequestPath::Llm, 600), None)
+        .await
+        .expect("record");
 
     // n = 1..=8: prompt 100·n, completion 10·n, cost 0.25·n; the sum of 1..=8 is 36.
     let expected_a = ProtocolUsage {
@@ -51,13 +60,19 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
     };
     assert_eq!(store.usage(&a).await.expect("usage"), expected_a);
     assert_eq!(store.usage(&b).await.expect("usage"), expected_b);
-    assert_eq!(store.usage(&hash(0x33)).await.expect("usage"), ProtocolUsage::default());
+    assert_eq!(
+        store.usage(&hash(0x33)).await.expect("usage"),
+        ProtocolUsage::default()
+    );
     // Sorted by hash: 0b.. before aa..; the request without a protocol counts nowhere.
     assert_eq!(
         store.usage_all().await.expect("usage_all"),
         vec![(b, expected_b), (a, expected_a)]
     );
-    assert_eq!(store.recent_requests(100).await.expect("requests").len(), 10);
+    assert_eq!(
+        store.recent_requests(100).await.expect("requests").len(),
+        10
+    );
     store.close().await;
 }
 
@@ -75,16 +90,28 @@ pub async fn recent_requests_are_newest_first(fixture: Fixture) {
         store.recent_requests(10).await.expect("requests"),
         vec![fourth.clone(), second.clone(), third, first]
     );
-    assert_eq!(store.recent_requests(2).await.expect("requests"), vec![fourth, second]);
+    assert_eq!(
+        store.recent_requests(2).await.expect("requests"),
+        vec![fourth, second]
+    );
     assert!(store.recent_requests(0).await.expect("requests").is_empty());
-    assert!(store.recent_requests(-1).await.expect("requests").is_empty());
+    assert!(
+        store
+            .recent_requests(-1)
+            .await
+            .expect("requests")
+            .is_empty()
+    );
     store.close().await;
 }
 
 pub async fn record_request_is_one_transaction(fixture: Fixture) {
     let store = fixture.open().await;
     let h = hash(3);
-    store.record_request(&request(1, Some(h), RequestPath::Llm, 10), None).await.expect("record");
+    store
+        .record_request(&request(1, Some(h), RequestPath::Llm, 10), None)
+        .await
+        .expect("record");
     let before = store.usage(&h).await.expect("usage");
 
     // The conversation write, the last in the transaction, fails: nothing of it may remain.
@@ -105,7 +132,10 @@ pub async fn record_request_is_one_transaction(fixture: Fixture) {
     assert_eq!(store.conversation("doomed").await.expect("get"), None);
 
     // Without a conversation the same request goes through.
-    store.record_request(&request(2, Some(h), RequestPath::Routine, 20), None).await.expect("record");
+    store
+        .record_request(&request(2, Some(h), RequestPath::Routine, 20), None)
+        .await
+        .expect("record");
     assert_eq!(store.usage(&h).await.expect("usage").requests, 2);
     store.close().await;
 }
@@ -124,7 +154,10 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
                     .record_request(&request(n, Some(h), RequestPath::Routine, n), Some(&conv))
                     .await
                     .expect("concurrent record");
-                store.record_llm_call(&llm_call("alice", "querying", "m", None, n)).await.expect("call");
+                store
+                    .record_llm_call(&llm_call("alice", "querying", "m", None, n))
+                    .await
+                    .expect("call");
             }
         });
     }
@@ -134,7 +167,10 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
     let usage = store.usage(&h).await.expect("usage");
     assert_eq!(usage.requests, 160);
     assert_eq!(usage.routine, 160);
-    assert_eq!(store.recent_requests(1_000).await.expect("requests").len(), 160);
+    assert_eq!(
+        store.recent_requests(1_000).await.expect("requests").len(),
+        160
+    );
     assert_eq!(store.ledger_totals().await.expect("totals")[0].calls, 160);
     store.close().await;
 }
@@ -181,10 +217,22 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
         store.llm_calls(Some("q1")).await.expect("q1 calls"),
         vec![calls[1].clone(), calls[2].clone(), calls[3].clone()]
     );
-    assert!(store.llm_calls(Some("q404")).await.expect("none").is_empty());
+    assert!(
+        store
+            .llm_calls(Some("q404"))
+            .await
+            .expect("none")
+            .is_empty()
+    );
     let mut without_hash = llm_call("carol", "implementing", "m", None, 60);
     without_hash.protocol_hash = None;
-    store.record_llm_call(&without_hash).await.expect("record call");
-    assert_eq!(store.llm_calls(None).await.expect("all").last(), Some(&without_hash));
+    store
+        .record_llm_call(&without_hash)
+        .await
+        .expect("record call");
+    assert_eq!(
+        store.llm_calls(None).await.expect("all").last(),
+        Some(&without_hash)
+    );
     store.close().await;
 }

@@ -1,0 +1,599 @@
+//! Interop: the Python reference library (`agora-protocol` 0.2.0) as a client of this node.
+//!
+//! Its `Sender` runs in a subprocess (`scripts/python/interop_sender.py`, with the interop venv's
+//! python from `AGORA_PYTHON_INTEROP`) against our node served over HTTP on 127.0.0.1. The
+//! Sender's own LLM is `scripts/python/openai_stub.py`, a scripted OpenAI-compatible server whose
+//! rules (`tests/data/python-interop/*.json`) make the library's LangGraph querier call
+//! `send_query` once and then `deliverStructuredOutput` only when the tool result holds our
+//! node's scripted answer, so every run is deterministic and checks our wire behaviour.
+//! Our node's LLM is a `ScriptedLlm`.
+//!
+//! These tests are ignored by default; `scripts/test.sh` runs them with `AGORA_PYTHON_INTEROP`
+//! and `AGORA_REPO_ROOT` set:
+//!
+//! ```sh
+//! source ~/.cache/agora/env.sh
+//! AGORA_REPO_ROOT=$PWD cargo test -p agora-server --test python_interop -- --ignored --test-threads=1
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_llm::ChatRequest;
+use agora_protocol::{ProtocolHash, data_uri};
+use agora_testkit::{
+    NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, system_prompt, temp_dir,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
+const NL_ANSWER: &str =
+    "The forecast for London, UK on 2024-09-27: rainy, 11 degrees, 12 mm of rain.";
+
+/// The interop venv's python, or a panic saying how to get one.
+fn python() -> PathBuf {
+    match std::env::var_os("AGORA_PYTHON_INTEROP") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => panic!(
+            "AGORA_PYTHON_INTEROP is not set: it must name the python of a venv with agora-protocol 0.2.0 \
+             and langchain-openai (scripts/install.sh makes one; `source ~/.cache/agora/env.sh` exports it, \
+             and scripts/test.sh runs these tests)"
+        ),
+    }
+}
+
+/// The repository root: `AGORA_REPO_ROOT`, else two levels above this crate.
+fn repo_root() -> PathBuf {
+    match std::env::var_os("AGORA_REPO_ROOT") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    }
+}
+
+/// Our node's LLM: the suitability checker says yes; the responder answers in one step, with
+/// words for natural language and with the protocol's JSON reply under the weather protocol.
+fn node_llm() -> Arc<ScriptedLlm> {
+    node_llm_judging(true)
+}
+
+/// [`node_llm`], with the suitability checker saying `suitable`.
+fn node_llm_judging(suitable: bool) -> Arc<ScriptedLlm> {
+    ScriptedLlm::new(move |request: &ChatRequest| match schema_name(request) {
+        Some("suitability") if suitable => Ok(
+            r#"{"reason": "a weather forecast is what this node gives", "suitable": "yes"}"#.into(),
+        ),
+        Some("suitability") => {
+            Ok(r#"{"reason": "this node gives no forecasts", "suitable": "no"}"#.into())
+        }
+        Some("step") => {
+            let answer = if system_prompt(request).contains("Protocol document") {
+                json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
+            } else {
+                json!(NL_ANSWER)
+            };
+            Ok(json!({"tool": "final_answer", "answer": answer}).to_string())
+        }
+        other => panic!("unexpected request kind {other:?}"),
+    })
+}
+
+/// The scripted OpenAI-compatible server, killed when dropped.
+struct Stub {
+    _child: Child,
+    base_url: String,
+    log: PathBuf,
+}
+
+impl Stub {
+    async fn start(python: &Path, root: &Path, rules: &str, dir: &Path) -> Stub {
+        let log = dir.join("stub-requests.jsonl");
+        let mut child = Command::new(python)
+            .arg(root.join("scripts/python/openai_stub.py"))
+            .args(["--port", "0", "--script"])
+            .arg(
+                root.join("crates/agora-server/tests/data/python-interop")
+                    .join(rules),
+            )
+            .arg("--log")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the OpenAI stub starts");
+        let stdout = child.stdout.take().expect("the stub's stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let port = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(line) = lines.next_line().await.expect("the stub's stdout reads") {
+                if let Some(port) = line.strip_prefix("ready ") {
+                    return port
+                        .trim()
+                        .parse::<u16>()
+                        .expect("the stub prints its port");
+                }
+            }
+            panic!("the OpenAI stub exited before printing \"ready <port>\"");
+        })
+        .await
+        .expect("the OpenAI stub is ready within 20 s");
+        Stub {
+            _child: child,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            log,
+        }
+    }
+
+    /// Every chat request the Sender's LLM received, as the stub logged them.
+    fn requests(&self) -> Vec<Value> {
+        read_jsonl(&self.log)
+    }
+}
+
+fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}: bad JSON line {line}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// What one run of the Python Sender gave.
+struct SenderRun {
+    /// `{"result": ...}` or `{"error": ...}`.
+    outcome: Value,
+    /// Every HTTP exchange between the Sender and our node.
+    wire: Vec<Value>,
+    stderr: String,
+}
+
+async fn run_sender(
+    python: &Path,
+    root: &Path,
+    node: &TestServer,
+    stub: &Stub,
+    dir: &Path,
+    mode: &str,
+) -> SenderRun {
+    let wire_log = dir.join("wire.jsonl");
+    let mut command = Command::new(python);
+    command
+        .arg(root.join("scripts/python/interop_sender.py"))
+        .args([
+            "--target",
+            &node.url,
+            "--llm-url",
+            &stub.base_url,
+            "--mode",
+            mode,
+        ])
+        .arg("--storage")
+        .arg(dir.join("sender-storage"))
+        .arg("--wire-log")
+        .arg(&wire_log)
+        .current_dir(dir)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .env("PYTHONWARNINGS", "ignore")
+        .env_remove("LANGCHAIN_TRACING_V2")
+        .env_remove("LANGSMITH_TRACING")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_BASE")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if mode == "protocol" {
+        command
+            .arg("--pd")
+            .arg(root.join("protocols/weather-forecast.md"));
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("the Python sender finishes within 30 s")
+        .expect("the Python sender runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let outcome: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!("the Python sender's last stdout line is not JSON ({e}); status {}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status)
+    });
+    let wire = read_jsonl(&wire_log);
+    // Shown with --nocapture, and by the test harness when a test fails.
+    eprintln!(
+        "python sender ({mode}): {outcome}\nwire:\n{}",
+        pretty(&wire)
+    );
+    assert_eq!(
+        output.status.success(),
+        outcome.get("result").is_some(),
+        "exit status {} disagrees with {outcome}\nstderr:\n{stderr}",
+        output.status
+    );
+    SenderRun {
+        outcome,
+        wire,
+        stderr,
+    }
+}
+
+impl SenderRun {
+    /// The task's result, or a panic with everything needed to see why there is none.
+    fn result(&self, stub: &Stub) -> &Value {
+        match self.outcome.get("result") {
+            Some(result) if !result.is_null() => result,
+            _ => panic!(
+                "the Python sender gave no result: {} (wire log above)\nthe Sender's LLM was asked {} time(s)\nstderr:\n{}",
+                self.outcome,
+                stub.requests().len(),
+                self.stderr
+            ),
+        }
+    }
+}
+
+fn pretty(values: &[Value]) -> String {
+    values
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The text of every message of one logged chat request, in order.
+fn message_texts(logged: &Value) -> Vec<String> {
+    logged["request"]["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|m| m["content"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The tool the stub told the querier to call in one logged response, if any.
+fn called_tool(logged: &Value) -> Option<String> {
+    logged["response"]["tool_calls"][0]["function"]["name"]
+        .as_str()
+        .map(str::to_string)
+}
+
+async fn metrics(node: &TestServer) -> String {
+    let response = reqwest::get(format!("{}/metrics", node.url))
+        .await
+        .expect("GET /metrics answers");
+    response.text().await.expect("the metrics are text")
+}
+
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_sender_gets_a_natural_language_answer() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let llm = node_llm();
+    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let stub = Stub::start(&python, &root, "nl.json", dir.path()).await;
+
+    let run = run_sender(&python, &root, &node, &stub, dir.path(), "nl").await;
+    assert_eq!(run.result(&stub), &json!(NL_ANSWER));
+
+    // On the wire: one natural-language POST / opening a multiround conversation, then the
+    // DELETE that closes it, answered 200.
+    assert_eq!(run.wire.len(), 2, "{}", pretty(&run.wire));
+    let (opening, closing) = (&run.wire[0], &run.wire[1]);
+    assert_eq!(opening["method"], "POST");
+    assert_eq!(opening["url"], node.url.as_str());
+    assert_eq!(
+        opening["request"],
+        json!({
+            "protocolHash": null,
+            "protocolSources": [],
+            "body": "What is the weather forecast for London, UK on 2024-09-27?",
+            "multiround": true
+        })
+    );
+    assert_eq!(opening["status"], 200);
+    let reply: Value = serde_json::from_str(opening["response"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["status"], "success", "{reply}");
+    assert_eq!(reply["body"], NL_ANSWER);
+    let conversation = reply["conversationId"]
+        .as_str()
+        .expect("a conversationId for multiround")
+        .to_string();
+    assert_eq!(closing["method"], "DELETE");
+    assert_eq!(
+        closing["url"],
+        format!("{}/conversations/{conversation}", node.url)
+    );
+    assert_eq!(
+        closing["status"], 200,
+        "the Python sender raises on any other status"
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(closing["response"].as_str().unwrap()).unwrap()["status"],
+        "success"
+    );
+
+    // What our node recorded: one natural-language request answered by the LLM, the
+    // conversation gone after the DELETE, and the DELETE counted as a 200.
+    let requests = node.node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].channel, "natural");
+    assert_eq!(requests[0].protocol_hash, None);
+    assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
+    assert_eq!(requests[0].status, "success");
+    assert_eq!(requests[0].llm_calls, 1);
+    assert!(
+        node.node
+            .store()
+            .conversation(&conversation)
+            .await
+            .unwrap()
+            .is_none(),
+        "the DELETE removed the conversation"
+    );
+    let text = metrics(&node).await;
+    assert!(
+        text.contains(r#"method="DELETE",route="/conversations/{id}",status="200"} 1"#),
+        "DELETE /conversations/{{id}} answered 200 once:\n{text}"
+    );
+
+    // Our LLM: one responder step, no suitability check, with the Sender's words as the question.
+    assert_eq!(llm.call_count(), 1);
+    let call = &llm.calls()[0];
+    assert_eq!(schema_name(call), Some("step"));
+    assert!(
+        last_user_message(call)
+            .contains("What is the weather forecast for London, UK on 2024-09-27?")
+    );
+
+    // The Sender's LLM: the querier asked without a protocol document, then delivered our answer.
+    let asked = stub.requests();
+    let tools: Vec<Option<String>> = asked.iter().map(called_tool).collect();
+    assert_eq!(
+        tools,
+        [
+            Some("send_query".to_string()),
+            Some("deliverStructuredOutput".to_string()),
+            None
+        ],
+        "{}",
+        pretty(&asked)
+    );
+    assert!(
+        !message_texts(&asked[0])
+            .concat()
+            .contains("Protocol document:")
+    );
+    assert!(
+        message_texts(&asked[1]).last().unwrap().contains(NL_ANSWER),
+        "the tool result is our reply"
+    );
+
+    node.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let llm = node_llm();
+    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let stub = Stub::start(&python, &root, "protocol.json", dir.path()).await;
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    assert!(
+        node.node.store().document(&hash).await.unwrap().is_none(),
+        "our node starts without the document"
+    );
+
+    let run = run_sender(&python, &root, &node, &stub, dir.path(), "protocol").await;
+    assert_eq!(
+        run.result(&stub),
+        &json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
+    );
+
+    // On the wire: exactly one single-round POST / with the base64 hash, the document inline
+    // as a percent-encoded data URI, and the protocol's JSON request as a string body.
+    assert_eq!(run.wire.len(), 1, "{}", pretty(&run.wire));
+    let exchange = &run.wire[0];
+    assert_eq!(exchange["method"], "POST");
+    assert_eq!(exchange["url"], node.url.as_str());
+    let sent = &exchange["request"];
+    let keys: Vec<&str> = sent
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["protocolHash", "protocolSources", "body"],
+        "no multiround key: the PD says multiround: false"
+    );
+    assert_eq!(sent["protocolHash"], hash.to_base64());
+    let sources = sent["protocolSources"].as_array().unwrap();
+    assert_eq!(sources.len(), 1, "{sent}");
+    let source = sources[0].as_str().unwrap();
+    assert!(
+        source.starts_with("data:text/plain;charset=utf-8,"),
+        "{source}"
+    );
+    assert_eq!(
+        source,
+        data_uri::encode(WEATHER_PD),
+        "the Python percent-encoding matches ours"
+    );
+    assert_eq!(data_uri::decode(source).unwrap(), WEATHER_PD.as_bytes());
+    assert_eq!(
+        sent["body"],
+        r#"{"location": "London, UK", "date": "2024-09-27"}"#
+    );
+    assert_eq!(exchange["status"], 200);
+    let reply: Value = serde_json::from_str(exchange["response"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["status"], "success", "{reply}");
+    assert!(reply.get("conversationId").is_none(), "{reply}");
+    let body = reply["body"]
+        .as_str()
+        .expect("a string body for a string request");
+    assert_eq!(
+        serde_json::from_str::<Value>(body).unwrap(),
+        json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
+    );
+
+    // What our node recorded: the document from the data URI, verified under the hash the
+    // Python side computed; the LLM's suitability decision; one protocol request.
+    let stored = node
+        .node
+        .store()
+        .document(&hash)
+        .await
+        .unwrap()
+        .expect("the document was stored");
+    assert_eq!(stored.document.text(), WEATHER_PD);
+    let decision = node
+        .node
+        .store()
+        .suitability(&hash)
+        .await
+        .unwrap()
+        .expect("a decision");
+    assert!(decision.allowed);
+    assert_eq!(decision.origin, agora_store::DecisionOrigin::Llm);
+    let requests = node.node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].channel, "protocol");
+    assert_eq!(requests[0].protocol_hash, Some(hash));
+    assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
+    assert_eq!(requests[0].status, "success");
+    assert_eq!(requests[0].llm_calls, 2);
+    let usage = node.node.store().usage(&hash).await.unwrap();
+    assert_eq!((usage.requests, usage.llm), (1, 1));
+
+    // Our LLM: the suitability check, then one responder step under the protocol.
+    let calls = llm.calls();
+    let kinds: Vec<Option<&str>> = calls.iter().map(schema_name).collect();
+    assert_eq!(kinds, [Some("suitability"), Some("step")]);
+    assert!(last_user_message(&calls[0]).contains("name: WeatherForecastQuery"));
+    assert!(system_prompt(&calls[1]).contains("Protocol document"));
+    assert!(
+        last_user_message(&calls[1])
+            .contains(r#"{"location": "London, UK", "date": "2024-09-27"}"#)
+    );
+
+    // The Sender's LLM: the querier had the protocol document, sent one query, delivered.
+    let asked = stub.requests();
+    let tools: Vec<Option<String>> = asked.iter().map(called_tool).collect();
+    assert_eq!(
+        tools,
+        [
+            Some("send_query".to_string()),
+            Some("deliverStructuredOutput".to_string()),
+            None
+        ],
+        "{}",
+        pretty(&asked)
+    );
+    assert!(
+        message_texts(&asked[0])
+            .concat()
+            .contains("Protocol document:\n\n---\nname: WeatherForecastQuery")
+    );
+    assert_eq!(
+        message_texts(&asked[1]).last().unwrap(),
+        body,
+        "the tool result is our reply, verbatim"
+    );
+
+    node.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_sender_sees_a_rejected_protocol_as_an_error() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let llm = node_llm_judging(false);
+    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let stub = Stub::start(&python, &root, "protocol.json", dir.path()).await;
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+
+    let run = run_sender(&python, &root, &node, &stub, dir.path(), "protocol").await;
+    // The querier's send_query saw an error (the stub then registers it), not a success.
+    assert_eq!(
+        run.outcome,
+        json!({"error": "ExecutionError: stub: send_query failed (Error calling the tool)"})
+    );
+
+    // On the wire: HTTP 200 and our rejection shape, which names the reason under both keys.
+    assert_eq!(run.wire.len(), 1, "{}", pretty(&run.wire));
+    assert_eq!(run.wire[0]["request"]["protocolHash"], hash.to_base64());
+    assert_eq!(run.wire[0]["status"], 200);
+    let reply: Value = serde_json::from_str(run.wire[0]["response"].as_str().unwrap()).unwrap();
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert!(
+        reply["message"].is_string() && reply["error"].is_string(),
+        "{reply}"
+    );
+
+    // The library's transporter keeps only `status` and `body` of a reply, so its querier can
+    // show the LLM no reason whatever the receiver says (the Python receiver's own errors end
+    // the same way): the tool result is the KeyError on `body`.
+    let asked = stub.requests();
+    assert_eq!(asked.len(), 3, "{}", pretty(&asked));
+    let tool_result = message_texts(&asked[1]).last().unwrap().clone();
+    assert_eq!(tool_result, "Error calling the tool: 'body'");
+
+    // What our node recorded: the document (it verified), the LLM's "no", one rejected request.
+    assert!(node.node.store().document(&hash).await.unwrap().is_some());
+    let decision = node
+        .node
+        .store()
+        .suitability(&hash)
+        .await
+        .unwrap()
+        .expect("a decision");
+    assert!(!decision.allowed);
+    let requests = node.node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].path, agora_store::RequestPath::Rejected);
+    let calls = llm.calls();
+    let kinds: Vec<Option<&str>> = calls.iter().map(schema_name).collect();
+    assert_eq!(kinds, [Some("suitability")]);
+
+    node.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_venv_has_the_reference_library() {
+    // AGORA_PYTHON_INTEROP must name an interpreter with the library (and langchain-openai), so
+    // a broken venv fails here with a clear message rather than deep inside a Sender run.
+    let python = python();
+    let output = Command::new(&python)
+        .args(["-c", "import agora, langchain_openai, importlib.metadata as m; print(m.version('agora-protocol'))"])
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("AGORA_PYTHON_INTEROP={} does not run: {e}", python.display()));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "0.2.0");
+}
