@@ -14,10 +14,14 @@ mod conversation;
 mod node;
 pub mod resolver;
 pub mod responder;
+pub mod routines;
 pub mod tools;
 
 pub use accounting::{Category, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConversationConfig, NodeConfig, ResponderConfig, SuitabilityMode, Thresholds};
 pub use node::{FollowUpError, Node, NodeError, NodeParts};
+pub use routines::{
+    LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
+};
 pub use tools::{Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};
