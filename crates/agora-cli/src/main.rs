@@ -1,7 +1,8 @@
-//! `agora`: run nodes, manage protocol documents, inspect the ledger.
+//! `agora`: run nodes, manage protocol documents and routines, inspect the ledger.
 
 mod node_cmd;
 mod pd_cmd;
+mod routine_cmd;
 mod stats_cmd;
 
 use std::path::PathBuf;
@@ -34,6 +35,14 @@ enum Command {
         #[command(subcommand)]
         command: pd_cmd::PdCommand,
     },
+    /// Routines: add, list, show, test, enable, disable, rm.
+    Routine {
+        /// Node configuration file (for the store URL, the tools and the routine runtime).
+        #[arg(long, short, global = true, env = "AGORA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: routine_cmd::RoutineCommand,
+    },
     /// Print the LLM ledger and per-protocol usage of a node's store.
     Stats {
         /// Node configuration file (for the store URL).
@@ -56,6 +65,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Node { command } => node_cmd::run(command).await,
         Command::Pd { config, command } => pd_cmd::run(config.as_deref(), command).await,
+        Command::Routine { config, command } => routine_cmd::run(config.as_deref(), command).await,
         Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
         Command::Llm { command } => node_cmd::run_llm(command).await,
     }

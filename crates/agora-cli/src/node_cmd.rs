@@ -114,6 +114,10 @@ fn print_banner(running: &agora_server::RunningNode, address: SocketAddr) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    println!("  routines: {} active", running.routines.active);
+    for (name, reason) in &running.routines.failed {
+        println!("  routine {name} could not be loaded (the LLM answers its protocol): {reason}");
+    }
     println!();
     println!("Ask it in natural language:");
     println!(

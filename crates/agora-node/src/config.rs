@@ -31,6 +31,8 @@ pub struct NodeConfig {
     pub responder: ResponderConfig,
     /// Usage thresholds (later issues use more of them).
     pub thresholds: Thresholds,
+    /// How routines are run.
+    pub routines: RoutineConfig,
 }
 
 impl Default for NodeConfig {
@@ -44,6 +46,7 @@ impl Default for NodeConfig {
             conversations: ConversationConfig::default(),
             responder: ResponderConfig::default(),
             thresholds: Thresholds::default(),
+            routines: RoutineConfig::default(),
         }
     }
 }
@@ -105,6 +108,23 @@ impl Default for ResponderConfig {
             max_tool_calls: 5,
             max_step_tokens: 512,
             max_tool_result_chars: 4000,
+        }
+    }
+}
+
+/// How routines are run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutineConfig {
+    /// When a routine fails (error, trap, timeout, out of memory, busy), answer with the LLM
+    /// instead. Off: the peer gets a `failure` reply carrying the routine's error.
+    pub fallback_to_llm: bool,
+}
+
+impl Default for RoutineConfig {
+    fn default() -> Self {
+        Self {
+            fallback_to_llm: true,
         }
     }
 }

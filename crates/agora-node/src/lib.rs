@@ -1,10 +1,11 @@
 //! The agora node engine.
 //!
 //! A [`Node`] answers Agora requests: it resolves and verifies protocol
-//! documents, decides whether it can serve them, and answers with its LLM
-//! and tools. It knows nothing of HTTP servers, SQL or model APIs: those
-//! live in `agora-server`, `agora-store` and `agora-llm`, and reach the
-//! engine as typed values.
+//! documents, decides whether it can serve them, and answers with a routine
+//! when one is active for the protocol, otherwise with its LLM and tools. It
+//! knows nothing of HTTP servers, SQL, model APIs or WebAssembly: those live in
+//! `agora-server`, `agora-store`, `agora-llm` and `agora-routines`, and reach
+//! the engine as typed values and traits.
 
 pub mod accounting;
 pub mod checker;
@@ -14,13 +15,19 @@ mod conversation;
 mod node;
 pub mod resolver;
 pub mod responder;
+pub mod routine_registry;
+mod routine_table;
 pub mod routines;
 pub mod tools;
 
 pub use accounting::{Category, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{ConversationConfig, NodeConfig, ResponderConfig, SuitabilityMode, Thresholds};
+pub use config::{
+    ConversationConfig, NodeConfig, ResponderConfig, RoutineConfig, SuitabilityMode, Thresholds,
+};
 pub use node::{FollowUpError, Node, NodeError, NodeParts};
+pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
+pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
     LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
 };

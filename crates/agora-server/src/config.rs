@@ -36,6 +36,8 @@ pub struct Config {
     pub llm: LlmSettings,
     /// The protocol fetch policy.
     pub fetch: FetchSettings,
+    /// The WebAssembly routine runtime.
+    pub routine_runtime: RoutineRuntimeSettings,
 }
 
 impl Default for Config {
@@ -50,6 +52,7 @@ impl Default for Config {
             node: NodeConfig::default(),
             llm: LlmSettings::default(),
             fetch: FetchSettings::default(),
+            routine_runtime: RoutineRuntimeSettings::default(),
         }
     }
 }
@@ -73,10 +76,12 @@ impl Config {
             "node",
             "llm",
             "fetch",
+            "routine_runtime",
         ];
+        // `UncasedStr::as_str` keeps the variable's case, so compare uncased.
         figment = figment.merge(Env::prefixed("AGORA_").split("__").filter(move |key| {
-            keys.iter()
-                .any(|k| key.as_str().split('.').next() == Some(*k))
+            let top = key.as_str().split('.').next().unwrap_or("");
+            keys.iter().any(|k| top.eq_ignore_ascii_case(k))
         }));
         let mut config: Config = figment.extract().map_err(|e| ConfigError(e.to_string()))?;
         if config.node.public_url == NodeConfig::default().public_url {
@@ -182,6 +187,35 @@ impl Default for OpenAiSettings {
     }
 }
 
+/// The WebAssembly routine runtime (`agora-routines`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutineRuntimeSettings {
+    /// The JavaScript engine `engine.core.wasm` (default: `$AGORA_JS_ENGINE`, exported by
+    /// `scripts/install.sh`). Without it JavaScript routines cannot be built; stored ones
+    /// still run.
+    pub js_engine: Option<PathBuf>,
+    /// Where compiled routines are cached (default: `artifacts/` beside a SQLite store; none,
+    /// so compiled at every start, with Postgres).
+    pub artifact_dir: Option<PathBuf>,
+    /// Routine runs at once; more wait briefly, then fall back as busy (default: twice the
+    /// cores, at least 4).
+    pub max_concurrent: Option<usize>,
+    /// Milliseconds between checks for routines changed by another process (the CLI).
+    pub sync_interval_ms: u64,
+}
+
+impl Default for RoutineRuntimeSettings {
+    fn default() -> Self {
+        Self {
+            js_engine: None,
+            artifact_dir: None,
+            max_concurrent: None,
+            sync_interval_ms: 3000,
+        }
+    }
+}
+
 /// The protocol fetch policy.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -215,21 +249,28 @@ impl Default for FetchSettings {
 mod tests {
     use super::*;
 
+    // Every test that loads configuration runs inside a figment `Jail`: jails
+    // are serialized, so one test's environment variables never leak into
+    // another's load.
     #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn defaults_load_without_a_file() {
-        let config = Config::load(None).unwrap();
-        assert_eq!(config.listen.port(), 8080);
-        assert_eq!(config.node.public_url, "http://127.0.0.1:8080");
-        assert_eq!(config.llm.backend, LlmBackend::Local);
+        figment::Jail::expect_with(|_| {
+            let config = Config::load(None).map_err(|e| e.0)?;
+            assert_eq!(config.listen.port(), 8080);
+            assert_eq!(config.node.public_url, "http://127.0.0.1:8080");
+            assert_eq!(config.llm.backend, LlmBackend::Local);
+            Ok(())
+        });
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn file_values_override_defaults() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("node.toml");
-        std::fs::write(
-            &path,
-            r#"
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "node.toml",
+                r#"
 listen = "127.0.0.1:9100"
 [node]
 description = "Weather node"
@@ -243,22 +284,44 @@ replay = "x.jsonl"
 [fetch]
 allow_networks = ["127.0.0.0/8"]
 "#,
-        )
-        .unwrap();
-        let config = Config::load(Some(&path)).unwrap();
-        assert_eq!(config.listen.port(), 9100);
-        assert_eq!(config.node.public_url, "http://127.0.0.1:9100");
-        assert_eq!(config.node.description, "Weather node");
-        assert_eq!(config.node.tools.len(), 1);
-        assert_eq!(config.llm.backend, LlmBackend::Replay);
-        assert_eq!(config.fetch.allow_networks, vec!["127.0.0.0/8".to_string()]);
+            )?;
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            assert_eq!(config.listen.port(), 9100);
+            assert_eq!(config.node.public_url, "http://127.0.0.1:9100");
+            assert_eq!(config.node.description, "Weather node");
+            assert_eq!(config.node.tools.len(), 1);
+            assert_eq!(config.llm.backend, LlmBackend::Replay);
+            assert_eq!(config.fetch.allow_networks, vec!["127.0.0.0/8".to_string()]);
+            Ok(())
+        });
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn environment_overrides_the_file() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "node.toml",
+                "store = \"sqlite://from-file.db\"\n[node]\nname = \"file\"\n",
+            )?;
+            jail.set_env("AGORA_STORE", "sqlite://from-env.db");
+            jail.set_env("AGORA_NODE__DESCRIPTION", "from env");
+            jail.set_env("AGORA_MODEL", "/not/a/config/key.gguf");
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            assert_eq!(config.store, "sqlite://from-env.db");
+            assert_eq!(config.node.name, "file");
+            assert_eq!(config.node.description, "from env");
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn unknown_keys_in_sections_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("node.toml");
-        std::fs::write(&path, "[llm]\nbakend = \"openai\"\n").unwrap();
-        assert!(Config::load(Some(&path)).is_err());
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("node.toml", "[llm]\nbakend = \"openai\"\n")?;
+            assert!(Config::load(Some(Path::new("node.toml"))).is_err());
+            Ok(())
+        });
     }
 }

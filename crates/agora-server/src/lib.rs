@@ -3,8 +3,8 @@
 //! This crate turns HTTP into [`agora_node::Node`] calls and back: the axum
 //! router, a JSON extractor that enforces size limits and answers malformed
 //! input in the protocol's error shape, admin authentication, the Prometheus
-//! `/metrics` text, configuration loading (file, env, flags), tracing set-up,
-//! and the run loop with graceful shutdown.
+//! `/metrics` text, configuration loading (file, env, flags, routine folders),
+//! tracing set-up, the routine runtime, and the run loop with graceful shutdown.
 //!
 //! API boundary: axum, tower and HTTP status codes never leave this crate.
 
@@ -13,10 +13,11 @@ pub mod app;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod manifest;
 pub mod metrics;
 pub mod runtime;
 pub mod telemetry;
 
 pub use app::{AppState, router};
-pub use config::{Config, FetchSettings, LlmBackend, LlmSettings};
-pub use runtime::{RunningNode, build_node, serve};
+pub use config::{Config, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings};
+pub use runtime::{RunningNode, build_node, build_routine_engine, serve};

@@ -1,7 +1,8 @@
 //! `/metrics` in the Prometheus text format.
 //!
-//! The LLM and protocol figures come from the store's ledger, so they are
-//! per node and survive restarts; HTTP counters are kept in memory. A global
+//! The LLM, protocol and routine figures come from the store (the ledger, the
+//! usage counters, the routines' run and failure counts), so they are per node
+//! and survive restarts; HTTP counters are kept in memory. A global
 //! metrics recorder is deliberately not used: one process may host many
 //! nodes (the 100-agent demo), and each must report only its own numbers.
 
@@ -144,6 +145,43 @@ pub async fn render(state: &AppState) -> Result<String, agora_store::StoreError>
             hash.to_hex(),
             u.llm_prompt_tokens + u.llm_completion_tokens
         );
+    }
+    let routines = store.routines().await?;
+    for (name, help, value) in [
+        (
+            "agora_routine_runs_total",
+            "Requests each routine ran for, answered or failed.",
+            (|r: &agora_store::Routine| r.runs) as fn(&agora_store::Routine) -> i64,
+        ),
+        (
+            "agora_routine_failures_total",
+            "Routine runs that failed (error, trap, timeout, out of memory, busy).",
+            |r| r.failures,
+        ),
+        (
+            "agora_routine_active",
+            "1 for the routine answering its protocol, 0 for a disabled one.",
+            |r| i64::from(r.status == agora_store::RoutineStatus::Active),
+        ),
+    ] {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for routine in &routines {
+            let _ = writeln!(
+                out,
+                "{name}{{node=\"{}\",routine=\"{}\",protocol=\"{}\",origin=\"{}\"}} {}",
+                esc(node),
+                esc(&routine.name),
+                routine.protocol_hash.to_hex(),
+                routine.origin,
+                value(routine)
+            );
+        }
     }
     Ok(out)
 }

@@ -3,8 +3,10 @@
 //! This is where configuration meets the world: the store is opened (and
 //! migrated), the LLM backend chosen (connecting to or starting the local
 //! llama.cpp server, an OpenAI-compatible endpoint, or a cassette), the
-//! fetch policy and tools built. [`serve`] runs the HTTP server and a
-//! conversation sweeper until the shutdown token fires, then drains both.
+//! fetch policy, tools and routine runtime built, and the stored routines
+//! loaded. [`serve`] runs the HTTP server and a background task (conversation
+//! sweeps, and routine syncs that pick up changes the CLI made) until the
+//! shutdown token fires, then drains both.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +16,8 @@ use agora_fetch::{FetchPolicy, Fetcher};
 use agora_llm::{
     Llm, LocalServer, LocalServerConfig, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
 };
-use agora_node::{Node, NodeParts, SystemClock, ToolRegistry};
+use agora_node::{Node, NodeParts, RoutineEngine, SyncReport, SystemClock, ToolRegistry};
+use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_store::Store;
 use anyhow::{Context, bail};
 use tokio::net::TcpListener;
@@ -22,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::app::{AppState, router};
-use crate::config::{Config, FetchSettings, LlmBackend, LlmSettings};
+use crate::config::{Config, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings};
 
 /// A node ready to serve, with whatever it owns (a local LLM server).
 pub struct RunningNode {
@@ -36,6 +39,8 @@ pub struct RunningNode {
     pub llm_description: String,
     /// The local LLM server this node started, if any; stopped on drop.
     pub local_server: Option<LocalServer>,
+    /// The routines loaded at start-up.
+    pub routines: SyncReport,
 }
 
 /// Opens the store, builds the LLM, fetcher and tools, and assembles the node.
@@ -45,6 +50,7 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     let fetcher =
         Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
     let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
+    let routine_engine = build_routine_engine(&config.routine_runtime, &config.store)?;
     let node = Node::new(NodeParts {
         config: config.node.clone(),
         store,
@@ -53,7 +59,13 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         tools,
         prices: config.llm.prices.clone(),
         clock: Arc::new(SystemClock),
+        routine_engine: Some(routine_engine),
     });
+    // Compiling (or reading the artifact cache) happens here, before the first request.
+    let routines = node
+        .sync_routines()
+        .await
+        .context("loading the stored routines")?;
     let state = AppState::new(
         node.clone(),
         config.admin_token.clone(),
@@ -66,6 +78,48 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         config,
         llm_description,
         local_server,
+        routines,
+    })
+}
+
+/// The WebAssembly routine runtime from settings; the JavaScript engine defaults to
+/// `$AGORA_JS_ENGINE`, the artifact cache to `artifacts/` beside a SQLite store.
+pub fn build_routine_engine(
+    settings: &RoutineRuntimeSettings,
+    store_url: &str,
+) -> anyhow::Result<Arc<dyn RoutineEngine>> {
+    let mut config = RuntimeConfig {
+        js_engine: settings
+            .js_engine
+            .clone()
+            .or_else(|| env_path("AGORA_JS_ENGINE")),
+        artifact_dir: settings
+            .artifact_dir
+            .clone()
+            .or_else(|| sqlite_folder(store_url).map(|folder| folder.join("artifacts"))),
+        ..RuntimeConfig::default()
+    };
+    if let Some(max_concurrent) = settings.max_concurrent {
+        config.max_concurrent = max_concurrent;
+    }
+    let runtime = WasmRuntime::new(config).context("starting the routine runtime")?;
+    Ok(Arc::new(runtime))
+}
+
+/// The folder holding a SQLite store's file (`.` for a bare file name), if the URL is SQLite.
+fn sqlite_folder(url: &str) -> Option<PathBuf> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    if path.is_empty() || path.contains(":memory:") {
+        return None;
+    }
+    let parent = std::path::Path::new(path).parent()?;
+    Some(if parent.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        parent.to_path_buf()
     })
 }
 
@@ -226,17 +280,27 @@ pub async fn serve(
     let tasks = TaskTracker::new();
     let node = running.node.clone();
     let sweep_every = Duration::from_secs(running.config.sweep_interval_secs.max(1));
-    let sweeper_shutdown = shutdown.clone();
+    let sync_every =
+        Duration::from_millis(running.config.routine_runtime.sync_interval_ms.max(100));
+    let background_shutdown = shutdown.clone();
     tasks.spawn(async move {
-        let mut ticker = tokio::time::interval(sweep_every);
+        let mut sweep = tokio::time::interval(sweep_every);
+        let mut sync = tokio::time::interval(sync_every);
+        sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = sweeper_shutdown.cancelled() => break,
-                _ = ticker.tick() => {
+                _ = background_shutdown.cancelled() => break,
+                _ = sweep.tick() => {
                     match node.purge_expired_conversations().await {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(purged = n, "expired conversations removed"),
                         Err(error) => tracing::warn!(%error, "conversation sweep failed"),
+                    }
+                }
+                // One read when nothing changed; loads changed routines off the request path.
+                _ = sync.tick() => {
+                    if let Err(error) = node.sync_routines().await {
+                        tracing::warn!(%error, "routine sync failed");
                     }
                 }
             }

@@ -276,3 +276,207 @@ async fn metrics_report_the_ledger() {
     assert!(text.contains("agora_llm_calls_total{node=\"test-node\",category=\"conversation\",model=\"scripted\"} 1"), "{text}");
     assert!(text.contains("agora_http_requests_total{node=\"test-node\",method=\"POST\",route=\"/\",status=\"200\"} 1"), "{text}");
 }
+
+fn routine_engine() -> std::sync::Arc<agora_testkit::ScriptedRoutineEngine> {
+    std::sync::Arc::new(agora_testkit::ScriptedRoutineEngine::new().routine(
+        "shout",
+        |body, _tools| async move { Ok(body.to_uppercase()) },
+    ))
+}
+
+#[tokio::test]
+async fn routine_admin_routes_require_the_token() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(answering(), dir.path())
+        .routine_engine(routine_engine())
+        .admin_token("secret-token")
+        .spawn()
+        .await;
+    let other_dir = temp_dir();
+    let disabled = NodeBuilder::new(answering(), other_dir.path())
+        .routine_engine(routine_engine())
+        .spawn()
+        .await;
+    let client = reqwest::Client::new();
+    let add = json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout"});
+    for (method, path) in [
+        (reqwest::Method::GET, "/admin/routines"),
+        (reqwest::Method::POST, "/admin/routines"),
+        (reqwest::Method::GET, "/admin/routines/shout"),
+        (reqwest::Method::POST, "/admin/routines/shout/enable"),
+        (reqwest::Method::POST, "/admin/routines/shout/disable"),
+        (reqwest::Method::POST, "/admin/routines/shout/test"),
+        (reqwest::Method::DELETE, "/admin/routines/shout"),
+    ] {
+        for (url, token, expected) in [
+            (&server.url, None, 401),
+            (&server.url, Some("wrong"), 401),
+            (&disabled.url, None, 403),
+            (&disabled.url, Some("secret-token"), 403),
+        ] {
+            let mut request = client
+                .request(method.clone(), format!("{url}{path}"))
+                .json(&add);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(
+                response.status().as_u16(),
+                expected,
+                "{method} {path} {token:?}"
+            );
+            assert_error_shape(&response.text().await.unwrap());
+        }
+    }
+    // Nothing got through.
+    assert!(server.node.routines().list().await.unwrap().is_empty());
+    assert!(disabled.node.routines().list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn routines_are_managed_over_the_admin_api() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(answering(), dir.path())
+        .routine_engine(routine_engine())
+        .admin_token("secret-token")
+        .spawn()
+        .await;
+    let client = reqwest::Client::new();
+    let admin = |method: reqwest::Method, path: &str| {
+        client
+            .request(method, format!("{}/admin{path}", server.url))
+            .bearer_auth("secret-token")
+    };
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let question = json!({"protocolHash": hash.to_hex(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": "quiet please"});
+    let ask = || server.post("/", &question);
+
+    let added = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout", "timeoutMs": 500, "memoryMb": 16}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status().as_u16(), 201);
+    let added: Value = added.json().await.unwrap();
+    assert_eq!(added["status"], "active");
+    assert_eq!(added["protocolHash"], hash.to_hex());
+    assert_eq!(
+        (added["timeoutMs"].as_i64(), added["memoryMb"].as_f64()),
+        (Some(500), Some(16.0))
+    );
+    // Applied at once: the routine answers, not the LLM.
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "QUIET PLEASE");
+
+    let again = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "shout", "protocolHash": hash.to_hex(), "source": "shout"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    let broken = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "broken", "protocolHash": hash.to_hex(), "source": "syntax error("}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status().as_u16(), 422);
+    assert!(
+        assert_error_shape(&broken.text().await.unwrap())["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not build")
+    );
+    let missing = admin(reqwest::Method::GET, "/routines/nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let listed: Value = admin(reqwest::Method::GET, "/routines")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(
+        (listed[0]["name"].as_str(), listed[0]["runs"].as_i64()),
+        (Some("shout"), Some(1))
+    );
+    let shown: Value = admin(reqwest::Method::GET, "/routines/shout")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["source"], "shout");
+    let tested: Value = admin(reqwest::Method::POST, "/routines/shout/test")
+        .json(&json!({"body": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (tested["status"].as_str(), tested["body"].as_str()),
+        (Some("success"), Some("HI"))
+    );
+
+    let disabled: Value = admin(reqwest::Method::POST, "/routines/shout/disable")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(disabled["status"], "disabled");
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "hello from the node");
+    let enabled: Value = admin(
+        reqwest::Method::POST,
+        &format!("/routines/{}/enable", added["id"]),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(enabled["status"], "active");
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "QUIET PLEASE");
+
+    let metrics = client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains(&format!("agora_routine_runs_total{{node=\"test-node\",routine=\"shout\",protocol=\"{}\",origin=\"human\"}} 2", hash.to_hex())), "{metrics}");
+    assert!(
+        metrics.contains("agora_routine_failures_total{node=\"test-node\",routine=\"shout\""),
+        "{metrics}"
+    );
+
+    let removed = admin(reqwest::Method::DELETE, "/routines/shout")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status().as_u16(), 200);
+    let listed: Value = admin(reqwest::Method::GET, "/routines")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed, json!([]));
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "hello from the node");
+}

@@ -3,8 +3,8 @@
 //! One code path serves SQLite and Postgres through sqlx's `Any` driver; the URL scheme picks
 //! the backend. Queries use `$1, $2, ...` placeholders, which Postgres requires and sqlx's SQLite
 //! driver maps by number (a unit test below checks that, reordered and repeated). Only the types
-//! `Any` carries are bound or read: `i64`, `f64`, `String` and `Option`s of them; booleans are
-//! stored as 0/1.
+//! `Any` carries are bound or read: `i64`, `f64`, `String`, byte blobs and `Option`s of them;
+//! booleans are stored as 0/1.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` at the workspace root: the same
 //! tables, each in its own dialect. Both directories are embedded at compile time with

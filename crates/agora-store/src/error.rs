@@ -4,8 +4,8 @@
 //! with the operation that failed as context, so callers depend on this crate alone and can still
 //! branch on what went wrong: a database that misbehaves ([`StoreError::Database`]), data that
 //! does not mean what it should ([`StoreError::Corrupt`]), a schema that cannot be brought up to
-//! date ([`StoreError::Migration`]), or a URL this store does not understand
-//! ([`StoreError::InvalidUrl`]).
+//! date ([`StoreError::Migration`]), a write that conflicts with what is stored
+//! ([`StoreError::Conflict`]), or a URL this store does not understand ([`StoreError::InvalidUrl`]).
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,6 +22,9 @@ pub enum StoreError {
     /// The schema could not be created or brought up to date.
     #[error("migration failed: {0}")]
     Migration(String),
+    /// The operation conflicts with what is stored: a routine name already in use.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// The URL names no supported database (`sqlite:` or `postgres:`), or cannot be parsed.
     #[error("invalid database url: {0}")]
     InvalidUrl(String),

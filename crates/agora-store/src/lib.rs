@@ -1,5 +1,5 @@
 //! Persistence for an agora node: protocol documents, suitability decisions, conversations, the
-//! request log with per-protocol usage, and the LLM ledger.
+//! request log with per-protocol usage, routines, and the LLM ledger.
 //!
 //! API boundary: this is the only crate that names sqlx. Callers see [`Store`], plain record
 //! types and [`StoreError`]; rows, pools and driver errors stay inside.
@@ -19,10 +19,12 @@ mod error;
 mod ledger;
 mod records;
 mod requests;
+mod routines;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
 pub use records::{
     Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, LlmCallRecord,
-    ProtocolUsage, RequestPath, RequestRecord, StoredDocument,
+    NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine, RoutineCode, RoutineLanguage,
+    RoutineOrigin, RoutineStatus, StoredDocument,
 };

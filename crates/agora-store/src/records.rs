@@ -103,6 +103,12 @@ pub struct RequestRecord {
     pub latency_ms: i64,
     /// When the request finished (Unix ms).
     pub created_at_ms: i64,
+    /// The routine that ran for the request, if one did (it answered, or it failed and the
+    /// request fell back to the LLM). Recording the request counts the run on the routine.
+    pub routine_id: Option<i64>,
+    /// The routine's error when it failed; recording the request counts the failure on the
+    /// routine (count, last error, time).
+    pub routine_error: Option<String>,
 }
 
 /// How a request was answered.
@@ -118,6 +124,100 @@ pub enum RequestPath {
     Rejected,
     /// Answering failed.
     Failed,
+}
+
+/// A routine as stored, without its code (see [`RoutineCode`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routine {
+    /// The routine's id, assigned by the store.
+    pub id: i64,
+    /// A unique name chosen by whoever added it.
+    pub name: String,
+    /// The protocol the routine answers.
+    pub protocol_hash: ProtocolHash,
+    /// What the routine was written in.
+    pub language: RoutineLanguage,
+    /// The tools the routine may call, by name.
+    pub tools: Vec<String>,
+    /// Wall-clock deadline for one run, in milliseconds.
+    pub timeout_ms: i64,
+    /// Most linear memory one run may use, in bytes.
+    pub memory_bytes: i64,
+    /// Who wrote the routine.
+    pub origin: RoutineOrigin,
+    /// Whether the routine answers requests.
+    pub status: RoutineStatus,
+    /// Requests the routine ran for (answered or failed).
+    pub runs: i64,
+    /// Runs that failed (error, trap, timeout, out of memory, busy).
+    pub failures: i64,
+    /// The latest failure's error text.
+    pub last_error: Option<String>,
+    /// When the latest failure happened (Unix ms).
+    pub last_failure_at_ms: Option<i64>,
+    /// When the routine was added (Unix ms).
+    pub created_at_ms: i64,
+    /// When the routine was added or last enabled or disabled (Unix ms).
+    pub updated_at_ms: i64,
+}
+
+/// A routine's code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutineCode {
+    /// The JavaScript the component was built from, for JavaScript routines.
+    pub source: Option<String>,
+    /// The built WebAssembly component.
+    pub component: Vec<u8>,
+}
+
+/// A routine to add with [`Store::add_routine`](crate::Store::add_routine).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRoutine {
+    /// A unique name.
+    pub name: String,
+    /// The protocol the routine answers.
+    pub protocol_hash: ProtocolHash,
+    /// What the routine was written in.
+    pub language: RoutineLanguage,
+    /// Its code.
+    pub code: RoutineCode,
+    /// The tools the routine may call, by name.
+    pub tools: Vec<String>,
+    /// Wall-clock deadline for one run, in milliseconds.
+    pub timeout_ms: i64,
+    /// Most linear memory one run may use, in bytes.
+    pub memory_bytes: i64,
+    /// Who wrote the routine.
+    pub origin: RoutineOrigin,
+    /// The status it starts in. `Active` disables the protocol's other routines.
+    pub status: RoutineStatus,
+}
+
+/// What a [`Routine`] was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoutineLanguage {
+    /// A JavaScript script, built into a component by the node.
+    JavaScript,
+    /// A WebAssembly component or core module, from any language.
+    Wasm,
+}
+
+/// Who wrote a [`Routine`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoutineOrigin {
+    /// The node's operator. Never replaced automatically.
+    Human,
+    /// The node's LLM.
+    Llm,
+}
+
+/// Whether a [`Routine`] answers requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoutineStatus {
+    /// It answers its protocol's requests (at most one per protocol).
+    Active,
+    /// It is kept but not run.
+    Disabled,
 }
 
 /// Running counters for one protocol.
@@ -238,6 +338,9 @@ stored_words!(ConversationKind {
     Protocol => "protocol",
     Negotiation => "negotiation",
 });
+stored_words!(RoutineLanguage { JavaScript => "javascript", Wasm => "wasm" });
+stored_words!(RoutineOrigin { Human => "human", Llm => "llm" });
+stored_words!(RoutineStatus { Active => "active", Disabled => "disabled" });
 stored_words!(RequestPath {
     Llm => "llm",
     Routine => "routine",

@@ -19,8 +19,10 @@ const USAGE_COLUMNS: &str = "hash, requests, llm, routine, fallback, rejected, f
 
 impl Store {
     /// Records a finished request in one transaction: the request row, its protocol's usage
-    /// counters (when it has a protocol), and the conversation if given (created, or its
-    /// messages, `last_active_ms` and `expires_at_ms` replaced).
+    /// counters (when it has a protocol), the run of its routine (when one ran: `runs`, and on
+    /// failure `failures`, `last_error` and `last_failure_at_ms`; nothing if the routine was
+    /// removed meanwhile), and the conversation if given (created, or its messages,
+    /// `last_active_ms` and `expires_at_ms` replaced).
     pub async fn record_request(
         &self,
         request: &RequestRecord,
@@ -34,8 +36,9 @@ impl Store {
             .map_err(StoreError::db("record_request: begin"))?;
         sqlx::query(
             "INSERT INTO requests (query_id, node, protocol_hash, channel, path, status, llm_calls, \
-             prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \
+             routine_error) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(&request.query_id)
         .bind(&request.node)
@@ -49,9 +52,34 @@ impl Store {
         .bind(request.cost_usd)
         .bind(request.latency_ms)
         .bind(request.created_at_ms)
+        .bind(request.routine_id)
+        .bind(request.routine_error.clone())
         .execute(&mut *tx)
         .await
         .map_err(StoreError::db("record_request: insert request"))?;
+
+        if let Some(routine_id) = request.routine_id {
+            let counted = match &request.routine_error {
+                None => {
+                    sqlx::query("UPDATE routines SET runs = runs + 1 WHERE id = $1")
+                        .bind(routine_id)
+                        .execute(&mut *tx)
+                        .await
+                }
+                Some(error) => {
+                    sqlx::query(
+                        "UPDATE routines SET runs = runs + 1, failures = failures + 1, \
+                     last_error = $2, last_failure_at = $3 WHERE id = $1",
+                    )
+                    .bind(routine_id)
+                    .bind(error)
+                    .bind(request.created_at_ms)
+                    .execute(&mut *tx)
+                    .await
+                }
+            };
+            counted.map_err(StoreError::db("record_request: count the routine run"))?;
+        }
 
         if let Some(hash) = protocol_hash {
             let bump = |path: RequestPath| i64::from(request.path == path);
@@ -130,8 +158,8 @@ impl Store {
     pub async fn recent_requests(&self, limit: i64) -> Result<Vec<RequestRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT query_id, node, protocol_hash, channel, path, status, llm_calls, \
-             prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at \
-             FROM requests ORDER BY created_at DESC, id DESC LIMIT $1",
+             prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \
+             routine_error FROM requests ORDER BY created_at DESC, id DESC LIMIT $1",
         )
         .bind(limit.max(0))
         .fetch_all(&self.pool)
@@ -193,5 +221,11 @@ fn request_from_row(row: &AnyRow) -> Result<RequestRecord, StoreError> {
             .map_err(StoreError::db("requests: read column"))?,
         latency_ms: int("latency_ms")?,
         created_at_ms: int("created_at")?,
+        routine_id: row
+            .try_get("routine_id")
+            .map_err(StoreError::db("requests: read column"))?,
+        routine_error: row
+            .try_get("routine_error")
+            .map_err(StoreError::db("requests: read column"))?,
     })
 }

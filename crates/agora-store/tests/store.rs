@@ -120,6 +120,9 @@ on_both_backends!(
     concurrent_requests_lose_no_updates,
     ledger_totals_are_grouped_and_sorted,
     data_survives_a_restart,
+    routines_round_trip_with_their_code,
+    one_routine_is_active_per_protocol,
+    requests_count_routine_runs_and_failures,
 );
 
 #[tokio::test]

@@ -1,10 +1,12 @@
-//! Test-only helpers: a scripted LLM, nodes over temporary SQLite stores,
-//! and nodes served over HTTP on 127.0.0.1 port 0.
+//! Test-only helpers: a scripted LLM, a scripted routine engine, nodes over
+//! temporary SQLite stores, and nodes served over HTTP on 127.0.0.1 port 0.
 //!
 //! Architecture invariant: nothing outside tests depends on this crate. The
-//! scripted LLM exists for deterministic orchestration tests; every LLM role
-//! also has a test against the real local model.
+//! scripted LLM and routine engine exist for deterministic orchestration
+//! tests; every LLM role also has a test against the real local model, and
+//! routines have end-to-end tests with the real WebAssembly runtime.
 
+mod routines;
 mod scripted;
 
 use std::path::{Path, PathBuf};
@@ -12,12 +14,13 @@ use std::sync::Arc;
 
 use agora_fetch::{FetchPolicy, Fetcher};
 use agora_llm::{Llm, PriceTable};
-use agora_node::{Clock, Node, NodeConfig, NodeParts, SystemClock, ToolRegistry};
+use agora_node::{Clock, Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
 use agora_server::AppState;
 use agora_store::Store;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use routines::ScriptedRoutineEngine;
 pub use scripted::{ScriptedLlm, Turn, last_user_message, schema_name, system_prompt};
 
 /// A temporary folder for a test's store; removed on drop.
@@ -46,6 +49,8 @@ pub struct NodeBuilder {
     pub admin_token: Option<String>,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// The routine engine, if the node runs routines.
+    pub routine_engine: Option<Arc<dyn RoutineEngine>>,
 }
 
 impl NodeBuilder {
@@ -62,6 +67,7 @@ impl NodeBuilder {
             store_dir: store_dir.to_path_buf(),
             admin_token: None,
             max_body_bytes: 1024 * 1024,
+            routine_engine: None,
         }
     }
 
@@ -89,6 +95,12 @@ impl NodeBuilder {
         self
     }
 
+    /// Runs routines with this engine.
+    pub fn routine_engine(mut self, engine: Arc<dyn RoutineEngine>) -> Self {
+        self.routine_engine = Some(engine);
+        self
+    }
+
     /// Builds the engine alone (no HTTP).
     pub async fn build(self) -> Node {
         self.build_parts().await.0
@@ -108,7 +120,12 @@ impl NodeBuilder {
             tools,
             prices: PriceTable::default(),
             clock: self.clock.clone(),
+            routine_engine: self.routine_engine.clone(),
         });
+        // As at a real node's start-up: the stored routines are loaded before serving.
+        node.sync_routines()
+            .await
+            .expect("the stored routines can be read");
         (node, self)
     }
 

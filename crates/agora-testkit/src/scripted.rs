@@ -29,6 +29,16 @@ impl ScriptedLlm {
         })
     }
 
+    /// An LLM that must not be called: it panics, naming the request.
+    pub fn unreachable() -> Arc<Self> {
+        Self::new(|request| {
+            panic!(
+                "the LLM was called, but this test expects no LLM call: {:?}",
+                last_user_message(request)
+            )
+        })
+    }
+
     /// Every request received so far.
     pub fn calls(&self) -> Vec<ChatRequest> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()

@@ -1,9 +1,10 @@
 //! Tools: the node's doors to the outside world.
 //!
 //! A tool has a name, a description, and a JSON schema for its arguments.
-//! The responder offers tools to the LLM; routines (later) call them through
-//! the host bridge. Arguments are validated against the schema before any
-//! tool runs, so a tool never sees arguments it did not declare.
+//! The responder offers tools to the LLM; routines call them through the
+//! host bridge (`GrantedTools`, limited to the tools a routine was granted).
+//! Arguments are validated against the schema before any tool runs, so a
+//! tool never sees arguments it did not declare.
 
 mod builtin;
 mod http;

@@ -5,10 +5,12 @@
 mod conversations;
 mod documents;
 mod requests;
+mod routines;
 
 pub use conversations::*;
 pub use documents::*;
 pub use requests::*;
+pub use routines::*;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{
@@ -55,6 +57,8 @@ pub fn request(
         cost_usd: 0.25 * n as f64,
         latency_ms: 7 * n,
         created_at_ms,
+        routine_id: None,
+        routine_error: None,
     }
 }
 

@@ -10,6 +10,7 @@
 //! | `PUT /admin/protocols/{hash}/decision` | operator decision `{"allowed": bool, "reason": ...}` |
 //! | `DELETE /admin/protocols/{hash}/decision` | forget the decision (the checker decides again) |
 //! | `GET /admin/stats` | the LLM ledger and per-protocol usage |
+//! | `/admin/routines...` | the routine registry (see [`routines`]) |
 
 use agora_protocol::{ErrorCode, ProtocolHash};
 use axum::extract::{Path, Request, State};
@@ -24,6 +25,8 @@ use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 
+pub mod routines;
+
 /// The admin routes, with the token check applied.
 pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
@@ -33,6 +36,7 @@ pub fn router(state: AppState) -> Router<AppState> {
             put(set_decision).delete(clear_decision),
         )
         .route("/stats", get(stats))
+        .merge(routines::router())
         .route_layer(axum::middleware::from_fn_with_state(state, require_token))
 }
 

@@ -1,9 +1,11 @@
 //! The receiver: [`Node::handle`] and the conversation endpoints.
 //!
-//! The request path is: resolve the protocol document (store, then sources),
-//! decide suitability (operator policy, cached decision, or the LLM checker),
-//! answer (the LLM responder with tools), then record the request, its usage
-//! counters and its conversation in one store transaction.
+//! The request path is: run the protocol's active routine if it has one (no LLM
+//! at all; see `dispatch`), otherwise resolve the protocol document (store, then
+//! sources), decide suitability (operator policy, cached decision, or the LLM
+//! checker) and answer (the LLM responder with tools); then record the request,
+//! its usage counters, its routine run and its conversation in one store
+//! transaction.
 //!
 //! Architecture invariant: `handle` never fails with an error. Every outcome,
 //! including store and LLM failures, becomes a [`Reply`] in the protocol's
@@ -32,7 +34,12 @@ use crate::config::{NodeConfig, SuitabilityMode};
 use crate::conversation;
 use crate::resolver::{ResolveError, Resolver};
 use crate::responder::{Responder, Subject};
+use crate::routine_table::RoutineTable;
+use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
+
+mod dispatch;
+mod registry;
 
 /// Everything a node is built from.
 pub struct NodeParts {
@@ -50,6 +57,8 @@ pub struct NodeParts {
     pub prices: PriceTable,
     /// The clock.
     pub clock: Arc<dyn Clock>,
+    /// The routine runtime; without one, stored routines are not run (the LLM answers).
+    pub routine_engine: Option<Arc<dyn RoutineEngine>>,
 }
 
 /// Errors that a node operation outside `handle` reports to its caller.
@@ -84,6 +93,7 @@ struct Inner {
     accountant: Accountant,
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
+    routines: RoutineTable,
 }
 
 /// What answering produced, before bookkeeping.
@@ -91,15 +101,25 @@ struct Outcome {
     reply: Reply,
     path: RequestPath,
     conversation: Option<Conversation>,
+    /// The routine that ran, if one did.
+    routine_id: Option<i64>,
+    /// The routine's error, if it failed.
+    routine_error: Option<String>,
 }
 
 impl Outcome {
-    fn failed(code: ErrorCode, error: impl Into<String>) -> Self {
+    fn new(reply: Reply, path: RequestPath) -> Self {
         Self {
-            reply: Reply::failure(code, error),
-            path: RequestPath::Failed,
+            reply,
+            path,
             conversation: None,
+            routine_id: None,
+            routine_error: None,
         }
+    }
+
+    fn failed(code: ErrorCode, error: impl Into<String>) -> Self {
+        Self::new(Reply::failure(code, error), RequestPath::Failed)
     }
 }
 
@@ -114,6 +134,7 @@ impl Node {
             parts.clock.clone(),
         );
         let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
+        let routines = RoutineTable::new(parts.routine_engine, parts.tools.clone());
         Self {
             inner: Arc::new(Inner {
                 config: parts.config,
@@ -122,6 +143,7 @@ impl Node {
                 accountant,
                 tools: parts.tools,
                 clock: parts.clock,
+                routines,
             }),
         }
     }
@@ -153,6 +175,7 @@ impl Node {
             query_id = %query_id,
             protocol_hash = protocol_hash.map(|h| h.to_hex()).unwrap_or_default(),
             path = tracing::field::Empty,
+            routine = tracing::field::Empty,
         );
         async move {
             let started = Instant::now();
@@ -235,13 +258,23 @@ impl Node {
         Ok(self.inner.store.purge_expired_conversations(now).await?)
     }
 
-    /// The protocols this node supports, with sources peers can fetch them from.
+    /// The protocols this node supports, with sources peers can fetch them from: those it
+    /// allows, and those an active routine serves.
     pub async fn wellknown(&self) -> Result<WellKnown, NodeError> {
         let mut listing = WellKnown::new();
+        let served: std::collections::HashSet<ProtocolHash> = self
+            .inner
+            .store
+            .routines()
+            .await?
+            .into_iter()
+            .filter(|r| r.status == agora_store::RoutineStatus::Active)
+            .map(|r| r.protocol_hash)
+            .collect();
         for stored in self.inner.store.documents().await? {
             let hash = stored.document.hash();
-            let allowed =
-                matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
+            let allowed = served.contains(&hash)
+                || matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
             if !allowed {
                 continue;
             }
@@ -297,21 +330,17 @@ impl Node {
         request: &Request,
         hash: ProtocolHash,
     ) -> Outcome {
-        let now = self.inner.clock.now_ms();
-        let document = match self
-            .inner
-            .resolver
-            .resolve(&hash, &request.sources, now)
-            .await
+        // Routines are single-shot: a multiround request opens an LLM conversation instead.
+        if !request.multiround
+            && let Some(active) = self.inner.routines.active(&hash)
         {
+            return self
+                .answer_with_routine(context, request, hash, &active)
+                .await;
+        }
+        let document = match self.resolve(request, hash).await {
             Ok(document) => document,
-            Err(ResolveError::Store(error)) => {
-                tracing::error!(%error, "store failed while resolving");
-                return Outcome::failed(ErrorCode::Internal, "the node's store failed");
-            }
-            Err(error) => {
-                return Outcome::failed(ErrorCode::ProtocolUnavailable, error.to_string());
-            }
+            Err(outcome) => return outcome,
         };
         match self.suitability(context, &document).await {
             Ok(decision) if decision.allowed => {
@@ -323,13 +352,37 @@ impl Node {
                 if !decision.reason.is_empty() {
                     message.push_str(&format!(": {}", decision.reason));
                 }
-                Outcome {
-                    reply: Reply::rejected(message),
-                    path: RequestPath::Rejected,
-                    conversation: None,
-                }
+                Outcome::new(Reply::rejected(message), RequestPath::Rejected)
             }
             Err(outcome) => outcome,
+        }
+    }
+
+    /// The request's protocol document, from the store or its sources.
+    async fn resolve(
+        &self,
+        request: &Request,
+        hash: ProtocolHash,
+    ) -> Result<VerifiedDocument, Outcome> {
+        let now = self.inner.clock.now_ms();
+        match self
+            .inner
+            .resolver
+            .resolve(&hash, &request.sources, now)
+            .await
+        {
+            Ok(document) => Ok(document),
+            Err(ResolveError::Store(error)) => {
+                tracing::error!(%error, "store failed while resolving");
+                Err(Outcome::failed(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ))
+            }
+            Err(error) => Err(Outcome::failed(
+                ErrorCode::ProtocolUnavailable,
+                error.to_string(),
+            )),
         }
     }
 
@@ -468,9 +521,8 @@ impl Node {
             c
         });
         Outcome {
-            reply,
-            path: RequestPath::Llm,
             conversation,
+            ..Outcome::new(reply, RequestPath::Llm)
         }
     }
 
@@ -496,6 +548,8 @@ impl Node {
             cost_usd: tally.cost_usd,
             latency_ms: started.elapsed().as_millis() as i64,
             created_at_ms: self.inner.clock.now_ms(),
+            routine_id: outcome.routine_id,
+            routine_error: outcome.routine_error.clone(),
         };
         match self
             .inner

@@ -1,0 +1,317 @@
+//! `agora routine …`: the routines in a node's store.
+//!
+//! Like `agora pd`, these commands open the node's store directly, so they work whether or not
+//! the node runs; a running node picks the changes up within seconds (its routine sync). `add`
+//! and `test` also start the routine runtime, to build and run routines as the node will.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_node::{
+    ProtocolInput, RegistryError, RoutineLimits, RoutineRegistry, RoutineSource, RoutineSpec,
+    SystemClock, ToolRegistry,
+};
+use agora_protocol::ProtocolHash;
+use agora_server::Config;
+use agora_server::manifest::RoutineFolder;
+use agora_store::{Routine, RoutineOrigin};
+use anyhow::{Context, bail};
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum RoutineCommand {
+    /// Build a routine and make it answer its protocol (disabling the protocol's other one).
+    ///
+    /// FILE is a JavaScript routine (`.js`), a WebAssembly component or core module (`.wasm`),
+    /// or a routine folder with a `manifest.toml` (then `--protocol`, `--tools` and the limits
+    /// default to the manifest's).
+    Add {
+        /// The protocol document's file, or the hash of a document already in the store.
+        #[arg(long)]
+        protocol: Option<String>,
+        /// The routine: a `.js` file, a `.wasm` file, or a folder with a manifest.
+        file: PathBuf,
+        /// The tools the routine may call, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+        /// A unique name (default: from the file or folder name).
+        #[arg(long)]
+        name: Option<String>,
+        /// The deadline for one request, in milliseconds (default 1000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// The memory cap for one request, in MiB (default 64).
+        #[arg(long)]
+        memory_mb: Option<u64>,
+        /// Store it disabled.
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// List routines with their status and failure counts.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one routine and its source.
+    Show {
+        /// Name or id.
+        routine: String,
+    },
+    /// Run a routine once on a request body, with its tools and limits; nothing is recorded.
+    Test {
+        /// Name or id.
+        routine: String,
+        /// The request body, as a peer would send it.
+        #[arg(long)]
+        body: String,
+    },
+    /// Make a routine answer its protocol (disabling the protocol's other one).
+    Enable {
+        /// Name or id.
+        routine: String,
+    },
+    /// Stop a routine answering; its protocol goes back to the LLM.
+    Disable {
+        /// Name or id.
+        routine: String,
+    },
+    /// Remove a routine.
+    Rm {
+        /// Name or id.
+        routine: String,
+    },
+}
+
+pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Result<()> {
+    let config = Config::load(config).context("loading the configuration")?;
+    let needs_engine = matches!(
+        command,
+        RoutineCommand::Add { .. } | RoutineCommand::Test { .. }
+    );
+    let registry = registry(&config, needs_engine).await?;
+    match command {
+        RoutineCommand::Add {
+            protocol,
+            file,
+            tools,
+            name,
+            timeout_ms,
+            memory_mb,
+            disabled,
+        } => {
+            let mut spec = if file.is_dir() {
+                let folder = RoutineFolder::read(&file)?;
+                folder.spec(folder.source()?)?
+            } else {
+                file_spec(&file)?
+            };
+            if let Some(protocol) = protocol {
+                spec.protocol = protocol_input(&protocol)?;
+            } else if !file.is_dir() {
+                bail!("--protocol is required: a protocol document's file, or a stored hash");
+            }
+            if let Some(tools) = tools {
+                spec.tools = tools.into_iter().filter(|t| !t.is_empty()).collect();
+            }
+            if let Some(name) = name {
+                spec.name = name;
+            }
+            if let Some(ms) = timeout_ms {
+                spec.limits.timeout = Duration::from_millis(ms);
+            }
+            if let Some(mb) = memory_mb {
+                spec.limits.memory_bytes = mb.saturating_mul(1024 * 1024);
+            }
+            spec.activate = !disabled;
+            let routine = match registry.add(spec).await {
+                Err(error @ RegistryError::UnknownTool { .. }) => bail!(
+                    "{error} (a node's tools come from its configuration: pass --config, e.g. \
+                     --config node.example.toml)"
+                ),
+                other => other?,
+            };
+            println!(
+                "added routine {} (id {}) for {}, {}",
+                routine.name,
+                routine.id,
+                routine.protocol_hash.to_hex(),
+                routine.status
+            );
+            Ok(())
+        }
+        RoutineCommand::List { json } => {
+            let routines = registry.list().await?;
+            if json {
+                let listed: Vec<_> = routines
+                    .iter()
+                    .map(agora_server::admin::routines::routine_json)
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&listed)?);
+            } else {
+                print_table(&routines);
+            }
+            Ok(())
+        }
+        RoutineCommand::Show { routine } => {
+            let routine = registry.find(&routine).await?;
+            let code = registry.code(&routine).await?;
+            let shown = agora_server::admin::routines::routine_json(&routine);
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            println!("component: {} bytes", code.component.len());
+            if let Some(source) = code.source {
+                println!("source:\n{source}");
+            }
+            Ok(())
+        }
+        RoutineCommand::Test { routine, body } => match registry.test(&routine, &body).await? {
+            Ok(reply) => {
+                println!("{reply}");
+                Ok(())
+            }
+            Err(error) => bail!("the routine failed: {error}"),
+        },
+        RoutineCommand::Enable { routine } => {
+            let routine = registry.enable(&routine).await?;
+            println!("enabled {} for {}", routine.name, routine.protocol_hash);
+            Ok(())
+        }
+        RoutineCommand::Disable { routine } => {
+            let routine = registry.disable(&routine).await?;
+            println!("disabled {}", routine.name);
+            Ok(())
+        }
+        RoutineCommand::Rm { routine } => {
+            let routine = registry.remove(&routine).await?;
+            println!("removed {}", routine.name);
+            Ok(())
+        }
+    }
+}
+
+async fn registry(config: &Config, with_engine: bool) -> anyhow::Result<RoutineRegistry> {
+    let store = agora_server::runtime::open_store(&config.store).await?;
+    let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
+    let engine = if with_engine {
+        Some(agora_server::build_routine_engine(
+            &config.routine_runtime,
+            &config.store,
+        )?)
+    } else {
+        None
+    };
+    Ok(RoutineRegistry::new(
+        store,
+        engine,
+        tools,
+        Arc::new(SystemClock),
+    ))
+}
+
+/// A routine from one file; the protocol comes from `--protocol`.
+fn file_spec(file: &Path) -> anyhow::Result<RoutineSpec> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let is_wasm = file.extension().is_some_and(|e| e == "wasm") || bytes.starts_with(b"\0asm");
+    let source =
+        if is_wasm {
+            RoutineSource::Component(bytes)
+        } else {
+            RoutineSource::JavaScript(String::from_utf8(bytes).with_context(|| {
+                format!("{} is neither UTF-8 JavaScript nor wasm", file.display())
+            })?)
+        };
+    Ok(RoutineSpec {
+        name: default_name(file),
+        // Replaced by the caller.
+        protocol: ProtocolInput::Text(String::new()),
+        source,
+        tools: Vec::new(),
+        limits: RoutineLimits::default(),
+        origin: RoutineOrigin::Human,
+        activate: true,
+    })
+}
+
+/// `--protocol`: a file to read, or a hash already stored.
+fn protocol_input(protocol: &str) -> anyhow::Result<ProtocolInput> {
+    let path = Path::new(protocol);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the protocol document {}", path.display()))?;
+        return Ok(ProtocolInput::Text(text));
+    }
+    match ProtocolHash::parse(protocol) {
+        Ok(hash) => Ok(ProtocolInput::Hash(hash)),
+        Err(_) => bail!("--protocol {protocol:?} is neither a file nor a protocol hash"),
+    }
+}
+
+/// The file's stem, or its folder's name for generic stems like `routine.js`.
+fn default_name(file: &Path) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let generic = ["routine", "component", "main", "index", "module"];
+    let base = if generic.contains(&stem.split('.').next().unwrap_or("")) {
+        file.canonicalize()
+            .ok()
+            .and_then(|p| {
+                p.parent()
+                    .and_then(|d| d.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or(stem)
+    } else {
+        stem
+    };
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+fn print_table(routines: &[Routine]) {
+    let now = crate::pd_cmd::now_ms();
+    println!(
+        "{:>4}  {:<24} {:<12} {:<9} {:<6} {:<10} {:>6} {:>8}  last error",
+        "id", "name", "protocol", "status", "origin", "language", "runs", "failures"
+    );
+    for r in routines {
+        let hash = r.protocol_hash.to_hex();
+        let last_error = match (&r.last_error, r.last_failure_at_ms) {
+            (Some(error), Some(at)) => format!("{error} ({} ago)", ago(now - at)),
+            (Some(error), None) => error.clone(),
+            _ => "-".into(),
+        };
+        println!(
+            "{:>4}  {:<24} {:<12} {:<9} {:<6} {:<10} {:>6} {:>8}  {}",
+            r.id,
+            r.name,
+            &hash[..12],
+            r.status.as_str(),
+            r.origin.as_str(),
+            r.language.as_str(),
+            r.runs,
+            r.failures,
+            last_error
+        );
+    }
+}
+
+/// A duration in milliseconds, roughly, in words.
+fn ago(ms: i64) -> String {
+    let seconds = ms.max(0) / 1000;
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds / 60),
+        3600..86_400 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}

@@ -1,0 +1,69 @@
+//! Answering with a routine, and falling back to the LLM when it fails.
+//!
+//! An active routine means the operator (or, later, the node's own programmer) decided to serve
+//! the protocol with it, so this path makes no LLM call at all: no suitability check, no
+//! responder. The routine gets the request body as text and its ok value becomes the reply body,
+//! shaped like the request's body as the LLM path shapes its answers.
+//!
+//! When the routine fails (an error value, a trap, its deadline, its memory cap, or a busy
+//! runtime) the failure is recorded on the routine with the request, and the LLM answers instead
+//! (`fallback` in the request ledger), unless the node is configured not to fall back: then the
+//! peer gets a `failure` reply carrying the routine's error (`routine` in the ledger).
+
+use agora_protocol::{ErrorCode, ProtocolHash, Reply, Request};
+use agora_store::RequestPath;
+use serde_json::Value;
+
+use super::{Node, Outcome, reply_body};
+use crate::accounting::QueryContext;
+use crate::routine_table::ActiveRoutine;
+
+impl Node {
+    pub(super) async fn answer_with_routine(
+        &self,
+        context: &QueryContext,
+        request: &Request,
+        hash: ProtocolHash,
+        active: &ActiveRoutine,
+    ) -> Outcome {
+        let routine = &active.routine;
+        tracing::Span::current().record("routine", routine.name.as_str());
+        let error = match active.run(&request.body.to_text()).await {
+            Ok(text) => {
+                let body = reply_body(&request.body, Value::String(text));
+                return Outcome {
+                    routine_id: Some(routine.id),
+                    ..Outcome::new(Reply::success(body), RequestPath::Routine)
+                };
+            }
+            Err(error) => error,
+        };
+        tracing::warn!(routine = %routine.name, %error, "routine failed");
+        // Hook for LLM-written routines (next issue): this is where a failure counts toward
+        // repairing the routine, and where a `RoutineOrigin::Llm` routine that failed too often
+        // is deactivated. Human-written routines are never replaced automatically.
+        let routine_error = Some(error.to_string());
+        if !self.inner.config.routines.fallback_to_llm {
+            let message = format!("routine {} failed: {error}", routine.name);
+            return Outcome {
+                routine_id: Some(routine.id),
+                routine_error,
+                ..Outcome::new(
+                    Reply::failure(ErrorCode::HandlerFailed, message),
+                    RequestPath::Routine,
+                )
+            };
+        }
+        // The routine implies the protocol is allowed: no suitability check on the way back.
+        let outcome = match self.resolve(request, hash).await {
+            Ok(document) => self.answer(context, request, Some(&document)).await,
+            Err(outcome) => outcome,
+        };
+        Outcome {
+            path: RequestPath::Fallback,
+            routine_id: Some(routine.id),
+            routine_error,
+            ..outcome
+        }
+    }
+}

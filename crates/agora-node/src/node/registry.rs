@@ -1,0 +1,62 @@
+//! The node's side of the routine registry: operator changes that take effect at once, and
+//! the periodic sync that picks up changes made by other processes.
+
+use agora_store::Routine;
+
+use super::{Node, NodeError};
+use crate::routine_registry::{RegistryError, RoutineRegistry, RoutineSpec};
+use crate::routine_table::SyncReport;
+
+impl Node {
+    /// The registry over this node's store, engine and tools.
+    pub fn routines(&self) -> RoutineRegistry {
+        RoutineRegistry::new(
+            self.inner.store.clone(),
+            self.inner.routines.engine().cloned(),
+            self.inner.tools.clone(),
+            self.inner.clock.clone(),
+        )
+    }
+
+    /// Loads the store's active routines when they changed since the last sync (at start-up,
+    /// then every few seconds from the server's background task). Cheap when nothing changed:
+    /// one read of the routines version.
+    pub async fn sync_routines(&self) -> Result<SyncReport, NodeError> {
+        Ok(self.inner.routines.sync(&self.inner.store).await?)
+    }
+
+    /// Adds a routine and, if it is active, serves with it at once.
+    pub async fn add_routine(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
+        let routine = self.routines().add(spec).await?;
+        self.sync_after_change().await;
+        Ok(routine)
+    }
+
+    /// Activates a routine (disabling its protocol's other one) and serves with it at once.
+    pub async fn enable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+        let routine = self.routines().enable(reference).await?;
+        self.sync_after_change().await;
+        Ok(routine)
+    }
+
+    /// Disables a routine; its protocol goes back to the LLM at once.
+    pub async fn disable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+        let routine = self.routines().disable(reference).await?;
+        self.sync_after_change().await;
+        Ok(routine)
+    }
+
+    /// Removes a routine; its protocol goes back to the LLM at once.
+    pub async fn remove_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+        let routine = self.routines().remove(reference).await?;
+        self.sync_after_change().await;
+        Ok(routine)
+    }
+
+    /// The change is stored; a failed reload is logged and retried by the periodic sync.
+    async fn sync_after_change(&self) {
+        if let Err(error) = self.sync_routines().await {
+            tracing::error!(%error, "could not reload routines after a change");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The routine registry as an operator sees it: add, list, show, test, enable, disable, remove.
+//!
+//! These operations work on the store, so the admin API (through [`crate::Node`], which then
+//! reloads its routines at once) and the `agora routine` commands (which open the store
+//! directly, with no node running in the process) share them. Adding builds the source with the
+//! engine first, so a routine that does not build is never stored and the node never compiles
+//! JavaScript on the request path; it stores the protocol document, and records an operator
+//! decision allowing the protocol, since serving it with a routine is the operator's call.
+
+use std::sync::Arc;
+
+use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_store::{
+    Decision, DecisionOrigin, NewRoutine, Routine, RoutineCode, RoutineLanguage, RoutineOrigin,
+    RoutineStatus, Store, StoreError,
+};
+
+use crate::clock::Clock;
+use crate::routine_table::{GrantedTools, limits_of};
+use crate::routines::{RoutineEngine, RoutineError, RoutineLimits, RoutineSource};
+use crate::tools::ToolRegistry;
+
+/// Longest deadline a routine may ask for.
+const MAX_TIMEOUT_MS: u128 = 60_000;
+/// Least and most memory a routine may ask for.
+const MEMORY_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(4 << 30);
+
+/// The protocol a new routine answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtocolInput {
+    /// The document's text; it is stored.
+    Text(String),
+    /// The hash of a document already in the store.
+    Hash(ProtocolHash),
+}
+
+/// A routine to add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutineSpec {
+    /// A unique name: letters, digits, `-`, `_` and `.`, not all digits.
+    pub name: String,
+    /// The protocol it answers.
+    pub protocol: ProtocolInput,
+    /// Its code.
+    pub source: RoutineSource,
+    /// The tools it may call; each must be one of the node's tools.
+    pub tools: Vec<String>,
+    /// Its deadline and memory cap.
+    pub limits: RoutineLimits,
+    /// Who wrote it.
+    pub origin: RoutineOrigin,
+    /// Whether it starts active (disabling the protocol's active routine) or disabled.
+    pub activate: bool,
+}
+
+/// Why a registry operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// No routine has that name or id.
+    #[error("no routine {0:?}")]
+    NotFound(String),
+    /// The name is taken.
+    #[error("a routine named {0:?} already exists")]
+    NameTaken(String),
+    /// The request is malformed (bad name, limits out of range).
+    #[error("{0}")]
+    Invalid(String),
+    /// A bare hash names no stored protocol document.
+    #[error("no protocol document {0} in the store: add it first, or pass its file")]
+    UnknownProtocol(ProtocolHash),
+    /// A granted tool is not one of the node's tools.
+    #[error("unknown tool {tool:?}: this node's tools are [{available}]")]
+    UnknownTool {
+        /// The tool asked for.
+        tool: String,
+        /// The node's tools, comma-separated.
+        available: String,
+    },
+    /// This process has no routine engine to build or run routines with.
+    #[error("no routine engine is configured")]
+    NoEngine,
+    /// The source does not build, or the routine could not be loaded.
+    #[error(transparent)]
+    Routine(#[from] RoutineError),
+    /// The store failed.
+    #[error("store error: {0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for RegistryError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict(message) => RegistryError::Invalid(message),
+            other => RegistryError::Store(other),
+        }
+    }
+}
+
+/// Operator operations on the stored routines.
+#[derive(Clone)]
+pub struct RoutineRegistry {
+    store: Store,
+    engine: Option<Arc<dyn RoutineEngine>>,
+    tools: ToolRegistry,
+    clock: Arc<dyn Clock>,
+}
+
+impl RoutineRegistry {
+    /// A registry over `store`, building and running with `engine` (if any) and `tools`.
+    pub fn new(
+        store: Store,
+        engine: Option<Arc<dyn RoutineEngine>>,
+        tools: ToolRegistry,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            store,
+            engine,
+            tools,
+            clock,
+        }
+    }
+
+    fn engine(&self) -> Result<&Arc<dyn RoutineEngine>, RegistryError> {
+        self.engine.as_ref().ok_or(RegistryError::NoEngine)
+    }
+
+    /// Builds and stores a routine, stores its protocol document and allows the protocol.
+    pub async fn add(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
+        check_name(&spec.name)?;
+        check_limits(&spec.limits)?;
+        let mut tools = spec.tools.clone();
+        tools.sort();
+        tools.dedup();
+        let available = self.tools.specs();
+        if let Some(tool) = tools
+            .iter()
+            .find(|t| !available.iter().any(|s| &s.name == *t))
+        {
+            return Err(RegistryError::UnknownTool {
+                tool: tool.clone(),
+                available: available
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if self.store.routine_named(&spec.name).await?.is_some() {
+            return Err(RegistryError::NameTaken(spec.name));
+        }
+        let document = match &spec.protocol {
+            ProtocolInput::Text(text) => VerifiedDocument::from_text(text),
+            ProtocolInput::Hash(hash) => match self.store.document(hash).await? {
+                Some(stored) => stored.document,
+                None => return Err(RegistryError::UnknownProtocol(*hash)),
+            },
+        };
+        let component = self.engine()?.build(&spec.source).await?;
+        let (language, source) = match spec.source {
+            RoutineSource::JavaScript(text) => (RoutineLanguage::JavaScript, Some(text)),
+            RoutineSource::Component(_) => (RoutineLanguage::Wasm, None),
+        };
+        let now = self.clock.now_ms();
+        self.store.put_document(&document, &[], now).await?;
+        let routine = NewRoutine {
+            name: spec.name.clone(),
+            protocol_hash: document.hash(),
+            language,
+            code: RoutineCode { source, component },
+            tools,
+            timeout_ms: spec.limits.timeout.as_millis() as i64,
+            memory_bytes: spec.limits.memory_bytes as i64,
+            origin: spec.origin,
+            status: if spec.activate {
+                RoutineStatus::Active
+            } else {
+                RoutineStatus::Disabled
+            },
+        };
+        let routine = match self.store.add_routine(&routine, now).await {
+            Err(StoreError::Conflict(_)) => return Err(RegistryError::NameTaken(spec.name)),
+            other => other?,
+        };
+        let decision = Decision {
+            allowed: true,
+            origin: DecisionOrigin::Operator,
+            reason: format!("served by the routine {:?}", routine.name),
+            decided_at_ms: now,
+        };
+        self.store
+            .set_suitability(&routine.protocol_hash, &decision)
+            .await?;
+        tracing::info!(routine = %routine.name, protocol_hash = %routine.protocol_hash, "routine added");
+        Ok(routine)
+    }
+
+    /// Every routine, oldest first.
+    pub async fn list(&self) -> Result<Vec<Routine>, RegistryError> {
+        Ok(self.store.routines().await?)
+    }
+
+    /// The routine with this name, or this id.
+    pub async fn find(&self, reference: &str) -> Result<Routine, RegistryError> {
+        if let Some(routine) = self.store.routine_named(reference).await? {
+            return Ok(routine);
+        }
+        if let Ok(id) = reference.parse::<i64>()
+            && let Some(routine) = self.store.routine(id).await?
+        {
+            return Ok(routine);
+        }
+        Err(RegistryError::NotFound(reference.to_string()))
+    }
+
+    /// A routine's code.
+    pub async fn code(&self, routine: &Routine) -> Result<RoutineCode, RegistryError> {
+        self.store
+            .routine_code(routine.id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(routine.name.clone()))
+    }
+
+    /// Activates a routine, disabling the protocol's other active routine.
+    pub async fn enable(&self, reference: &str) -> Result<Routine, RegistryError> {
+        self.set_status(reference, RoutineStatus::Active).await
+    }
+
+    /// Disables a routine; its protocol is answered by the LLM again.
+    pub async fn disable(&self, reference: &str) -> Result<Routine, RegistryError> {
+        self.set_status(reference, RoutineStatus::Disabled).await
+    }
+
+    async fn set_status(
+        &self,
+        reference: &str,
+        status: RoutineStatus,
+    ) -> Result<Routine, RegistryError> {
+        let routine = self.find(reference).await?;
+        self.store
+            .set_routine_status(routine.id, status, self.clock.now_ms())
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(reference.to_string()))
+    }
+
+    /// Removes a routine; returns it as it was.
+    pub async fn remove(&self, reference: &str) -> Result<Routine, RegistryError> {
+        let routine = self.find(reference).await?;
+        if !self.store.delete_routine(routine.id).await? {
+            return Err(RegistryError::NotFound(reference.to_string()));
+        }
+        Ok(routine)
+    }
+
+    /// Runs a routine once on `body`, with its granted tools and limits, whatever its status.
+    /// Nothing is recorded: a test is not a request. The inner result is the routine's.
+    pub async fn test(
+        &self,
+        reference: &str,
+        body: &str,
+    ) -> Result<Result<String, RoutineError>, RegistryError> {
+        let routine = self.find(reference).await?;
+        let code = self.code(&routine).await?;
+        let loaded = self.engine()?.load(&code.component).await?;
+        let tools = Arc::new(GrantedTools::new(self.tools.clone(), &routine.tools));
+        Ok(loaded.run(body, tools, limits_of(&routine)).await)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.chars().all(|c| c.is_ascii_digit());
+    if valid {
+        Ok(())
+    } else {
+        Err(RegistryError::Invalid(format!(
+            "invalid routine name {name:?}: use up to 64 letters, digits, '-', '_' and '.', \
+             not only digits"
+        )))
+    }
+}
+
+fn check_limits(limits: &RoutineLimits) -> Result<(), RegistryError> {
+    let timeout_ms = limits.timeout.as_millis();
+    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+        return Err(RegistryError::Invalid(format!(
+            "the timeout must be between 1 and {MAX_TIMEOUT_MS} ms, not {timeout_ms}"
+        )));
+    }
+    if !MEMORY_BYTES.contains(&limits.memory_bytes) {
+        return Err(RegistryError::Invalid(format!(
+            "the memory limit must be between 1 MiB and 4 GiB, not {} bytes",
+            limits.memory_bytes
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! The node's loaded routines: at most one per protocol, ready to run, kept in step with the
+//! store.
+//!
+//! The store is the truth (routines survive restarts, and the `agora` CLI changes them while
+//! the node runs); this table is what the request path reads, without touching the store.
+//! [`RoutineTable::sync`] compares the store's routines version with the one it last loaded and
+//! does nothing when they agree, so the server can call it every few seconds. When they differ it
+//! rebuilds the table, reusing routines already loaded (a routine's code never changes under its
+//! id) and loading the others with the engine. Loading may compile, so it happens here, in the
+//! background, never on the request path.
+//!
+//! A routine reaches the outside world only through [`GrantedTools`]: the node's tools, with
+//! their argument validation, restricted to the ones its manifest grants.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use agora_protocol::ProtocolHash;
+use agora_store::{Routine, RoutineStatus, Store, StoreError};
+use serde_json::Value;
+
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, ToolHost};
+use crate::tools::ToolRegistry;
+
+/// How long past its deadline a run may take before the node stops waiting for it. The engine
+/// enforces the deadline itself; this only bounds what a misbehaving engine can cost a request.
+const DEADLINE_GRACE: Duration = Duration::from_millis(250);
+
+/// The limits a routine's manifest asks for.
+pub(crate) fn limits_of(routine: &Routine) -> RoutineLimits {
+    RoutineLimits {
+        timeout: Duration::from_millis(routine.timeout_ms.max(1) as u64),
+        memory_bytes: routine.memory_bytes.max(0) as u64,
+    }
+}
+
+/// The tools a routine may call: the node's registry, restricted to the granted names.
+#[derive(Debug, Clone)]
+pub struct GrantedTools {
+    tools: ToolRegistry,
+    granted: BTreeSet<String>,
+}
+
+impl GrantedTools {
+    /// The node's `tools`, of which only `granted` may be called.
+    pub fn new(tools: ToolRegistry, granted: &[String]) -> Self {
+        Self {
+            tools,
+            granted: granted.iter().cloned().collect(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolHost for GrantedTools {
+    async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        if !self.granted.contains(name) {
+            return Err(format!("tool {name} is not granted to this routine"));
+        }
+        let arguments: Value = serde_json::from_str(arguments)
+            .map_err(|error| format!("the arguments for {name} are not JSON: {error}"))?;
+        let result = self.tools.call(name, arguments).await;
+        tracing::debug!(tool = name, ok = result.is_ok(), "routine tool call");
+        result
+            .map(|value| value.to_string())
+            .map_err(|error| error.to_string())
+    }
+}
+
+/// A routine loaded and ready to answer its protocol.
+pub(crate) struct ActiveRoutine {
+    /// The routine as stored when it was loaded.
+    pub(crate) routine: Routine,
+    loaded: Arc<dyn LoadedRoutine>,
+    tools: Arc<dyn ToolHost>,
+    limits: RoutineLimits,
+}
+
+impl ActiveRoutine {
+    /// Prepares a loaded routine to run with its granted tools and limits.
+    pub(crate) fn new(
+        routine: Routine,
+        loaded: Arc<dyn LoadedRoutine>,
+        tools: &ToolRegistry,
+    ) -> Self {
+        let limits = limits_of(&routine);
+        let tools = Arc::new(GrantedTools::new(tools.clone(), &routine.tools));
+        Self {
+            routine,
+            loaded,
+            tools,
+            limits,
+        }
+    }
+
+    /// Runs the routine once on a fresh instance.
+    pub(crate) async fn run(&self, body: &str) -> Result<String, RoutineError> {
+        let run = self.loaded.run(body, self.tools.clone(), self.limits);
+        match tokio::time::timeout(self.limits.timeout + DEADLINE_GRACE, run).await {
+            Ok(result) => result,
+            Err(_) => Err(RoutineError::Timeout(self.limits.timeout)),
+        }
+    }
+}
+
+/// What one [`RoutineTable::sync`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncReport {
+    /// The store's routines version the table now reflects.
+    pub version: i64,
+    /// False when the version had not moved and nothing was read.
+    pub changed: bool,
+    /// Active routines in the table.
+    pub active: usize,
+    /// Routines loaded with the engine by this sync (the others were reused).
+    pub loaded: usize,
+    /// Active routines that could not be loaded, by name, with the reason. Their protocols are
+    /// answered by the LLM until the next change.
+    pub failed: Vec<(String, String)>,
+}
+
+type Table = HashMap<ProtocolHash, Arc<ActiveRoutine>>;
+
+/// The active routines by protocol.
+pub(crate) struct RoutineTable {
+    engine: Option<Arc<dyn RoutineEngine>>,
+    tools: ToolRegistry,
+    table: RwLock<Arc<Table>>,
+    /// The version last loaded; the lock also makes syncs one at a time.
+    synced: tokio::sync::Mutex<Option<i64>>,
+}
+
+impl RoutineTable {
+    pub(crate) fn new(engine: Option<Arc<dyn RoutineEngine>>, tools: ToolRegistry) -> Self {
+        Self {
+            engine,
+            tools,
+            table: RwLock::new(Arc::new(Table::new())),
+            synced: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> Option<&Arc<dyn RoutineEngine>> {
+        self.engine.as_ref()
+    }
+
+    /// The active routine for a protocol, if one is loaded.
+    pub(crate) fn active(&self, protocol_hash: &ProtocolHash) -> Option<Arc<ActiveRoutine>> {
+        let table = match self.table.read() {
+            Ok(table) => table,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        table.get(protocol_hash).cloned()
+    }
+
+    fn snapshot(&self) -> Arc<Table> {
+        match self.table.read() {
+            Ok(table) => table.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Brings the table in step with the store when the store's routines version moved.
+    pub(crate) async fn sync(&self, store: &Store) -> Result<SyncReport, StoreError> {
+        let mut synced = self.synced.lock().await;
+        // The version is read before the routines, so a change made in between is seen again
+        // at the next sync rather than missed.
+        let version = store.routines_version().await?;
+        let current = self.snapshot();
+        if *synced == Some(version) {
+            return Ok(SyncReport {
+                version,
+                changed: false,
+                active: current.len(),
+                ..SyncReport::default()
+            });
+        }
+        let mut report = SyncReport {
+            version,
+            changed: true,
+            ..SyncReport::default()
+        };
+        let by_id: HashMap<i64, &Arc<ActiveRoutine>> = current
+            .values()
+            .map(|active| (active.routine.id, active))
+            .collect();
+        let mut next = Table::new();
+        for routine in store.routines().await? {
+            if routine.status != RoutineStatus::Active {
+                continue;
+            }
+            let loaded = match by_id.get(&routine.id) {
+                Some(active) => active.loaded.clone(),
+                None => match self.load(store, &routine).await {
+                    Ok(loaded) => {
+                        report.loaded += 1;
+                        loaded
+                    }
+                    Err(reason) => {
+                        tracing::error!(routine = %routine.name, %reason, "could not load a routine");
+                        report.failed.push((routine.name.clone(), reason));
+                        continue;
+                    }
+                },
+            };
+            next.insert(
+                routine.protocol_hash,
+                Arc::new(ActiveRoutine::new(routine, loaded, &self.tools)),
+            );
+        }
+        report.active = next.len();
+        match self.table.write() {
+            Ok(mut table) => *table = Arc::new(next),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
+        }
+        *synced = Some(version);
+        tracing::info!(
+            version,
+            active = report.active,
+            loaded = report.loaded,
+            "routines synced"
+        );
+        Ok(report)
+    }
+
+    async fn load(
+        &self,
+        store: &Store,
+        routine: &Routine,
+    ) -> Result<Arc<dyn LoadedRoutine>, String> {
+        let Some(engine) = &self.engine else {
+            return Err("this node has no routine engine".into());
+        };
+        let code = store
+            .routine_code(routine.id)
+            .await
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| "the routine was removed while loading".to_string())?;
+        engine
+            .load(&code.component)
+            .await
+            .map_err(|error| error.to_string())
+    }
+}

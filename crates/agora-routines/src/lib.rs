@@ -1,0 +1,27 @@
+//! The WebAssembly routine runtime of agora: wasmtime behind `agora_node::RoutineEngine`.
+//!
+//! A routine answers one protocol's requests without the LLM. It is a component of the
+//! `agora:routine/routine` world (`routines/wit/routine.wit`): it exports
+//! `handle(body) -> result<string, string>` and imports only `call-tool`. This crate
+//!
+//! - **builds** routines: JavaScript source into a component (QuickJS-NG, pre-initialized with
+//!   Wizer, all in-process: `js.rs`), a core module into a component (`componentize.rs`), or
+//!   checks a component against the world;
+//! - **loads** them: Cranelift compile, cached as `.cwasm` on disk (`artifacts.rs`);
+//! - **runs** them: a fresh instance per request from a pooled allocator, with a deadline, a
+//!   memory cap, and no capabilities besides the tools the node grants (`routine.rs`).
+//!
+//! **Architecture invariant:** the only crate that names wasmtime; no wasmtime type appears in
+//! its public API.
+
+mod artifacts;
+mod componentize;
+mod config;
+mod js;
+mod routine;
+mod runtime;
+
+pub use artifacts::ArtifactStats;
+pub use componentize::{WasmKind, componentize_core_module, wasm_kind};
+pub use config::RuntimeConfig;
+pub use runtime::WasmRuntime;

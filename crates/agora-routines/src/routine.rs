@@ -1,0 +1,259 @@
+//! Running a loaded routine: one fresh, limited instance per request.
+//!
+//! Every request gets a new `Store` and a new instance from the routine's `InstancePre` (about
+//! 10 µs with the pooling allocator), so nothing a routine does survives into the next request
+//! and a routine that trapped, looped or exhausted its memory costs nothing afterwards.
+//!
+//! Limits, per run:
+//! - **time**: the engine's epoch ticks every `epoch_tick`; at each tick the routine yields to
+//!   the async executor (so a busy loop cannot hold a tokio worker) and at the first tick past
+//!   `RoutineLimits::timeout` it is interrupted. An outer `tokio::time::timeout` covers time spent
+//!   waiting on tools, where no WebAssembly runs and no epoch check happens.
+//! - **memory**: a `ResourceLimiter` refuses linear-memory growth past
+//!   `RoutineLimits::memory_bytes` and remembers that it did, so the outcome can be reported as
+//!   out-of-memory whether the guest traps or turns the failed allocation into an error.
+//! - **capabilities**: the only host function with effects is `call-tool`, backed by the
+//!   `ToolHost` the node passes in (already restricted to the routine's granted tools). WASI is
+//!   linked with an empty context: no files, environment, arguments, stdio or network.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agora_node::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::runtime::Shared;
+
+/// Host bindings of the routine world, generated from `routines/wit/routine.wit`.
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../routines/wit",
+        world: "routine",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}
+
+/// What one run's `Store` holds.
+pub(crate) struct RunState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    tools: Arc<dyn ToolHost>,
+    limiter: MemoryLimiter,
+    started: Instant,
+    timeout: Duration,
+    timed_out: bool,
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bindings::agora::routine::host::Host for RunState {
+    async fn call_tool(&mut self, name: String, args: String) -> Result<String, String> {
+        let tools = Arc::clone(&self.tools);
+        tools.call_tool(&name, &args).await
+    }
+}
+
+/// Caps each linear memory and records whether growth was refused.
+struct MemoryLimiter {
+    limit_bytes: usize,
+    refused: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.limit_bytes;
+        self.refused |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A routine compiled for this runtime.
+pub(crate) struct WasmRoutine {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) pre: bindings::RoutinePre<RunState>,
+}
+
+/// Linker for every routine of a runtime: the host import, and WASI with an empty context.
+pub(crate) fn linker(
+    engine: &wasmtime::Engine,
+) -> wasmtime::Result<wasmtime::component::Linker<RunState>> {
+    let mut linker = wasmtime::component::Linker::new(engine);
+    bindings::Routine::add_to_linker::<RunState, wasmtime::component::HasSelf<RunState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    Ok(linker)
+}
+
+/// Why a run produced no value from `handle`.
+enum Failure {
+    /// Creating the instance failed (pool exhausted, memory limit below the initial size).
+    Instantiate(wasmtime::Error),
+    /// The call trapped or broke the canonical ABI.
+    Call(wasmtime::Error),
+}
+
+/// The outcome of a run before it is mapped to the contract's errors; `None` is the outer
+/// timeout.
+type Outcome = Option<Result<Result<String, String>, Failure>>;
+
+#[async_trait::async_trait]
+impl LoadedRoutine for WasmRoutine {
+    async fn run(
+        &self,
+        body: &str,
+        tools: Arc<dyn ToolHost>,
+        limits: RoutineLimits,
+    ) -> Result<String, RoutineError> {
+        // Declared before the store, so the store (and its pool slot) is dropped first.
+        let _permit =
+            match tokio::time::timeout(self.shared.busy_wait, self.shared.runs.acquire()).await {
+                Ok(Ok(permit)) => permit,
+                _ => return Err(RoutineError::Busy),
+            };
+        let limit_bytes = limits.memory_bytes.min(self.shared.max_memory_bytes);
+        let wasi = WasiCtx::builder()
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let mut store = Store::new(
+            &self.shared.engine,
+            RunState {
+                wasi,
+                table: ResourceTable::new(),
+                tools,
+                limiter: MemoryLimiter {
+                    limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
+                    refused: false,
+                },
+                started: Instant::now(),
+                timeout: limits.timeout,
+                timed_out: false,
+            },
+        );
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            if state.started.elapsed() >= state.timeout {
+                state.timed_out = true;
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // tokio's own yield lets the scheduler poll timers and I/O before resuming us;
+                // a plain `Yield` can starve them on a worker that runs only routines.
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
+            }
+        });
+
+        // The epoch check stops running code at the deadline; this one also stops a routine
+        // waiting on a slow tool. Two ticks of grace let the epoch check win when it can.
+        let grace = 2 * self.shared.epoch_tick;
+        let call = async {
+            let routine =
+                (self.pre.instantiate_async(&mut store).await).map_err(Failure::Instantiate)?;
+            routine
+                .call_handle(&mut store, body)
+                .await
+                .map_err(Failure::Call)
+        };
+        let outcome: Outcome = tokio::time::timeout(limits.timeout + grace, call)
+            .await
+            .ok();
+        let state = store.data();
+        classify(
+            outcome,
+            state.timed_out,
+            state.limiter.refused,
+            limits,
+            limit_bytes,
+        )
+    }
+}
+
+/// Maps the outcome of a run to the contract: timeouts and memory refusals first (they explain
+/// whatever error the guest produced), then traps, then the routine's own error value.
+fn classify(
+    outcome: Outcome,
+    timed_out: bool,
+    memory_refused: bool,
+    limits: RoutineLimits,
+    limit_bytes: u64,
+) -> Result<String, RoutineError> {
+    let out_of_memory = RoutineError::OutOfMemory { limit_bytes };
+    match outcome {
+        None => Err(RoutineError::Timeout(limits.timeout)),
+        Some(Ok(Ok(reply))) => Ok(reply),
+        Some(Ok(Err(message))) => {
+            // QuickJS turns a refused allocation into `InternalError: out of memory`; C routines
+            // say so in their own words. Either way the limiter knows.
+            if memory_refused || message.starts_with("InternalError: out of memory") {
+                Err(out_of_memory)
+            } else {
+                Err(RoutineError::Failed(message))
+            }
+        }
+        Some(Err(_)) if timed_out => Err(RoutineError::Timeout(limits.timeout)),
+        Some(Err(_)) if memory_refused => Err(out_of_memory),
+        Some(Err(Failure::Instantiate(error))) => Err(RoutineError::Internal(format!(
+            "cannot instantiate the routine: {error:#}"
+        ))),
+        Some(Err(Failure::Call(error))) => {
+            Err(RoutineError::Trap(match error.downcast_ref::<Trap>() {
+                Some(trap) => trap_message(*trap, &error),
+                // Not a trap code but still the guest's fault, e.g. an invalid string or pointer
+                // handed across the canonical ABI.
+                None => format!("{error:#}"),
+            }))
+        }
+    }
+}
+
+/// The trap, then where it happened when the module kept its function names (the first frames
+/// of the wasm backtrace).
+fn trap_message(trap: Trap, error: &wasmtime::Error) -> String {
+    let frames: Vec<&str> = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .map(|backtrace| {
+            backtrace
+                .frames()
+                .iter()
+                .filter_map(|frame| frame.func_name())
+                .take(4)
+                .collect()
+        })
+        .unwrap_or_default();
+    if frames.is_empty() {
+        trap.to_string()
+    } else {
+        format!("{trap} (in {})", frames.join(" <- "))
+    }
+}

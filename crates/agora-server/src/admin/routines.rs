@@ -1,0 +1,265 @@
+//! The routine registry over the admin API. Changes take effect on this node at once; the
+//! `agora routine` commands make the same changes through the store, picked up within seconds.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /admin/routines` | every routine with its manifest, status and failure counts |
+//! | `POST /admin/routines` | add one (see [`add_routine`]) |
+//! | `GET /admin/routines/{routine}` | one routine, with its JavaScript source |
+//! | `POST /admin/routines/{routine}/enable` | activate it (its protocol's other routine is disabled) |
+//! | `POST /admin/routines/{routine}/disable` | disable it (its protocol goes back to the LLM) |
+//! | `POST /admin/routines/{routine}/test` | run it once on `{"body": ...}`; nothing is recorded |
+//! | `DELETE /admin/routines/{routine}` | remove it |
+//!
+//! `{routine}` is a routine's name or id.
+
+use std::time::Duration;
+
+use agora_node::RoutineSpec;
+use agora_node::{ProtocolInput, RegistryError, RoutineError, RoutineLimits, RoutineSource};
+use agora_protocol::{Body, ErrorCode, ProtocolHash, Reply};
+use agora_store::{Routine, RoutineOrigin};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::extract::JsonBody;
+
+/// Largest `POST /admin/routines` body: a base64 component can outgrow the Agora request limit.
+const MAX_ROUTINE_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// The routine routes (the caller applies the token check).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/routines",
+            get(list_routines)
+                .post(add_routine)
+                .layer(DefaultBodyLimit::max(MAX_ROUTINE_BODY_BYTES)),
+        )
+        .route(
+            "/routines/{routine}",
+            get(show_routine).delete(remove_routine),
+        )
+        .route("/routines/{routine}/enable", post(enable_routine))
+        .route("/routines/{routine}/disable", post(disable_routine))
+        .route("/routines/{routine}/test", post(test_routine))
+}
+
+/// A routine as the admin API shows it.
+pub fn routine_json(routine: &Routine) -> Value {
+    json!({
+        "id": routine.id,
+        "name": routine.name,
+        "protocolHash": routine.protocol_hash.to_hex(),
+        "language": routine.language.as_str(),
+        "tools": routine.tools,
+        "timeoutMs": routine.timeout_ms,
+        "memoryMb": routine.memory_bytes >> 20,
+        "origin": routine.origin.as_str(),
+        "status": routine.status.as_str(),
+        "runs": routine.runs,
+        "failures": routine.failures,
+        "lastError": routine.last_error,
+        "lastFailureAt": routine.last_failure_at_ms,
+        "createdAt": routine.created_at_ms,
+        "updatedAt": routine.updated_at_ms,
+    })
+}
+
+fn registry_error(error: RegistryError) -> ApiError {
+    let status = match &error {
+        RegistryError::NotFound(_) => {
+            return ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NotFound,
+                error.to_string(),
+            );
+        }
+        RegistryError::NameTaken(_) => StatusCode::CONFLICT,
+        RegistryError::Invalid(_)
+        | RegistryError::UnknownProtocol(_)
+        | RegistryError::UnknownTool { .. } => StatusCode::BAD_REQUEST,
+        RegistryError::Routine(RoutineError::Build(_) | RoutineError::InvalidComponent(_)) => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        RegistryError::NoEngine => StatusCode::SERVICE_UNAVAILABLE,
+        RegistryError::Routine(_) | RegistryError::Store(_) => {
+            tracing::error!(%error, "routine registry operation failed");
+            return ApiError::internal();
+        }
+    };
+    ApiError::new(status, ErrorCode::BadRequest, error.to_string())
+}
+
+async fn list_routines(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let routines = state.node.routines().list().await.map_err(registry_error)?;
+    Ok(Json(routines.iter().map(routine_json).collect()))
+}
+
+/// `POST /admin/routines` with
+/// `{"name", "protocolHash" | "protocolText", "source" | "wasmBase64", "tools"?, "timeoutMs"?,
+/// "memoryMb"?, "activate"?}`: `source` is JavaScript, `wasmBase64` a component or core module;
+/// a `protocolHash` must name a stored document, a `protocolText` is stored. Limits default to
+/// 1 s and 64 MiB; the routine starts active unless `"activate": false`.
+async fn add_routine(
+    State(state): State<AppState>,
+    JsonBody(value): JsonBody,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str);
+    let name = text("name").ok_or_else(|| ApiError::bad_request("\"name\" is required"))?;
+    let protocol = match (text("protocolHash"), text("protocolText")) {
+        (Some(hash), None) => ProtocolInput::Hash(
+            ProtocolHash::parse(hash).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+        (None, Some(document)) => ProtocolInput::Text(document.to_string()),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of \"protocolHash\" and \"protocolText\"",
+            ));
+        }
+    };
+    let source = match (text("source"), text("wasmBase64")) {
+        (Some(source), None) => RoutineSource::JavaScript(source.to_string()),
+        (None, Some(encoded)) => RoutineSource::Component(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded.trim())
+                .map_err(|e| ApiError::bad_request(format!("\"wasmBase64\": {e}")))?,
+        ),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of \"source\" (JavaScript) and \"wasmBase64\"",
+            ));
+        }
+    };
+    let tools = match value.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| ApiError::bad_request("\"tools\" must be an array of tool names"))?,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "\"tools\" must be an array of tool names",
+            ));
+        }
+    };
+    let defaults = RoutineLimits::default();
+    let limits = RoutineLimits {
+        timeout: match value.get("timeoutMs") {
+            None => defaults.timeout,
+            Some(ms) => Duration::from_millis(ms.as_u64().ok_or_else(|| {
+                ApiError::bad_request("\"timeoutMs\" must be a positive integer")
+            })?),
+        },
+        memory_bytes: match value.get("memoryMb") {
+            None => defaults.memory_bytes,
+            Some(mb) => {
+                let mb = mb.as_u64().ok_or_else(|| {
+                    ApiError::bad_request("\"memoryMb\" must be a positive integer")
+                })?;
+                mb.saturating_mul(1024 * 1024)
+            }
+        },
+    };
+    let activate = value
+        .get("activate")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let spec = RoutineSpec {
+        name: name.to_string(),
+        protocol,
+        source,
+        tools,
+        limits,
+        origin: RoutineOrigin::Human,
+        activate,
+    };
+    let routine = state.node.add_routine(spec).await.map_err(registry_error)?;
+    Ok((StatusCode::CREATED, Json(routine_json(&routine))))
+}
+
+async fn show_routine(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let registry = state.node.routines();
+    let routine = registry.find(&reference).await.map_err(registry_error)?;
+    let code = registry.code(&routine).await.map_err(registry_error)?;
+    let mut shown = routine_json(&routine);
+    shown["source"] = json!(code.source);
+    shown["componentBytes"] = json!(code.component.len());
+    Ok(Json(shown))
+}
+
+async fn enable_routine(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let routine = state
+        .node
+        .enable_routine(&reference)
+        .await
+        .map_err(registry_error)?;
+    Ok(Json(routine_json(&routine)))
+}
+
+async fn disable_routine(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let routine = state
+        .node
+        .disable_routine(&reference)
+        .await
+        .map_err(registry_error)?;
+    Ok(Json(routine_json(&routine)))
+}
+
+async fn remove_routine(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let routine = state
+        .node
+        .remove_routine(&reference)
+        .await
+        .map_err(registry_error)?;
+    Ok(Json(
+        json!({"status": "success", "removed": routine_json(&routine)}),
+    ))
+}
+
+/// `POST /admin/routines/{routine}/test` with `{"body": ...}`: the reply the routine would give,
+/// in the protocol's reply shape (a JSON body gets a JSON reply when the routine returns JSON).
+async fn test_routine(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+    JsonBody(value): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let body = match value.get("body") {
+        Some(Value::String(text)) => Body::Text(text.clone()),
+        Some(other) => Body::Json(other.clone()),
+        None => return Err(ApiError::bad_request("expected {\"body\": ...}")),
+    };
+    let result = state
+        .node
+        .routines()
+        .test(&reference, &body.to_text())
+        .await
+        .map_err(registry_error)?;
+    let reply = match result {
+        Ok(text) => Reply::success(match (&body, serde_json::from_str::<Value>(&text)) {
+            (Body::Json(_), Ok(json)) if !json.is_string() => Body::Json(json),
+            _ => Body::Text(text),
+        }),
+        Err(error) => Reply::failure(ErrorCode::HandlerFailed, error.to_string()),
+    };
+    Ok(Json(reply.to_json()))
+}

@@ -1,0 +1,294 @@
+//! Routines: code that answers one protocol without the LLM, with its manifest and counters.
+//!
+//! Architecture invariant: at most one routine per protocol is `active`. Activating a routine
+//! (adding it active, or enabling it) disables the protocol's other routines in the same
+//! transaction, and a partial unique index on `(protocol_hash) WHERE status = 'active'` holds the
+//! line against any other writer.
+//!
+//! Every change to the set of routines bumps one version counter in the same transaction, so a
+//! node that caches loaded routines polls [`Store::routines_version`] (one row, one read) and
+//! reloads only when it moved, whichever process (the node's admin API, the `agora` CLI) made
+//! the change. Run and failure counters are not changes to the set: they are bumped by
+//! [`Store::record_request`] with the request that ran the routine.
+//!
+//! Listing never reads the code (a component is a few MiB); [`Store::routine_code`] does.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use crate::records::parse_hash;
+use crate::{
+    NewRoutine, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, Store,
+    StoreError,
+};
+
+const ROUTINE_COLUMNS: &str = "id, name, protocol_hash, language, tools, timeout_ms, \
+     memory_bytes, origin, status, runs, failures, last_error, last_failure_at, created_at, \
+     updated_at";
+
+impl Store {
+    /// Adds a routine. When it starts `Active`, the protocol's other active routine (if any) is
+    /// disabled in the same transaction. A name already in use is a [`StoreError::Conflict`].
+    pub async fn add_routine(
+        &self,
+        routine: &NewRoutine,
+        now_ms: i64,
+    ) -> Result<Routine, StoreError> {
+        let tools = serde_json::to_string(&routine.tools)
+            .map_err(|error| StoreError::Database(format!("add_routine: tools: {error}")))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("add_routine: begin"))?;
+        let taken = sqlx::query("SELECT id FROM routines WHERE name = $1")
+            .bind(&routine.name)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::db("add_routine: check the name"))?;
+        if taken.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "a routine named {:?} already exists",
+                routine.name
+            )));
+        }
+        let hash = routine.protocol_hash.to_hex();
+        if routine.status == RoutineStatus::Active {
+            disable_active(&mut tx, &hash, now_ms).await?;
+        }
+        let row = sqlx::query(
+            "INSERT INTO routines (name, protocol_hash, language, source, component, tools, \
+             timeout_ms, memory_bytes, origin, status, runs, failures, last_error, \
+             last_failure_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 0, NULL, NULL, $11, $11) \
+             RETURNING id",
+        )
+        .bind(&routine.name)
+        .bind(&hash)
+        .bind(routine.language.as_str())
+        .bind(routine.code.source.clone())
+        .bind(routine.code.component.as_slice())
+        .bind(tools)
+        .bind(routine.timeout_ms)
+        .bind(routine.memory_bytes)
+        .bind(routine.origin.as_str())
+        .bind(routine.status.as_str())
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::db("add_routine: insert"))?;
+        let id: i64 = row
+            .try_get("id")
+            .map_err(StoreError::db("add_routine: id"))?;
+        bump_version(&mut tx).await?;
+        tx.commit()
+            .await
+            .map_err(StoreError::db("add_routine: commit"))?;
+        Ok(Routine {
+            id,
+            name: routine.name.clone(),
+            protocol_hash: routine.protocol_hash,
+            language: routine.language,
+            tools: routine.tools.clone(),
+            timeout_ms: routine.timeout_ms,
+            memory_bytes: routine.memory_bytes,
+            origin: routine.origin,
+            status: routine.status,
+            runs: 0,
+            failures: 0,
+            last_error: None,
+            last_failure_at_ms: None,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        })
+    }
+
+    /// Every routine, oldest first, without code.
+    pub async fn routines(&self) -> Result<Vec<Routine>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("routines: select"))?;
+        rows.iter().map(routine_from_row).collect()
+    }
+
+    /// The routine with this id, without code.
+    pub async fn routine(&self, id: i64) -> Result<Option<Routine>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::db("routine: select"))?;
+        row.as_ref().map(routine_from_row).transpose()
+    }
+
+    /// The routine with this name, without code.
+    pub async fn routine_named(&self, name: &str) -> Result<Option<Routine>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1"
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::db("routine_named: select"))?;
+        row.as_ref().map(routine_from_row).transpose()
+    }
+
+    /// The code of the routine with this id.
+    pub async fn routine_code(&self, id: i64) -> Result<Option<RoutineCode>, StoreError> {
+        let row = sqlx::query("SELECT source, component FROM routines WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::db("routine_code: select"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(Some(RoutineCode {
+            source: row
+                .try_get("source")
+                .map_err(StoreError::db("routine_code: source"))?,
+            component: row
+                .try_get("component")
+                .map_err(StoreError::db("routine_code: component"))?,
+        }))
+    }
+
+    /// Sets a routine's status; activating it disables the protocol's other active routine in
+    /// the same transaction. Returns the routine as it is now, or `None` if there is no such id.
+    pub async fn set_routine_status(
+        &self,
+        id: i64,
+        status: RoutineStatus,
+        now_ms: i64,
+    ) -> Result<Option<Routine>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("set_routine_status: begin"))?;
+        let row = sqlx::query("SELECT protocol_hash, status FROM routines WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::db("set_routine_status: select"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let hash: String = row
+            .try_get("protocol_hash")
+            .map_err(StoreError::db("set_routine_status: protocol_hash"))?;
+        let current: String = row
+            .try_get("status")
+            .map_err(StoreError::db("set_routine_status: status"))?;
+        if current != status.as_str() {
+            if status == RoutineStatus::Active {
+                disable_active(&mut tx, &hash, now_ms).await?;
+            }
+            sqlx::query("UPDATE routines SET status = $2, updated_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(status.as_str())
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::db("set_routine_status: update"))?;
+            bump_version(&mut tx).await?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::db("set_routine_status: commit"))?;
+        self.routine(id).await
+    }
+
+    /// Removes a routine; true if there was one.
+    pub async fn delete_routine(&self, id: i64) -> Result<bool, StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(StoreError::db("delete_routine: begin"))?;
+        let deleted = sqlx::query("DELETE FROM routines WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::db("delete_routine: delete"))?
+            .rows_affected()
+            > 0;
+        if deleted {
+            bump_version(&mut tx).await?;
+        }
+        tx.commit()
+            .await
+            .map_err(StoreError::db("delete_routine: commit"))?;
+        Ok(deleted)
+    }
+
+    /// A number that changes whenever a routine is added, enabled, disabled or removed.
+    pub async fn routines_version(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT version FROM routine_registry WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(StoreError::db("routines_version: select"))?;
+        row.try_get("version")
+            .map_err(StoreError::db("routines_version: version"))
+    }
+}
+
+/// Disables the active routine of a protocol, if any.
+async fn disable_active(
+    connection: &mut AnyConnection,
+    protocol_hash: &str,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE routines SET status = 'disabled', updated_at = $2 \
+         WHERE protocol_hash = $1 AND status = 'active'",
+    )
+    .bind(protocol_hash)
+    .bind(now_ms)
+    .execute(&mut *connection)
+    .await
+    .map_err(StoreError::db("disable the active routine"))?;
+    Ok(())
+}
+
+async fn bump_version(connection: &mut AnyConnection) -> Result<(), StoreError> {
+    sqlx::query("UPDATE routine_registry SET version = version + 1 WHERE id = 1")
+        .execute(&mut *connection)
+        .await
+        .map_err(StoreError::db("bump the routines version"))?;
+    Ok(())
+}
+
+fn routine_from_row(row: &AnyRow) -> Result<Routine, StoreError> {
+    let read = || StoreError::db("routines: read column");
+    let text = |column: &'static str| -> Result<String, StoreError> {
+        row.try_get(column).map_err(read())
+    };
+    let int =
+        |column: &'static str| -> Result<i64, StoreError> { row.try_get(column).map_err(read()) };
+    let name = text("name")?;
+    let tools: Vec<String> = serde_json::from_str(&text("tools")?)
+        .map_err(|error| StoreError::corrupt(format!("routines.tools of {name:?}: {error}")))?;
+    Ok(Routine {
+        id: int("id")?,
+        protocol_hash: parse_hash("routines.protocol_hash", &text("protocol_hash")?)?,
+        language: RoutineLanguage::from_column("routines.language", &text("language")?)?,
+        tools,
+        timeout_ms: int("timeout_ms")?,
+        memory_bytes: int("memory_bytes")?,
+        origin: RoutineOrigin::from_column("routines.origin", &text("origin")?)?,
+        status: RoutineStatus::from_column("routines.status", &text("status")?)?,
+        runs: int("runs")?,
+        failures: int("failures")?,
+        last_error: row.try_get("last_error").map_err(read())?,
+        last_failure_at_ms: row.try_get("last_failure_at").map_err(read())?,
+        created_at_ms: int("created_at")?,
+        updated_at_ms: int("updated_at")?,
+        name,
+    })
+}

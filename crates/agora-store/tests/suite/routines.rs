@@ -1,0 +1,213 @@
+//! Routines: the registry, one active routine per protocol, the change counter, and run and
+//! failure counts recorded with requests.
+
+use agora_protocol::ProtocolHash;
+use agora_store::{
+    NewRoutine, RequestPath, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoreError,
+};
+
+use super::{hash, request};
+use crate::Fixture;
+
+/// A routine named `name` for `protocol_hash`, with a component that contains every byte value.
+pub fn new_routine(name: &str, protocol_hash: ProtocolHash, status: RoutineStatus) -> NewRoutine {
+    NewRoutine {
+        name: name.to_string(),
+        protocol_hash,
+        language: RoutineLanguage::JavaScript,
+        code: RoutineCode {
+            source: Some(format!("function handle(body) {{ return {name:?}; }}")),
+            component: (0..=255u8).chain([0, 0, 255]).collect(),
+        },
+        tools: vec!["weather_forecast".to_string(), "b".to_string()],
+        timeout_ms: 1000,
+        memory_bytes: 64 << 20,
+        origin: RoutineOrigin::Human,
+        status,
+    }
+}
+
+pub async fn routines_round_trip_with_their_code(fixture: Fixture) {
+    let store = fixture.open().await;
+    assert!(store.routines().await.expect("list").is_empty());
+    let version = store.routines_version().await.expect("version");
+    let new = new_routine("weather", hash(1), RoutineStatus::Active);
+    let added = store.add_routine(&new, 1_000).await.expect("add");
+    assert!(store.routines_version().await.expect("version") > version);
+
+    let listed = store.routines().await.expect("list");
+    assert_eq!(listed, vec![added.clone()]);
+    assert_eq!(listed[0].tools, new.tools);
+    assert_eq!(listed[0].status, RoutineStatus::Active);
+    assert_eq!(listed[0].origin, RoutineOrigin::Human);
+    assert_eq!((listed[0].runs, listed[0].failures), (0, 0));
+    assert_eq!(
+        store.routine(added.id).await.expect("get"),
+        Some(added.clone())
+    );
+    assert_eq!(
+        store.routine_named("weather").await.expect("get"),
+        Some(added.clone())
+    );
+    assert_eq!(store.routine_named("nope").await.expect("get"), None);
+    assert_eq!(
+        store.routine_code(added.id).await.expect("code"),
+        Some(new.code.clone())
+    );
+
+    let duplicate = store.add_routine(&new, 2_000).await;
+    assert!(
+        matches!(&duplicate, Err(StoreError::Conflict(message)) if message.contains("weather")),
+        "{duplicate:?}"
+    );
+
+    // A wasm routine without source.
+    let mut wasm = new_routine("wasm", hash(2), RoutineStatus::Disabled);
+    wasm.language = RoutineLanguage::Wasm;
+    wasm.code.source = None;
+    wasm.origin = RoutineOrigin::Llm;
+    let wasm = store.add_routine(&wasm, 3_000).await.expect("add");
+    let code = store
+        .routine_code(wasm.id)
+        .await
+        .expect("code")
+        .expect("stored");
+    assert_eq!(code.source, None);
+    assert_eq!(
+        store
+            .routine(wasm.id)
+            .await
+            .expect("get")
+            .expect("stored")
+            .origin,
+        RoutineOrigin::Llm
+    );
+
+    let before = store.routines_version().await.expect("version");
+    assert!(store.delete_routine(added.id).await.expect("delete"));
+    assert!(!store.delete_routine(added.id).await.expect("delete"));
+    assert!(store.routines_version().await.expect("version") > before);
+    assert_eq!(store.routine_code(added.id).await.expect("code"), None);
+    assert_eq!(store.routines().await.expect("list").len(), 1);
+}
+
+pub async fn one_routine_is_active_per_protocol(fixture: Fixture) {
+    let store = fixture.open().await;
+    let first = store
+        .add_routine(&new_routine("first", hash(1), RoutineStatus::Active), 1)
+        .await
+        .expect("add");
+    let other_protocol = store
+        .add_routine(&new_routine("other", hash(2), RoutineStatus::Active), 2)
+        .await
+        .expect("add");
+    // Adding an active routine disables the protocol's active one, not other protocols'.
+    let second = store
+        .add_routine(&new_routine("second", hash(1), RoutineStatus::Active), 3)
+        .await
+        .expect("add");
+    let status = |routines: &[agora_store::Routine], id: i64| {
+        routines
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.status)
+            .expect("listed")
+    };
+    let listed = store.routines().await.expect("list");
+    assert_eq!(status(&listed, first.id), RoutineStatus::Disabled);
+    assert_eq!(status(&listed, second.id), RoutineStatus::Active);
+    assert_eq!(status(&listed, other_protocol.id), RoutineStatus::Active);
+
+    // Enabling the first disables the second, in one step.
+    let version = store.routines_version().await.expect("version");
+    let enabled = store
+        .set_routine_status(first.id, RoutineStatus::Active, 10)
+        .await
+        .expect("enable")
+        .expect("exists");
+    assert_eq!(enabled.status, RoutineStatus::Active);
+    assert_eq!(enabled.updated_at_ms, 10);
+    assert!(store.routines_version().await.expect("version") > version);
+    let listed = store.routines().await.expect("list");
+    assert_eq!(status(&listed, first.id), RoutineStatus::Active);
+    assert_eq!(status(&listed, second.id), RoutineStatus::Disabled);
+
+    // Setting the status it already has changes nothing.
+    let version = store.routines_version().await.expect("version");
+    store
+        .set_routine_status(first.id, RoutineStatus::Active, 20)
+        .await
+        .expect("enable again");
+    assert_eq!(store.routines_version().await.expect("version"), version);
+
+    store
+        .set_routine_status(first.id, RoutineStatus::Disabled, 30)
+        .await
+        .expect("disable");
+    let listed = store.routines().await.expect("list");
+    assert!(
+        listed
+            .iter()
+            .filter(|r| r.protocol_hash == hash(1))
+            .all(|r| r.status == RoutineStatus::Disabled)
+    );
+    assert_eq!(
+        store
+            .set_routine_status(9_999, RoutineStatus::Active, 40)
+            .await
+            .expect("unknown id"),
+        None
+    );
+
+    // The database itself refuses a second active routine, whoever writes.
+    let sneaky = store
+        .execute_raw_for_tests(&format!(
+            "UPDATE routines SET status = 'active' WHERE protocol_hash = '{}'",
+            hash(1).to_hex()
+        ))
+        .await;
+    assert!(matches!(sneaky, Err(StoreError::Database(_))), "{sneaky:?}");
+}
+
+pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
+    let store = fixture.open().await;
+    let routine = store
+        .add_routine(&new_routine("r", hash(1), RoutineStatus::Active), 1)
+        .await
+        .expect("add");
+    let version = store.routines_version().await.expect("version");
+
+    let mut answered = request(1, Some(hash(1)), RequestPath::Routine, 100);
+    answered.routine_id = Some(routine.id);
+    store.record_request(&answered, None).await.expect("record");
+    let mut failed = request(2, Some(hash(1)), RequestPath::Fallback, 200);
+    failed.routine_id = Some(routine.id);
+    failed.routine_error = Some("routine trapped: unreachable".to_string());
+    store.record_request(&failed, None).await.expect("record");
+
+    let counted = store
+        .routine(routine.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!((counted.runs, counted.failures), (2, 1));
+    assert_eq!(
+        counted.last_error.as_deref(),
+        Some("routine trapped: unreachable")
+    );
+    assert_eq!(counted.last_failure_at_ms, Some(200));
+    // Counting runs is not a change to the set of routines.
+    assert_eq!(store.routines_version().await.expect("version"), version);
+
+    let requests = store.recent_requests(10).await.expect("requests");
+    assert_eq!(requests[0], failed);
+    assert_eq!(requests[1], answered);
+    let usage = store.usage(&hash(1)).await.expect("usage");
+    assert_eq!((usage.routine, usage.fallback), (1, 1));
+
+    // A request whose routine was removed meanwhile is still recorded.
+    store.delete_routine(routine.id).await.expect("delete");
+    let mut late = request(3, Some(hash(1)), RequestPath::Routine, 300);
+    late.routine_id = Some(routine.id);
+    store.record_request(&late, None).await.expect("record");
+}
