@@ -15,6 +15,7 @@ use crate::{Conversation, ConversationKind, Store, StoreError};
 impl Store {
     /// Stores a new conversation; a duplicate id is a [`StoreError::Database`] error.
     pub async fn create_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         let messages = messages_text(conversation)?;
         sqlx::query(
             "INSERT INTO conversations \
@@ -49,6 +50,7 @@ impl Store {
 
     /// Deletes a conversation; true if it existed.
     pub async fn delete_conversation(&self, id: &str) -> Result<bool, StoreError> {
+        let _writer = self.writer().await;
         let result = sqlx::query("DELETE FROM conversations WHERE id = $1")
             .bind(id)
             .execute(&self.pool)
@@ -59,6 +61,7 @@ impl Store {
 
     /// Deletes the conversations that expired at or before `now_ms`; returns how many.
     pub async fn purge_expired_conversations(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let _writer = self.writer().await;
         let result = sqlx::query("DELETE FROM conversations WHERE expires_at <= $1")
             .bind(now_ms)
             .execute(&self.pool)

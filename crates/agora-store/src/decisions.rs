@@ -58,6 +58,7 @@ impl Store {
         hash: &ProtocolHash,
         decision: &Decision,
     ) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         sqlx::query(
             "INSERT INTO suitability (hash, allowed, origin, reason, decided_at) \
              VALUES ($1, $2, $3, $4, $5) \
@@ -77,6 +78,7 @@ impl Store {
 
     /// Forgets the decision for `hash`; true if there was one.
     pub async fn clear_suitability(&self, hash: &ProtocolHash) -> Result<bool, StoreError> {
+        let _writer = self.writer().await;
         let result = sqlx::query("DELETE FROM suitability WHERE hash = $1")
             .bind(hash.to_hex())
             .execute(&self.pool)

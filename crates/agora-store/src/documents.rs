@@ -28,6 +28,7 @@ impl Store {
         sources: &[String],
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         let hash = doc.hash().to_hex();
         let mut tx = self
             .pool
@@ -160,6 +161,7 @@ impl Store {
         hash: &ProtocolHash,
         sources: &[String],
     ) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         if sources.is_empty() {
             return Ok(());
         }

@@ -16,6 +16,7 @@ const CALL_COLUMNS: &str = "node, category, model, prompt_tokens, completion_tok
 impl Store {
     /// Appends one LLM call to the ledger.
     pub async fn record_llm_call(&self, call: &LlmCallRecord) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         sqlx::query(&format!(
             "INSERT INTO llm_calls ({CALL_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"

@@ -28,6 +28,7 @@ impl Store {
         request: &RequestRecord,
         conversation: Option<&Conversation>,
     ) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
         let protocol_hash = request.protocol_hash.map(|hash| hash.to_hex());
         let mut tx = self
             .pool

@@ -34,6 +34,7 @@ impl Store {
         routine: &NewRoutine,
         now_ms: i64,
     ) -> Result<Routine, StoreError> {
+        let _writer = self.writer().await;
         let tools = serde_json::to_string(&routine.tools)
             .map_err(|error| StoreError::Database(format!("add_routine: tools: {error}")))?;
         let mut tx = self
@@ -166,6 +167,7 @@ impl Store {
         status: RoutineStatus,
         now_ms: i64,
     ) -> Result<Option<Routine>, StoreError> {
+        let _writer = self.writer().await;
         let mut tx = self
             .pool
             .begin()
@@ -206,6 +208,7 @@ impl Store {
 
     /// Removes a routine; true if there was one.
     pub async fn delete_routine(&self, id: i64) -> Result<bool, StoreError> {
+        let _writer = self.writer().await;
         let mut tx = self
             .pool
             .begin()
