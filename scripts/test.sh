@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+results=$(mktemp -t agora-test-results.XXXXXX)
 
 bash scripts/install.sh
 cache=${AGORA_CACHE:-$HOME/.cache/agora}
@@ -19,7 +20,7 @@ echo "== build" >&2
 cargo build --workspace --all-targets --locked 2>&1 | tail -n 3
 
 echo "== fast tests" >&2
-cargo test --workspace --locked
+cargo test --workspace --locked 2>&1 | tee -a "$results"
 
 echo "== slow tests: real local model, Python reference library, PostgreSQL" >&2
 AGORA_TEST_POSTGRES_URL=$(bash scripts/postgres-test-db.sh)
@@ -42,4 +43,10 @@ export AGORA_TEST_LLM_URL="http://127.0.0.1:$port/v1"
 export AGORA_PYTHON_INTEROP AGORA_LLAMA_SERVER AGORA_MODEL
 export AGORA_REPO_ROOT="$root"
 
-cargo test --workspace --locked -- --ignored --test-threads=1
+cargo test --workspace --locked -- --ignored --test-threads=1 2>&1 | tee -a "$results"
+
+# One closing line for the whole run: tests ignored in the fast phase ran in
+# the slow phase, so they are counted there, not as skipped.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$results"
+rm -f "$results"
