@@ -33,7 +33,9 @@ pub use error::LlmError;
 pub use local::{LocalServer, LocalServerConfig, wait_healthy};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use price::PriceTable;
-pub use request::{ChatRequest, ChatResponse, Message, OutputFormat, Role, Usage};
+pub use request::{
+    ChatRequest, ChatResponse, Message, OutputFormat, Role, ToolCallRequest, ToolDefinition, Usage,
+};
 
 /// A chat model: one request in, one completion out.
 ///

@@ -24,16 +24,17 @@ use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::types::chat::{
-    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
-    ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
-    CreateChatCompletionRequest, CreateChatCompletionResponse, FinishReason, ResponseFormat,
-    ResponseFormatJsonSchema,
+    ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessage,
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestUserMessage, ChatCompletionTool, ChatCompletionToolChoiceOption,
+    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FinishReason,
+    FunctionObject, ResponseFormat, ResponseFormatJsonSchema, ToolChoiceOptions,
 };
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::request::preview;
-use crate::{ChatRequest, ChatResponse, Llm, LlmError, OutputFormat, Role, Usage};
+use crate::{ChatRequest, ChatResponse, Llm, LlmError, OutputFormat, Role, ToolCallRequest, Usage};
 
 /// Where and how to reach an OpenAI-compatible endpoint.
 #[derive(Clone, PartialEq)]
@@ -194,10 +195,36 @@ fn to_openai_request(model: &str, request: &ChatRequest) -> CreateChatCompletion
             },
         }),
     };
+    let (tools, tool_choice) = if request.tools.is_empty() {
+        (None, None)
+    } else {
+        let tools = request
+            .tools
+            .iter()
+            .map(|tool| {
+                ChatCompletionTools::Function(ChatCompletionTool {
+                    function: FunctionObject {
+                        name: tool.name.clone(),
+                        description: Some(tool.description.clone()),
+                        parameters: Some(tool.parameters.clone()),
+                        strict: None,
+                    },
+                })
+            })
+            .collect();
+        (
+            Some(tools),
+            Some(ChatCompletionToolChoiceOption::Mode(
+                ToolChoiceOptions::Auto,
+            )),
+        )
+    };
     CreateChatCompletionRequest {
         model: model.to_owned(),
         messages,
         response_format,
+        tools,
+        tool_choice,
         max_completion_tokens: request.max_tokens,
         temperature: Some(request.temperature),
         seed: request.seed,
@@ -224,8 +251,23 @@ fn to_chat_response(
             "completion cut at the token limit; structured output may be incomplete"
         );
     }
+    let tool_calls: Vec<ToolCallRequest> = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|call| match call {
+            ChatCompletionMessageToolCalls::Function(call) => Some(ToolCallRequest {
+                arguments: serde_json::from_str(&call.function.arguments)
+                    .unwrap_or(serde_json::Value::String(call.function.arguments)),
+                name: call.function.name,
+            }),
+            ChatCompletionMessageToolCalls::Custom(_) => None,
+        })
+        .collect();
     let content = match (choice.message.content, choice.message.refusal) {
         (Some(content), _) if !content.is_empty() => content,
+        (content, _) if !tool_calls.is_empty() => content.unwrap_or_default(),
         (_, Some(refusal)) => {
             return Err(LlmError::BadResponse(format!(
                 "the model refused: {}",
@@ -251,6 +293,7 @@ fn to_chat_response(
         usage,
         model,
         latency_ms,
+        tool_calls,
     })
 }
 

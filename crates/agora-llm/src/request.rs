@@ -87,6 +87,32 @@ pub struct ChatRequest {
     pub temperature: f32,
     /// Sampling seed; `Some(42)` by default so local runs are reproducible.
     pub seed: Option<i64>,
+    /// Tools offered through the endpoint's native tool calling (OpenAI
+    /// `tools`, with `tool_choice: auto`). Empty for every schema-driven
+    /// role; omitted from the serde form when empty, so cassette keys of
+    /// such requests do not change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// A tool offered to the model through native tool calling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON schema of its arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A tool call the model asked for through native tool calling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments (a JSON string when the model wrote invalid JSON).
+    pub arguments: serde_json::Value,
 }
 
 impl ChatRequest {
@@ -98,7 +124,14 @@ impl ChatRequest {
             max_tokens: None,
             temperature: 0.0,
             seed: Some(42),
+            tools: Vec::new(),
         }
+    }
+
+    /// Offers tools through the endpoint's native tool calling.
+    pub fn tools(mut self, tools: Vec<ToolDefinition>) -> Self {
+        self.tools = tools;
+        self
     }
 
     /// Asks for JSON valid against `schema` (see [`OutputFormat::JsonSchema`]).
@@ -150,6 +183,10 @@ pub struct ChatResponse {
     /// Wall-clock time of the call in milliseconds (the recorded one when
     /// replayed from a cassette).
     pub latency_ms: u64,
+    /// Native tool calls, when the request offered tools and the model
+    /// chose to call them (`content` may then be empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
 }
 
 impl ChatResponse {
@@ -237,6 +274,7 @@ mod tests {
             },
             model: "m".into(),
             latency_ms: 1,
+            tool_calls: Vec::new(),
         };
         let value: serde_json::Value = response.parse_json().expect("valid JSON");
         assert_eq!(value["answer"], "yes");

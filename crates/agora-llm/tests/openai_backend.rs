@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agora_llm::{ChatRequest, Llm, LlmError, Message, OpenAiBackend, OpenAiConfig, Usage};
+use agora_llm::{
+    ChatRequest, Llm, LlmError, Message, OpenAiBackend, OpenAiConfig, ToolCallRequest,
+    ToolDefinition, Usage,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -31,6 +34,8 @@ enum Behavior {
     Hang,
     /// Answers after 100 ms, tracking how many requests overlap.
     Slow,
+    /// Answers with a native tool call and no content.
+    ToolCall,
 }
 
 struct Fake {
@@ -116,6 +121,19 @@ async fn completions(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> 
             Json(json!({"error": {"message": "schema rejected", "type": "invalid_request_error", "param": null, "code": null}})),
         )
             .into_response(),
+        Behavior::ToolCall => {
+            let mut body = completion("", true);
+            body["choices"][0]["message"] = json!({
+                "role": "assistant",
+                "content": null,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "weather_forecast",
+                    "arguments": "{\"location\": \"Paris\", \"date\": \"2024-06-01\"}"
+                }}]
+            });
+            body["choices"][0]["finish_reason"] = json!("tool_calls");
+            Json(body).into_response()
+        }
         Behavior::Hang => std::future::pending().await,
         Behavior::Slow => {
             let now = fake.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -281,4 +299,39 @@ async fn concurrency_is_bounded_by_the_semaphore() {
     }
     assert_eq!(server.bodies().len(), 6);
     assert_eq!(server.state.max_in_flight.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn native_tools_go_out_as_openai_tools_and_calls_come_back() {
+    let server = FakeServer::start(Behavior::ToolCall).await;
+    let llm = backend(&server.base_url, Duration::from_secs(10), 1);
+    let request = ChatRequest::new(vec![Message::user("Weather in Paris on 2024-06-01?")]).tools(
+        vec![ToolDefinition {
+            name: "weather_forecast".into(),
+            description: "Forecast for a place and a date".into(),
+            parameters: json!({"type": "object", "properties": {"location": {"type": "string"}, "date": {"type": "string"}}}),
+        }],
+    );
+    let response = llm.chat(&request).await.expect("fake answers");
+    assert_eq!(
+        response.tool_calls,
+        vec![ToolCallRequest {
+            name: "weather_forecast".into(),
+            arguments: json!({"location": "Paris", "date": "2024-06-01"}),
+        }]
+    );
+    assert_eq!(response.content, "");
+    let sent = &server.bodies()[0];
+    assert_eq!(sent["tool_choice"], "auto");
+    assert_eq!(sent["tools"][0]["type"], "function");
+    assert_eq!(sent["tools"][0]["function"]["name"], "weather_forecast");
+    assert!(sent.get("response_format").is_none() || sent["response_format"].is_null());
+    // Requests without tools carry neither key, so schema-driven roles are unchanged.
+    let plain = FakeServer::start(Behavior::Answer).await;
+    backend(&plain.base_url, Duration::from_secs(10), 1)
+        .chat(&yes_no_request())
+        .await
+        .expect("fake answers");
+    assert!(plain.bodies()[0].get("tools").is_none());
+    assert!(plain.bodies()[0].get("tool_choice").is_none());
 }

@@ -100,6 +100,10 @@ pub struct ResponderConfig {
     pub max_step_tokens: u32,
     /// Characters of a tool result shown to the LLM (longer results are cut).
     pub max_tool_result_chars: usize,
+    /// Use the endpoint's native tool calling instead of schema-constrained
+    /// steps. Only for backends known to support it (OpenAI); small local
+    /// models behind llama-server do not produce native tool calls.
+    pub native_tools: bool,
 }
 
 impl Default for ResponderConfig {
@@ -108,6 +112,7 @@ impl Default for ResponderConfig {
             max_tool_calls: 5,
             max_step_tokens: 512,
             max_tool_result_chars: 4000,
+            native_tools: false,
         }
     }
 }

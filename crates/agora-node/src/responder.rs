@@ -7,7 +7,7 @@
 //! OpenAI-compatible endpoint. The loop is bounded: after
 //! `max_tool_calls` calls only the final answer is allowed.
 
-use agora_llm::{ChatRequest, Message};
+use agora_llm::{ChatRequest, Message, ToolDefinition};
 use agora_protocol::VerifiedDocument;
 use serde_json::{Value, json};
 
@@ -87,6 +87,9 @@ impl Responder<'_> {
             Subject::Natural => message.to_string(),
             Subject::Protocol(_) => format!("Request body:\n{message}"),
         }));
+        if self.config.native_tools && !self.tools.is_empty() {
+            return self.respond_native(context, subject, messages).await;
+        }
         let answer_schema = match subject {
             Subject::Natural => json!({"type": "string"}),
             Subject::Protocol(_) => json!({}),
@@ -141,6 +144,78 @@ impl Responder<'_> {
         }
     }
 
+    /// The tool loop over the endpoint's native tool calling: tools are
+    /// offered as OpenAI `tools`; a reply without tool calls is the answer.
+    async fn respond_native(
+        &self,
+        context: &QueryContext,
+        subject: Subject<'_>,
+        mut messages: Vec<Message>,
+    ) -> Result<Answer, RespondError> {
+        let definitions: Vec<ToolDefinition> = self
+            .tools
+            .specs()
+            .into_iter()
+            .map(|spec| ToolDefinition {
+                name: spec.name,
+                description: spec.description,
+                parameters: spec.parameters,
+            })
+            .collect();
+        let mut tool_calls = Vec::new();
+        loop {
+            let tools_allowed = tool_calls.len() < self.config.max_tool_calls;
+            let mut request =
+                ChatRequest::new(messages.clone()).max_tokens(self.config.max_step_tokens);
+            if tools_allowed {
+                request = request.tools(definitions.clone());
+            } else {
+                messages.push(Message::user(
+                    "No more tool calls are allowed. Give your final answer now.",
+                ));
+                request =
+                    ChatRequest::new(messages.clone()).max_tokens(self.config.max_step_tokens);
+            }
+            let response = self
+                .accountant
+                .chat(Category::Conversation, context, &request)
+                .await?;
+            let Some(call) = response.tool_calls.first().filter(|_| tools_allowed) else {
+                let text = response.content.trim().to_string();
+                let value = match subject {
+                    Subject::Natural => Value::String(text),
+                    Subject::Protocol(_) => {
+                        serde_json::from_str(&text).unwrap_or(Value::String(text))
+                    }
+                };
+                return Ok(Answer { value, tool_calls });
+            };
+            let result = self
+                .tools
+                .call(&call.name, call.arguments.clone())
+                .await
+                .map_err(|e| e.to_string());
+            tracing::info!(tool = %call.name, ok = result.is_ok(), "native tool call");
+            let feedback = match &result {
+                Ok(value) => format!(
+                    "Result of {}: {}",
+                    call.name,
+                    clip_to(&value.to_string(), self.config.max_tool_result_chars)
+                ),
+                Err(error) => format!("{error}. Fix the arguments, or answer without this tool."),
+            };
+            messages.push(Message::assistant(
+                json!({"tool": call.name, "arguments": call.arguments}).to_string(),
+            ));
+            messages.push(Message::user(feedback));
+            tool_calls.push(ToolCall {
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                result,
+            });
+        }
+    }
+
     fn system_prompt(&self, subject: Subject<'_>) -> String {
         let mut prompt = format!(
             "You are the assistant of an agent in an Agora network of AI agents.\n\
@@ -161,7 +236,12 @@ impl Responder<'_> {
             }
         }
         let specs = self.tools.specs();
-        if specs.is_empty() {
+        if self.config.native_tools && !specs.is_empty() {
+            prompt.push_str(
+                "Call the tools you were given when they can supply facts; never invent data a \
+                 tool can provide. When you have what you need, reply with the answer itself.",
+            );
+        } else if specs.is_empty() {
             prompt.push_str(
                 "You have no tools. Reply with one JSON object: {\"tool\": \"final_answer\", \"answer\": ...}.",
             );

@@ -557,3 +557,48 @@ async fn llm_failure_is_a_failure_reply_not_a_crash() {
     let requests = node.store().recent_requests(1).await.unwrap();
     assert_eq!(requests[0].status, "failure");
 }
+
+#[tokio::test]
+async fn native_tool_calling_when_the_backend_supports_it() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::with_tool_calls(|request| {
+        assert!(
+            request.format == agora_llm::OutputFormat::Text,
+            "no schema in native mode"
+        );
+        let last = last_user_message(request);
+        if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+            let forecast: Value = serde_json::from_str(result).unwrap();
+            Ok((
+                format!("It will be {} degrees.", forecast["temperature_c"]),
+                vec![],
+            ))
+        } else {
+            assert_eq!(request.tools.len(), 1, "the tools are offered natively");
+            Ok((
+                String::new(),
+                vec![agora_llm::ToolCallRequest {
+                    name: "weather_forecast".into(),
+                    arguments: json!({"location": "London, UK", "date": "2024-09-27"}),
+                }],
+            ))
+        }
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.responder.native_tools = true;
+        })
+        .build()
+        .await;
+    let reply = node
+        .handle(nl("Weather in London on 2024-09-27?", false))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let text = reply.body.unwrap().to_text();
+    assert!(
+        text.contains(&expected_forecast()["temperature_c"].to_string()),
+        "{text}"
+    );
+    assert_eq!(llm.call_count(), 2);
+}

@@ -129,6 +129,10 @@ pub struct LlmSettings {
     pub replay: Option<PathBuf>,
     /// Prices for the ledger.
     pub prices: PriceTable,
+    /// Native tool calling for the responder; by default on for the
+    /// `openai` backend and off for `local` (small local models do not
+    /// produce native tool calls) and `replay` (set it as when recording).
+    pub native_tools: Option<bool>,
 }
 
 impl Default for LlmSettings {
@@ -142,6 +146,7 @@ impl Default for LlmSettings {
             openai: OpenAiSettings::default(),
             replay: None,
             prices: PriceTable::default(),
+            native_tools: None,
         }
     }
 }

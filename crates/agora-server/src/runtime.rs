@@ -45,6 +45,14 @@ pub struct RunningNode {
 
 /// Opens the store, builds the LLM, fetcher and tools, and assembles the node.
 pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
+    let mut config = config;
+    match config.llm.native_tools {
+        Some(native) => config.node.responder.native_tools = native,
+        None if config.llm.backend == LlmBackend::Openai => {
+            config.node.responder.native_tools = true
+        }
+        None => {}
+    }
     let store = open_store(&config.store).await?;
     let (llm, llm_description, local_server) = build_llm(&config.llm).await?;
     let fetcher =

@@ -7,12 +7,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, OutputFormat, Role, Usage};
+use agora_llm::{
+    ChatRequest, ChatResponse, Llm, LlmError, OutputFormat, Role, ToolCallRequest, Usage,
+};
 
 /// What the script answers to one request.
 pub type Turn = Result<String, LlmError>;
 
-type Script = dyn Fn(&ChatRequest) -> Turn + Send + Sync;
+type Script =
+    dyn Fn(&ChatRequest) -> Result<(String, Vec<ToolCallRequest>), LlmError> + Send + Sync;
 
 /// An LLM that answers from a test's script.
 pub struct ScriptedLlm {
@@ -23,6 +26,19 @@ pub struct ScriptedLlm {
 impl ScriptedLlm {
     /// An LLM answering with `script`.
     pub fn new(script: impl Fn(&ChatRequest) -> Turn + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            script: Box::new(move |request| script(request).map(|content| (content, Vec::new()))),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// An LLM whose script may also answer with native tool calls.
+    pub fn with_tool_calls(
+        script: impl Fn(&ChatRequest) -> Result<(String, Vec<ToolCallRequest>), LlmError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Arc<Self> {
         Arc::new(Self {
             script: Box::new(script),
             calls: Mutex::new(Vec::new()),
@@ -56,7 +72,7 @@ impl Llm for ScriptedLlm {
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(request.clone());
         }
-        let content = (self.script)(request)?;
+        let (content, tool_calls) = (self.script)(request)?;
         let prompt_chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
         Ok(ChatResponse {
             usage: Usage {
@@ -66,6 +82,7 @@ impl Llm for ScriptedLlm {
             content,
             model: "scripted".into(),
             latency_ms: 0,
+            tool_calls,
         })
     }
 

@@ -25,6 +25,7 @@ impl Llm for CountingLlm {
             },
             model: "counting".into(),
             latency_ms: u64::from(n),
+            tool_calls: Vec::new(),
         })
     }
 
@@ -60,6 +61,7 @@ fn response(content: &str) -> ChatResponse {
         },
         model: "recorded-model".into(),
         latency_ms: 1234,
+        tool_calls: Vec::new(),
     }
 }
 
