@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
 use agora_node::tools::WeatherForecastTool;
-use agora_node::{ToolConfig, ToolKind};
 use agora_protocol::{ProtocolHash, data_uri};
-use agora_testkit::{NodeBuilder, temp_dir};
+use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
@@ -29,19 +28,6 @@ fn local_llm() -> Arc<dyn Llm> {
         timeout: Duration::from_secs(300),
         max_concurrency: 1,
     }))
-}
-
-fn weather_tool() -> ToolConfig {
-    ToolConfig {
-        name: "weather_forecast".into(),
-        description: None,
-        parameters: None,
-        returns: None,
-        kind: ToolKind::Builtin {
-            builtin: "weather_forecast".into(),
-            seed: 7,
-        },
-    }
 }
 
 const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, precipitation, sky condition) for a location and a date.";

@@ -10,25 +10,14 @@ use std::time::Duration;
 use agora_fetch::FetchPolicy;
 use agora_llm::ChatRequest;
 use agora_node::tools::WeatherForecastTool;
-use agora_node::{ManualClock, SuitabilityMode, ToolConfig, ToolKind};
+use agora_node::{ManualClock, SuitabilityMode};
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status, data_uri};
-use agora_testkit::{NodeBuilder, ScriptedLlm, Turn, last_user_message, schema_name, temp_dir};
+use agora_testkit::{
+    NodeBuilder, ScriptedLlm, Turn, last_user_message, schema_name, temp_dir, weather_tool,
+};
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
-
-fn weather_tool() -> ToolConfig {
-    ToolConfig {
-        name: "weather_forecast".into(),
-        description: None,
-        parameters: None,
-        returns: None,
-        kind: ToolKind::Builtin {
-            builtin: "weather_forecast".into(),
-            seed: 7,
-        },
-    }
-}
 
 /// A script that plays a competent LLM: checks say yes (unless the PD is
 /// about flights), the responder calls the weather tool once and then

@@ -10,29 +10,17 @@ use std::time::Duration;
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{
     ProtocolInput, RegistryError, RoutineError, RoutineLimits, RoutineRegistry, RoutineSource,
-    RoutineSpec, SystemClock, ToolConfig, ToolHost, ToolKind, ToolRegistry,
+    RoutineSpec, SystemClock, ToolHost, ToolRegistry,
 };
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status};
 use agora_store::{RequestPath, RoutineOrigin, RoutineStatus, Store};
 use agora_testkit::{
     NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, schema_name, sqlite_url, temp_dir,
+    weather_tool,
 };
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
-
-fn weather_tool() -> ToolConfig {
-    ToolConfig {
-        name: "weather_forecast".into(),
-        description: None,
-        parameters: None,
-        returns: None,
-        kind: ToolKind::Builtin {
-            builtin: "weather_forecast".into(),
-            seed: 7,
-        },
-    }
-}
 
 /// The routines the tests use, by key.
 fn engine() -> ScriptedRoutineEngine {

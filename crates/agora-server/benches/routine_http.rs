@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agora_node::{ToolConfig, ToolKind};
 use agora_protocol::ProtocolHash;
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir};
@@ -113,18 +112,7 @@ async fn main() {
     })
     .expect("routine runtime");
     let server = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
-        .config(|c| {
-            c.tools = vec![ToolConfig {
-                name: "weather_forecast".into(),
-                description: None,
-                parameters: None,
-                returns: None,
-                kind: ToolKind::Builtin {
-                    builtin: "weather_forecast".into(),
-                    seed: 7,
-                },
-            }]
-        })
+        .config(|c| c.tools = vec![agora_testkit::weather_tool()])
         .routine_engine(Arc::new(runtime))
         .admin_token("bench")
         .spawn()

@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agora_node::tools::WeatherForecastTool;
-use agora_node::{RoutineEngine, RoutineSource, ToolConfig, ToolHost, ToolKind};
+use agora_node::{RoutineEngine, RoutineSource, ToolHost};
 use agora_protocol::ProtocolHash;
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_server::manifest::RoutineFolder;
 use agora_store::RequestPath;
-use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir};
+use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir, weather_tool};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -246,19 +246,6 @@ async fn shipped_routines_pass_their_cases() {
         failures.len(),
         failures.join("\n")
     );
-}
-
-fn weather_tool() -> ToolConfig {
-    ToolConfig {
-        name: "weather_forecast".into(),
-        description: None,
-        parameters: None,
-        returns: None,
-        kind: ToolKind::Builtin {
-            builtin: "weather_forecast".into(),
-            seed: 7,
-        },
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,11 @@ use tokio_util::sync::CancellationToken;
 pub use routines::ScriptedRoutineEngine;
 pub use scripted::{ScriptedLlm, Turn, last_user_message, schema_name, system_prompt};
 
+/// The built-in weather tool as the tests configure it (seed 7).
+pub fn weather_tool() -> agora_node::ToolConfig {
+    agora_node::ToolConfig::builtin("weather_forecast", "weather_forecast", 7)
+}
+
 /// A temporary folder for a test's store; removed on drop.
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("a temporary folder can be created")

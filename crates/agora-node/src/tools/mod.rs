@@ -84,6 +84,22 @@ pub struct ToolConfig {
     pub kind: ToolKind,
 }
 
+impl ToolConfig {
+    /// A built-in tool under a name, with its own description and schema.
+    pub fn builtin(name: &str, builtin: &str, seed: u64) -> Self {
+        Self {
+            name: name.to_string(),
+            description: None,
+            parameters: None,
+            returns: None,
+            kind: ToolKind::Builtin {
+                builtin: builtin.to_string(),
+                seed,
+            },
+        }
+    }
+}
+
 /// How a configured tool is implemented.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
