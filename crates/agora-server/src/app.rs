@@ -61,8 +61,22 @@ impl AppState {
     }
 }
 
-/// Builds the router (tests drive it with `oneshot` or a real listener).
-pub fn router(state: AppState) -> Router {
+impl AppState {
+    /// Admits one Agora request, or answers 503 when the node is at capacity.
+    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        self.in_flight.clone().try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Busy,
+                "this node is at capacity; retry later",
+            )
+        })
+    }
+}
+
+/// Builds the router. Crate-private so no axum type leaves the crate;
+/// embedders and tests serve a node through [`serve_state`] or [`crate::serve`].
+pub(crate) fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     Router::new()
         .route("/", post(agora_request))
@@ -98,13 +112,7 @@ async fn agora_request(
     JsonBody(value): JsonBody,
 ) -> Result<Response, ApiError> {
     let request = Request::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Busy,
-            "this node is at capacity; retry later",
-        )
-    })?;
+    let _permit = state.admit()?;
     let reply = state.node.handle(request).await;
     Ok(Json(reply.to_json()).into_response())
 }
@@ -116,13 +124,7 @@ async fn follow_up(
 ) -> Result<Response, ApiError> {
     let follow_up =
         FollowUp::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let _permit = state.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Busy,
-            "this node is at capacity; retry later",
-        )
-    })?;
+    let _permit = state.admit()?;
     match state.node.follow_up(&id, follow_up).await {
         Ok(reply) => Ok(Json(reply.to_json()).into_response()),
         Err(FollowUpError::NotFound) => Err(ApiError::new(

@@ -18,6 +18,6 @@ pub mod metrics;
 pub mod runtime;
 pub mod telemetry;
 
-pub use app::{AppState, router};
+pub use app::{AppState, serve_state};
 pub use config::{Config, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings};
 pub use runtime::{RunningNode, build_node, build_routine_engine, serve};
