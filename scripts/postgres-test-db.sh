@@ -18,12 +18,16 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 source "$SCRIPT_DIR/lib.sh"
 AGORA_LOG_TAG=postgres-test-db
 
+# Only the URL goes to stdout (callers capture it); everything the tools print goes to stderr.
+exec 3>&1 1>&2
+
 ROLE=${AGORA_PG_ROLE:-agora}
 PASSWORD=${AGORA_PG_PASSWORD:-agora}
 DB=${AGORA_PG_DB:-agora_test}
 CLUSTER=${AGORA_PG_CLUSTER:-main}
 
-as_root() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+# fd 3 (our stdout) is closed for every child: a server it starts must not hold the caller's pipe open.
+as_root() { if [[ $EUID -eq 0 ]]; then "$@" 3>&-; else sudo "$@" 3>&-; fi; }
 as_postgres() { as_root runuser -u postgres -- "$@"; }
 psql_value() { as_postgres psql -p "$PORT" -tAc "$1"; }
 
@@ -68,4 +72,4 @@ if [[ $(psql_value "SELECT 1 FROM pg_database WHERE datname = '$DB'") != 1 ]]; t
     as_postgres createdb -p "$PORT" -O "$ROLE" "$DB"
 fi
 
-echo "postgres://$ROLE:$PASSWORD@127.0.0.1:$PORT/$DB"
+echo "postgres://$ROLE:$PASSWORD@127.0.0.1:$PORT/$DB" >&3

@@ -20,10 +20,12 @@ echo "== build" >&2
 cargo build --workspace --all-targets --locked 2>&1 | tail -n 3
 
 echo "== fast tests" >&2
-cargo test --workspace --locked 2>&1 | tee -a "$results"
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" || status=1
 
 echo "== slow tests: real local model, Python reference library, PostgreSQL" >&2
 AGORA_TEST_POSTGRES_URL=$(bash scripts/postgres-test-db.sh)
+[[ $AGORA_TEST_POSTGRES_URL == postgres://* ]] || { echo "postgres-test-db.sh printed no URL: $AGORA_TEST_POSTGRES_URL" >&2; exit 1; }
 export AGORA_TEST_POSTGRES_URL
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -43,10 +45,11 @@ export AGORA_TEST_LLM_URL="http://127.0.0.1:$port/v1"
 export AGORA_PYTHON_INTEROP AGORA_LLAMA_SERVER AGORA_MODEL
 export AGORA_REPO_ROOT="$root"
 
-cargo test --workspace --locked -- --ignored --test-threads=1 2>&1 | tee -a "$results"
+cargo test --workspace --locked --no-fail-fast -- --ignored --test-threads=1 2>&1 | tee -a "$results" || status=1
 
 # One closing line for the whole run: tests ignored in the fast phase ran in
 # the slow phase, so they are counted there, not as skipped.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
 rm -f "$results"
+exit "$status"
