@@ -54,9 +54,9 @@ pub enum RoutineCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one routine and its source.
+    /// Show one routine and its source, or the programmer's attempts for a protocol.
     Show {
-        /// Name or id.
+        /// A routine's name or id, or a protocol hash: the LLM's attempts for it.
         routine: String,
     },
     /// Run a routine once on a request body, with its tools and limits; nothing is recorded.
@@ -155,6 +155,11 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
             Ok(())
         }
         RoutineCommand::Show { routine } => {
+            if let Ok(hash) = routine.parse::<ProtocolHash>()
+                && registry.find(&routine).await.is_err()
+            {
+                return show_attempts(&registry, &hash, None).await;
+            }
             let routine = registry.find(&routine).await?;
             let code = registry.code(&routine).await?;
             let shown = agora_server::admin::routines::routine_json(&routine);
@@ -162,6 +167,9 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
             println!("component: {} bytes", code.component.len());
             if let Some(source) = code.source {
                 println!("source:\n{source}");
+            }
+            if routine.origin == RoutineOrigin::Llm {
+                show_attempts(&registry, &routine.protocol_hash, Some(routine.id)).await?;
             }
             Ok(())
         }
@@ -188,6 +196,47 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
             Ok(())
         }
     }
+}
+
+/// The programmer's attempts for a protocol (only the job that wrote `routine`, when given).
+async fn show_attempts(
+    registry: &RoutineRegistry,
+    hash: &ProtocolHash,
+    routine: Option<i64>,
+) -> anyhow::Result<()> {
+    let mut attempts = registry.attempts(hash).await?;
+    if let Some(id) = routine
+        && let Some(job) = attempts
+            .iter()
+            .find(|a| a.routine_id == Some(id))
+            .map(|a| a.job.clone())
+    {
+        attempts.retain(|a| a.job == job);
+    }
+    if attempts.is_empty() {
+        println!("no routine attempts for {hash}");
+        return Ok(());
+    }
+    for a in &attempts {
+        println!(
+            "\n-- attempt {} of job {} ({}): {}: {}\n   tokens {} + {}, ${:.4}{}",
+            a.attempt,
+            a.job,
+            a.reason,
+            a.outcome,
+            a.report,
+            a.prompt_tokens,
+            a.completion_tokens,
+            a.cost_usd,
+            a.routine_id
+                .map(|id| format!(", became routine {id}"))
+                .unwrap_or_default()
+        );
+        if let Some(source) = &a.source {
+            println!("{source}");
+        }
+    }
+    Ok(())
 }
 
 async fn registry(config: &Config, with_engine: bool) -> anyhow::Result<RoutineRegistry> {

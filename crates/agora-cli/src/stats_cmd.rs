@@ -8,10 +8,13 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     let store = crate::pd_cmd::open(config).await?;
     let ledger = store.ledger_totals().await?;
     let usage = store.usage_all().await?;
+    let programming: std::collections::HashMap<_, _> =
+        store.programming_totals().await?.into_iter().collect();
+    let programmed = |hash| programming.get(hash).cloned().unwrap_or_default();
     if as_json {
         let value = json!({
             "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
-            "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd})).collect::<Vec<_>>(),
+            "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd, "tokensSavedEstimate": u.tokens_saved_estimate(), "routineAttempts": programmed(h).attempts, "routineAttemptsPassed": programmed(h).passed, "implementingTokens": programmed(h).tokens})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -30,7 +33,7 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     println!();
     println!("Protocols");
     println!(
-        "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10}",
+        "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10} {:>10} {:>9} {:>10}",
         "hash",
         "requests",
         "llm",
@@ -39,11 +42,14 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
         "rejected",
         "failed",
         "llm tokens",
-        "llm cost $"
+        "llm cost $",
+        "saved tok~",
+        "attempts",
+        "impl tok"
     );
     for (hash, u) in &usage {
         println!(
-            "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10.4}",
+            "{:<42} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>10} {:>10.4} {:>10} {:>9} {:>10}",
             hash.to_hex(),
             u.requests,
             u.llm,
@@ -52,8 +58,16 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
             u.rejected,
             u.failed,
             u.llm_prompt_tokens + u.llm_completion_tokens,
-            u.llm_cost_usd
+            u.llm_cost_usd,
+            u.tokens_saved_estimate(),
+            format!("{}/{}", programmed(hash).passed, programmed(hash).attempts),
+            programmed(hash).tokens
         );
     }
+    println!(
+        "\nsaved tok~: LLM tokens the routines saved, estimated from the mean LLM tokens of an \
+         LLM-answered request; attempts: routine candidates passed/written; impl tok: tokens \
+         spent writing them."
+    );
     Ok(())
 }

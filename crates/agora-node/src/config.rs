@@ -33,6 +33,8 @@ pub struct NodeConfig {
     pub thresholds: Thresholds,
     /// How routines are run.
     pub routines: RoutineConfig,
+    /// How the node writes its own routines.
+    pub programmer: ProgrammerConfig,
 }
 
 impl Default for NodeConfig {
@@ -47,6 +49,7 @@ impl Default for NodeConfig {
             responder: ResponderConfig::default(),
             thresholds: Thresholds::default(),
             routines: RoutineConfig::default(),
+            programmer: ProgrammerConfig::default(),
         }
     }
 }
@@ -134,11 +137,57 @@ impl Default for RoutineConfig {
     }
 }
 
+/// How the node writes its own routines (the programmer).
+///
+/// After `thresholds.implementation` LLM-answered requests of a protocol, the LLM writes a
+/// JavaScript routine for it in the background; the routine is examined against the recorded
+/// requests and activated only if it passes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProgrammerConfig {
+    /// Write routines at all (it also needs a routine engine).
+    pub enabled: bool,
+    /// Repairs asked for after a failed first candidate.
+    pub repair_attempts: u32,
+    /// Run-time failures after which an LLM-written routine is deactivated and rewritten.
+    pub max_routine_failures: i64,
+    /// Recorded examples kept per protocol (the candidate is examined on all of them).
+    pub max_examples: usize,
+    /// Examples shown to the LLM in the prompt.
+    pub examples_in_prompt: usize,
+    /// Programmer jobs waiting at most; more are dropped until a slot frees (the next
+    /// LLM-answered request of that protocol asks again).
+    pub queue_capacity: usize,
+    /// Most tokens for one candidate.
+    pub max_tokens: u32,
+    /// Deadline of an LLM-written routine, in milliseconds.
+    pub routine_timeout_ms: u64,
+    /// Memory cap of an LLM-written routine, in bytes.
+    pub routine_memory_bytes: u64,
+}
+
+impl Default for ProgrammerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            repair_attempts: 3,
+            max_routine_failures: 3,
+            max_examples: 20,
+            examples_in_prompt: 3,
+            queue_capacity: 16,
+            max_tokens: 1024,
+            routine_timeout_ms: 1000,
+            routine_memory_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
 /// Usage thresholds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
-    /// LLM-answered requests on a protocol before the node writes a routine.
+    /// LLM-answered requests on a protocol before the node writes a routine (the paper's demo
+    /// wrote one on first use: 1). Counted since the protocol's last programmer run.
     pub implementation: u64,
 }
 

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod config;
 mod conversation;
 mod node;
+mod programmer;
 pub mod resolver;
 pub mod responder;
 pub mod routine_registry;
@@ -23,7 +24,8 @@ pub mod tools;
 pub use accounting::{Category, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConversationConfig, NodeConfig, ResponderConfig, RoutineConfig, SuitabilityMode, Thresholds,
+    ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig,
+    SuitabilityMode, Thresholds,
 };
 pub use node::{FollowUpError, Node, NodeError, NodeParts};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{
-    Decision, DecisionOrigin, NewRoutine, Routine, RoutineCode, RoutineLanguage, RoutineOrigin,
-    RoutineStatus, Store, StoreError,
+    Decision, DecisionOrigin, NewRoutine, Routine, RoutineAttempt, RoutineCode, RoutineLanguage,
+    RoutineOrigin, RoutineStatus, Store, StoreError,
 };
 
 use crate::clock::Clock;
@@ -127,6 +127,24 @@ impl RoutineRegistry {
 
     /// Builds and stores a routine, stores its protocol document and allows the protocol.
     pub async fn add(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
+        self.add_with(spec, None).await
+    }
+
+    /// [`RoutineRegistry::add`] with the component already built from `spec.source` (the
+    /// programmer builds a candidate once, examines it, then stores that very component).
+    pub(crate) async fn add_built(
+        &self,
+        spec: RoutineSpec,
+        component: Vec<u8>,
+    ) -> Result<Routine, RegistryError> {
+        self.add_with(spec, Some(component)).await
+    }
+
+    async fn add_with(
+        &self,
+        spec: RoutineSpec,
+        built: Option<Vec<u8>>,
+    ) -> Result<Routine, RegistryError> {
         check_name(&spec.name)?;
         check_limits(&spec.limits)?;
         let mut tools = spec.tools.clone();
@@ -156,7 +174,10 @@ impl RoutineRegistry {
                 None => return Err(RegistryError::UnknownProtocol(*hash)),
             },
         };
-        let component = self.engine()?.build(&spec.source).await?;
+        let component = match built {
+            Some(component) => component,
+            None => self.engine()?.build(&spec.source).await?,
+        };
         let (language, source) = match spec.source {
             RoutineSource::JavaScript(text) => (RoutineLanguage::JavaScript, Some(text)),
             RoutineSource::Component(_) => (RoutineLanguage::Wasm, None),
@@ -250,6 +271,14 @@ impl RoutineRegistry {
             return Err(RegistryError::NotFound(reference.to_string()));
         }
         Ok(routine)
+    }
+
+    /// The programmer's attempts for a protocol, oldest first.
+    pub async fn attempts(
+        &self,
+        hash: &ProtocolHash,
+    ) -> Result<Vec<RoutineAttempt>, RegistryError> {
+        Ok(self.store.attempts(Some(hash)).await?)
     }
 
     /// Runs a routine once on `body`, with its granted tools and limits, whatever its status.

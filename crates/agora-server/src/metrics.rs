@@ -146,6 +146,52 @@ pub async fn render(state: &AppState) -> Result<String, agora_store::StoreError>
             u.llm_prompt_tokens + u.llm_completion_tokens
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP agora_protocol_tokens_saved_estimate LLM tokens routines saved on each protocol: \
+         routine-answered requests times the mean LLM tokens of an LLM-answered one."
+    );
+    let _ = writeln!(out, "# TYPE agora_protocol_tokens_saved_estimate gauge");
+    for (hash, u) in &usage {
+        let _ = writeln!(
+            out,
+            "agora_protocol_tokens_saved_estimate{{node=\"{}\",protocol=\"{}\"}} {}",
+            esc(node),
+            hash.to_hex(),
+            u.tokens_saved_estimate()
+        );
+    }
+    let programming = store.programming_totals().await?;
+    let _ = writeln!(
+        out,
+        "# HELP agora_programmer_attempts_total Routine candidates the LLM wrote for each protocol, \
+         by whether they passed their examination."
+    );
+    let _ = writeln!(out, "# TYPE agora_programmer_attempts_total counter");
+    for (hash, t) in &programming {
+        for (outcome, n) in [("passed", t.passed), ("failed", t.attempts - t.passed)] {
+            let _ = writeln!(
+                out,
+                "agora_programmer_attempts_total{{node=\"{}\",protocol=\"{}\",outcome=\"{outcome}\"}} {n}",
+                esc(node),
+                hash.to_hex()
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP agora_programmer_tokens_total LLM tokens spent writing routines for each protocol."
+    );
+    let _ = writeln!(out, "# TYPE agora_programmer_tokens_total counter");
+    for (hash, t) in &programming {
+        let _ = writeln!(
+            out,
+            "agora_programmer_tokens_total{{node=\"{}\",protocol=\"{}\"}} {}",
+            esc(node),
+            hash.to_hex(),
+            t.tokens
+        );
+    }
     let routines = store.routines().await?;
     for (name, help, value) in [
         (

@@ -1,5 +1,6 @@
 //! Persistence for an agora node: protocol documents, suitability decisions, conversations, the
-//! request log with per-protocol usage, routines, and the LLM ledger.
+//! request log with per-protocol usage, routines, the programmer's examples and attempts, and the
+//! LLM ledger.
 //!
 //! API boundary: this is the only crate that names sqlx. Callers see [`Store`], plain record
 //! types and [`StoreError`]; rows, pools and driver errors stay inside.
@@ -17,12 +18,14 @@ mod decisions;
 mod documents;
 mod error;
 mod ledger;
+mod programming;
 mod records;
 mod requests;
 mod routines;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
+pub use programming::{Example, ProgrammingTotals, RoutineAttempt};
 pub use records::{
     Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, LlmCallRecord,
     NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine, RoutineCode, RoutineLanguage,

@@ -11,7 +11,7 @@
 //! peer gets a `failure` reply carrying the routine's error (`routine` in the ledger).
 
 use agora_protocol::{ErrorCode, ProtocolHash, Reply, Request};
-use agora_store::RequestPath;
+use agora_store::{RequestPath, RoutineOrigin};
 use serde_json::Value;
 
 use super::{Node, Outcome, reply_body};
@@ -38,16 +38,17 @@ impl Node {
             }
             Err(error) => error,
         };
-        tracing::warn!(routine = %routine.name, %error, "routine failed");
-        // Hook for LLM-written routines (next issue): this is where a failure counts toward
-        // repairing the routine, and where a `RoutineOrigin::Llm` routine that failed too often
-        // is deactivated. Human-written routines are never replaced automatically.
+        tracing::warn!(routine = %routine.name, origin = routine.origin.as_str(), %error, "routine failed");
+        // An LLM-written routine's failures count toward its retirement (see `programming`);
+        // a human-written routine's are only counted and reported.
+        let failed_llm_routine = (routine.origin == RoutineOrigin::Llm).then_some(routine.id);
         let routine_error = Some(error.to_string());
         if !self.inner.config.routines.fallback_to_llm {
             let message = format!("routine {} failed: {error}", routine.name);
             return Outcome {
                 routine_id: Some(routine.id),
                 routine_error,
+                failed_llm_routine,
                 ..Outcome::new(
                     Reply::failure(ErrorCode::HandlerFailed, message),
                     RequestPath::Routine,
@@ -63,6 +64,7 @@ impl Node {
             path: RequestPath::Fallback,
             routine_id: Some(routine.id),
             routine_error,
+            failed_llm_routine,
             ..outcome
         }
     }

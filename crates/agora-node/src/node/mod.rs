@@ -17,7 +17,7 @@ use std::time::Instant;
 use agora_fetch::Fetcher;
 use agora_llm::{Llm, PriceTable};
 use agora_protocol::{
-    Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, VerifiedDocument,
+    Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, Status, VerifiedDocument,
     WellKnown,
 };
 use agora_store::{
@@ -32,6 +32,7 @@ use crate::checker;
 use crate::clock::Clock;
 use crate::config::{NodeConfig, SuitabilityMode};
 use crate::conversation;
+use crate::programmer::{PendingExample, ProgrammerQueue};
 use crate::resolver::{ResolveError, Resolver};
 use crate::responder::{Responder, Subject};
 use crate::routine_table::RoutineTable;
@@ -39,6 +40,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod programming;
 mod registry;
 
 /// Everything a node is built from.
@@ -94,6 +96,7 @@ struct Inner {
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
     routines: RoutineTable,
+    programmer: ProgrammerQueue,
 }
 
 /// What answering produced, before bookkeeping.
@@ -105,6 +108,10 @@ struct Outcome {
     routine_id: Option<i64>,
     /// The routine's error, if it failed.
     routine_error: Option<String>,
+    /// The LLM's single-shot protocol answer, for the programmer's examples.
+    example: Option<PendingExample>,
+    /// The LLM-written routine that failed on this request, if one did.
+    failed_llm_routine: Option<i64>,
 }
 
 impl Outcome {
@@ -115,6 +122,8 @@ impl Outcome {
             conversation: None,
             routine_id: None,
             routine_error: None,
+            example: None,
+            failed_llm_routine: None,
         }
     }
 
@@ -144,6 +153,7 @@ impl Node {
                 tools: parts.tools,
                 clock: parts.clock,
                 routines,
+                programmer: ProgrammerQueue::new(),
             }),
         }
     }
@@ -194,7 +204,20 @@ impl Node {
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
             tracing::Span::current().record("path", path_name(outcome.path));
-            self.finish(&context, channel, outcome, started).await
+            let mut lesson = programming::Lesson {
+                example: outcome.example.clone(),
+                failed_llm_routine: outcome.failed_llm_routine,
+            };
+            let reply = self.finish(&context, channel, outcome, started).await;
+            if reply.status != Status::Success {
+                lesson.example = None;
+            }
+            if let Some(hash) = protocol_hash
+                && (lesson.example.is_some() || lesson.failed_llm_routine.is_some())
+            {
+                self.learn(&context.query_id, hash, lesson).await;
+            }
+            reply
         }
         .instrument(span)
         .await
@@ -503,6 +526,27 @@ impl Node {
             }
         };
         let reply_body = reply_body(body, answer.value);
+        let example =
+            (matches!(subject, Subject::Protocol(_)) && conversation.is_none()).then(|| {
+                PendingExample {
+                    body: message.clone(),
+                    tool_calls: Value::Array(
+                        answer
+                            .tool_calls
+                            .iter()
+                            .map(|call| match &call.result {
+                                Ok(result) => serde_json::json!({
+                                    "tool": call.tool, "arguments": call.arguments, "result": result
+                                }),
+                                Err(error) => serde_json::json!({
+                                    "tool": call.tool, "arguments": call.arguments, "error": error
+                                }),
+                            })
+                            .collect(),
+                    ),
+                    reply: reply_body.to_text(),
+                }
+            });
         let mut reply = Reply::success(reply_body.clone());
         let conversation = conversation.map(|mut c| {
             let now = self.inner.clock.now_ms();
@@ -522,6 +566,7 @@ impl Node {
         });
         Outcome {
             conversation,
+            example,
             ..Outcome::new(reply, RequestPath::Llm)
         }
     }

@@ -54,7 +54,7 @@ impl Node {
     }
 
     /// The change is stored; a failed reload is logged and retried by the periodic sync.
-    async fn sync_after_change(&self) {
+    pub(super) async fn sync_after_change(&self) {
         if let Err(error) = self.sync_routines().await {
             tracing::error!(%error, "could not reload routines after a change");
         }

@@ -1,0 +1,343 @@
+//! The node writing its own routines: learning from LLM-answered requests, the programmer job,
+//! and retiring LLM-written routines that fail at run time.
+//!
+//! After each single-shot protocol request the LLM answered (directly, or as a routine's
+//! fallback) the request, its tool calls and the reply are kept as an example. When the
+//! protocol has no active routine and `thresholds.implementation` examples arrived since its
+//! last programmer run, a job is queued (see `crate::programmer`). The job asks the LLM
+//! (ledger category `implementing`) for a JavaScript routine, builds it with the routine
+//! engine, examines it on every kept example with recorded tool results, and sends failures
+//! back for up to `repair_attempts` repairs. Only a candidate that passes is stored and
+//! activated; every attempt is kept with its source, report and tokens.
+//!
+//! An LLM-written routine that has failed `max_routine_failures` times is disabled and the
+//! programmer runs again, now with the failing requests among the examples (the fallback
+//! answered them). Human-written routines are never touched: their failures are counted on the
+//! routine and reported, nothing more; and a candidate finished while a human routine is active
+//! for the protocol is stored disabled.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use agora_llm::ChatRequest;
+use agora_protocol::ProtocolHash;
+use agora_store::{Example, RoutineAttempt, RoutineOrigin, RoutineStatus};
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use super::{Inner, Node};
+use crate::accounting::{Category, QueryContext};
+use crate::programmer::{Job, JobReason, PendingExample, exam, prompt};
+use crate::routine_registry::{ProtocolInput, RoutineSpec};
+use crate::routines::{RoutineLimits, RoutineSource};
+
+/// What one protocol request leaves for the programmer.
+pub(super) struct Lesson {
+    /// The LLM's answer to keep as an example (successful single-shot answers only).
+    pub(super) example: Option<PendingExample>,
+    /// The LLM-written routine that failed on this request, if one did.
+    pub(super) failed_llm_routine: Option<i64>,
+}
+
+impl Node {
+    /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).
+    pub async fn programmer_idle(&self) {
+        self.inner.programmer.idle().await;
+    }
+
+    /// Keeps the request's example and decides whether the programmer should run.
+    pub(super) async fn learn(&self, query_id: &str, hash: ProtocolHash, lesson: Lesson) {
+        let config = &self.inner.config.programmer;
+        if !config.enabled || self.inner.routines.engine().is_none() {
+            return;
+        }
+        if let Some(example) = lesson.example {
+            let example = Example {
+                id: 0,
+                protocol_hash: hash,
+                query_id: query_id.to_string(),
+                body: example.body,
+                tool_calls: example.tool_calls,
+                reply: example.reply,
+                created_at_ms: self.inner.clock.now_ms(),
+            };
+            let keep = config.max_examples.max(1) as i64;
+            if let Err(error) = self.inner.store.add_example(&example, keep).await {
+                tracing::error!(%error, "could not keep an example for the programmer");
+                return;
+            }
+        }
+        match lesson.failed_llm_routine {
+            Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
+            None => self.consider_programming(hash).await,
+        }
+    }
+
+    /// Queues a job when the protocol has no routine, no job, and enough new examples.
+    async fn consider_programming(&self, hash: ProtocolHash) {
+        if self.inner.routines.active(&hash).is_some() || self.inner.programmer.is_pending(&hash) {
+            return;
+        }
+        let threshold = self.inner.config.thresholds.implementation.max(1);
+        match self.inner.store.examples_since_last_attempt(&hash).await {
+            Ok(count) if count as u64 >= threshold => {
+                self.enqueue(Job {
+                    hash,
+                    reason: JobReason::Threshold,
+                });
+            }
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "could not count the programmer's examples"),
+        }
+    }
+
+    /// Retires an LLM-written routine that failed too often, and asks for a new one.
+    async fn count_routine_failure(&self, routine_id: i64, hash: ProtocolHash) {
+        let max = self.inner.config.programmer.max_routine_failures.max(1);
+        let routine = match self.inner.store.routine(routine_id).await {
+            Ok(Some(routine)) => routine,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(%error, "could not read a failing routine");
+                return;
+            }
+        };
+        if routine.origin != RoutineOrigin::Llm
+            || routine.status != RoutineStatus::Active
+            || routine.failures < max
+        {
+            return;
+        }
+        tracing::warn!(
+            routine = %routine.name,
+            failures = routine.failures,
+            "deactivating an LLM-written routine that failed too often; rewriting it"
+        );
+        let now = self.inner.clock.now_ms();
+        if let Err(error) = self
+            .inner
+            .store
+            .set_routine_status(routine.id, RoutineStatus::Disabled, now)
+            .await
+        {
+            tracing::error!(%error, "could not deactivate a failing routine");
+            return;
+        }
+        self.sync_after_change().await;
+        self.enqueue(Job {
+            hash,
+            reason: JobReason::Failures,
+        });
+    }
+
+    /// Queues a job unless the protocol has one or the queue is full.
+    fn enqueue(&self, job: Job) -> bool {
+        let queue = &self.inner.programmer;
+        if !queue.claim(job.hash) {
+            return false;
+        }
+        let sender = queue.sender.get_or_init(|| {
+            let capacity = self.inner.config.programmer.queue_capacity.max(1);
+            let (sender, receiver) = mpsc::channel(capacity);
+            tokio::spawn(work(Arc::downgrade(&self.inner), receiver));
+            sender
+        });
+        match sender.try_send(job) {
+            Ok(()) => {
+                tracing::info!(protocol_hash = %job.hash, reason = job.reason.as_str(), "programmer job queued");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(protocol_hash = %job.hash, %error, "programmer queue full; the job is dropped");
+                queue.release(&job.hash);
+                false
+            }
+        }
+    }
+
+    /// One programmer job: candidates, examinations, repairs, and activation of a pass.
+    async fn program(&self, job: Job) {
+        let hash = job.hash;
+        let config = self.inner.config.programmer.clone();
+        let Some(engine) = self.inner.routines.engine().cloned() else {
+            return;
+        };
+        let store = &self.inner.store;
+        let document = match store.document(&hash).await {
+            Ok(Some(stored)) => stored.document,
+            Ok(None) => {
+                tracing::warn!("the protocol document is gone; no routine written");
+                return;
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not read the protocol document");
+                return;
+            }
+        };
+        let examples = match store
+            .examples(&hash, config.max_examples.max(1) as i64)
+            .await
+        {
+            Ok(examples) if !examples.is_empty() => examples,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::error!(%error, "could not read the programmer's examples");
+                return;
+            }
+        };
+        let examples_upto = examples.last().map(|e| e.id).unwrap_or_default();
+        let tools = self.inner.tools.specs();
+        let granted: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let reply_schema = exam::reply_schema(document.text())
+            .and_then(|schema| jsonschema::validator_for(&schema).ok());
+        let limits = RoutineLimits {
+            timeout: Duration::from_millis(config.routine_timeout_ms.max(1)),
+            memory_bytes: config.routine_memory_bytes,
+        };
+        let shown = &examples[examples
+            .len()
+            .saturating_sub(config.examples_in_prompt.max(1))..];
+        let job_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut messages = prompt::first_messages(&document, &tools, shown);
+
+        for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
+            let context = QueryContext::new(format!("programmer-{job_id}-{attempt}"), Some(hash));
+            let mut record = RoutineAttempt {
+                id: 0,
+                protocol_hash: hash,
+                job: job_id.clone(),
+                attempt,
+                reason: job.reason.as_str().to_string(),
+                source: None,
+                outcome: "llm_failed".into(),
+                report: String::new(),
+                examples_upto,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost_usd: 0.0,
+                routine_id: None,
+                created_at_ms: 0,
+            };
+            let request = ChatRequest::new(messages.clone()).max_tokens(config.max_tokens);
+            let response = match self
+                .inner
+                .accountant
+                .chat(Category::Implementing, &context, &request)
+                .await
+            {
+                Ok(response) => response,
+                Err(error) => {
+                    record.report = format!("the LLM failed: {error}");
+                    self.keep_attempt(record, &context).await;
+                    return;
+                }
+            };
+            let source = prompt::extract_code(&response.content);
+            record.source = Some(source.clone());
+            let problem = match engine
+                .build(&RoutineSource::JavaScript(source.clone()))
+                .await
+            {
+                Err(error) => {
+                    record.outcome = "build_failed".into();
+                    record.report = error.to_string();
+                    format!("Your code does not build: {error}")
+                }
+                Ok(component) => match engine.load(&component).await {
+                    Err(error) => {
+                        record.outcome = "build_failed".into();
+                        record.report = error.to_string();
+                        format!("Your code could not be loaded: {error}")
+                    }
+                    Ok(loaded) => {
+                        let report = exam::examine(
+                            loaded.as_ref(),
+                            &examples,
+                            reply_schema.as_ref(),
+                            limits,
+                        )
+                        .await;
+                        record.report = report.summary();
+                        if report.passed() {
+                            record.outcome = "passed".into();
+                            let spec = RoutineSpec {
+                                name: format!("llm-{}-{}", &hash.to_hex()[..8], &job_id[..8]),
+                                protocol: ProtocolInput::Hash(hash),
+                                source: RoutineSource::JavaScript(source.clone()),
+                                tools: granted.clone(),
+                                limits,
+                                origin: RoutineOrigin::Llm,
+                                activate: !self.human_routine_active(&hash).await,
+                            };
+                            let activate = spec.activate;
+                            match self.routines().add_built(spec, component).await {
+                                Ok(routine) => {
+                                    record.routine_id = Some(routine.id);
+                                    if !activate {
+                                        record.report.push_str(
+                                            "; stored disabled: a human-written routine serves \
+                                             this protocol",
+                                        );
+                                    }
+                                    tracing::info!(routine = %routine.name, attempt, active = activate, "the programmer wrote a routine");
+                                }
+                                Err(error) => {
+                                    record
+                                        .report
+                                        .push_str(&format!("; could not be stored: {error}"));
+                                }
+                            }
+                            self.keep_attempt(record, &context).await;
+                            self.sync_after_change().await;
+                            return;
+                        }
+                        record.outcome = "tests_failed".into();
+                        report.feedback()
+                    }
+                },
+            };
+            tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "routine candidate rejected");
+            self.keep_attempt(record, &context).await;
+            messages = prompt::repair_messages(messages, &source, &problem);
+        }
+        tracing::warn!("no candidate passed; the protocol stays with the LLM");
+    }
+
+    async fn human_routine_active(&self, hash: &ProtocolHash) -> bool {
+        match self.inner.store.routines().await {
+            Ok(routines) => routines.iter().any(|r| {
+                r.protocol_hash == *hash
+                    && r.status == RoutineStatus::Active
+                    && r.origin == RoutineOrigin::Human
+            }),
+            // When in doubt, do not activate over what may be a human routine.
+            Err(_) => true,
+        }
+    }
+
+    async fn keep_attempt(&self, mut record: RoutineAttempt, context: &QueryContext) {
+        let tally = context.tally();
+        record.prompt_tokens = tally.prompt_tokens;
+        record.completion_tokens = tally.completion_tokens;
+        record.cost_usd = tally.cost_usd;
+        record.created_at_ms = self.inner.clock.now_ms();
+        if let Err(error) = self.inner.store.add_attempt(&record).await {
+            tracing::error!(%error, "could not keep a routine attempt");
+        }
+    }
+}
+
+/// The programmer's background task: one job at a time, until the node is dropped.
+async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job>) {
+    while let Some(job) = jobs.recv().await {
+        let Some(inner) = inner.upgrade() else { break };
+        let node = Node { inner };
+        let span = tracing::info_span!(
+            "agora.node.program",
+            protocol_hash = %job.hash,
+            reason = job.reason.as_str()
+        );
+        node.program(job).instrument(span).await;
+        node.inner.programmer.release(&job.hash);
+    }
+}

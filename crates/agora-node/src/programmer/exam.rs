@@ -1,0 +1,527 @@
+//! Examining a candidate routine against the recorded examples before it may serve anyone.
+//!
+//! Each example is replayed on a fresh instance of the candidate. Its tool calls are answered
+//! from the recording ([`RecordedTools`]): a call to the same tool with equivalent arguments gets
+//! the recorded result; any other call fails the example with a message naming what was
+//! recorded. The reply passes when it equals the recorded reply as JSON (key order, whitespace
+//! and `1` versus `1.0` ignored). Where the protocol document declares a JSON Schema for its
+//! reply, a reply valid against it that carries the same tool-derived values (the recorded
+//! reply's values that came from a tool result) passes too, so wording a free-text field
+//! differently from the LLM is not a failure.
+
+use std::sync::{Arc, Mutex};
+
+use agora_store::Example;
+use serde_json::Value;
+
+use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
+
+/// One recorded tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RecordedCall {
+    pub(crate) tool: String,
+    pub(crate) arguments: Value,
+    pub(crate) result: Result<Value, String>,
+}
+
+/// The calls recorded with an example (entries that are not call objects are skipped).
+pub(crate) fn recorded_calls(tool_calls: &Value) -> Vec<RecordedCall> {
+    let Some(calls) = tool_calls.as_array() else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .filter_map(|call| {
+            let tool = call.get("tool")?.as_str()?.to_string();
+            let arguments = call.get("arguments").cloned().unwrap_or(Value::Null);
+            let result = match call.get("error") {
+                Some(error) => Err(error.as_str().unwrap_or_default().to_string()),
+                None => Ok(call.get("result").cloned().unwrap_or(Value::Null)),
+            };
+            Some(RecordedCall {
+                tool,
+                arguments,
+                result,
+            })
+        })
+        .collect()
+}
+
+/// Answers a candidate's tool calls from one example's recording.
+pub(crate) struct RecordedTools {
+    calls: Vec<RecordedCall>,
+    unexpected: Mutex<Vec<String>>,
+}
+
+impl RecordedTools {
+    pub(crate) fn new(calls: Vec<RecordedCall>) -> Self {
+        Self {
+            calls,
+            unexpected: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn unexpected(&self) -> Vec<String> {
+        self.unexpected
+            .lock()
+            .map(|calls| calls.clone())
+            .unwrap_or_default()
+    }
+
+    fn listing(&self) -> String {
+        if self.calls.is_empty() {
+            return "none".to_string();
+        }
+        self.calls
+            .iter()
+            .map(|call| format!("{}({})", call.tool, call.arguments))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolHost for RecordedTools {
+    async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        let parsed: Option<Value> = serde_json::from_str(arguments).ok();
+        let found = parsed.as_ref().and_then(|arguments| {
+            self.calls
+                .iter()
+                .find(|call| call.tool == name && json_equivalent(&call.arguments, arguments))
+        });
+        if let Some(call) = found {
+            return match &call.result {
+                Ok(value) => Ok(value.to_string()),
+                Err(error) => Err(error.clone()),
+            };
+        }
+        let message = format!(
+            "unexpected tool call {name}({arguments}); the recorded calls were: {}",
+            self.listing()
+        );
+        if let Ok(mut unexpected) = self.unexpected.lock() {
+            unexpected.push(message.clone());
+        }
+        Err(message)
+    }
+}
+
+/// Equality of JSON values ignoring key order and the spelling of numbers.
+pub(crate) fn json_equivalent(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equivalent(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, x)| y.get(key).is_some_and(|y| json_equivalent(x, y)))
+        }
+        _ => a == b,
+    }
+}
+
+/// How one example went.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExampleResult {
+    /// The request body.
+    pub(crate) body: String,
+    /// The recorded reply.
+    pub(crate) expected: String,
+    /// The recorded tool calls, as the candidate saw them answered.
+    pub(crate) calls: String,
+    /// What the candidate returned, or its error.
+    pub(crate) got: Result<String, String>,
+    /// Why it failed; `None` when it passed.
+    pub(crate) failure: Option<String>,
+}
+
+/// How a candidate did on every example.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct ExamReport {
+    pub(crate) results: Vec<ExampleResult>,
+}
+
+impl ExamReport {
+    pub(crate) fn passed(&self) -> bool {
+        !self.results.is_empty() && self.results.iter().all(|r| r.failure.is_none())
+    }
+
+    fn first_failure(&self) -> Option<(usize, &ExampleResult)> {
+        self.results
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.failure.is_some())
+    }
+
+    /// One paragraph for people: how many passed, and the first failure.
+    pub(crate) fn summary(&self) -> String {
+        let passed = self.results.iter().filter(|r| r.failure.is_none()).count();
+        let mut text = format!("{passed}/{} examples passed", self.results.len());
+        if let Some((index, result)) = self.first_failure() {
+            text.push_str(&format!(
+                "; example {} failed: {}",
+                index + 1,
+                result.failure.as_deref().unwrap_or_default()
+            ));
+        }
+        text
+    }
+
+    /// What the LLM is told about the first failure, to repair it.
+    pub(crate) fn feedback(&self) -> String {
+        let Some((_, result)) = self.first_failure() else {
+            return "All examples passed.".to_string();
+        };
+        let got = match &result.got {
+            Ok(reply) if reply_is_error(reply) && !reply_is_error(&result.expected) => format!(
+                "Your handle returned: {reply}\nThat is an error reply, but this request is valid: \
+                 remove the check that produced it."
+            ),
+            Ok(reply) => format!("Your handle returned: {reply}"),
+            Err(error) => format!("Your handle failed: {error}"),
+        };
+        format!(
+            "Your code gave a wrong result.\nRequest body: {}\n{}Expected reply: {}\n{got}\n\
+             Problem: {}",
+            result.body,
+            result.calls,
+            result.expected,
+            result.failure.as_deref().unwrap_or_default()
+        )
+    }
+}
+
+/// Whether a reply is a JSON object with an `error` member (the common error shape of PDs).
+fn reply_is_error(reply: &str) -> bool {
+    serde_json::from_str::<Value>(reply)
+        .ok()
+        .is_some_and(|value| value.get("error").is_some())
+}
+
+/// Replays every example on `routine`.
+pub(crate) async fn examine(
+    routine: &dyn LoadedRoutine,
+    examples: &[Example],
+    reply_schema: Option<&jsonschema::Validator>,
+    limits: RoutineLimits,
+) -> ExamReport {
+    let mut report = ExamReport::default();
+    for example in examples {
+        let calls = recorded_calls(&example.tool_calls);
+        let tools = Arc::new(RecordedTools::new(calls.clone()));
+        let host: Arc<dyn ToolHost> = tools.clone();
+        let run = routine.run(&example.body, host, limits);
+        let got = match tokio::time::timeout(limits.timeout + limits.timeout, run).await {
+            Ok(result) => result.map_err(|error| error.to_string()),
+            Err(_) => Err(format!("timed out after {:?}", limits.timeout)),
+        };
+        let unexpected = tools.unexpected();
+        let failure = if let Some(call) = unexpected.first() {
+            Some(call.clone())
+        } else {
+            match &got {
+                Ok(reply) => grade(&example.reply, reply, &calls, reply_schema).err(),
+                Err(error) => Some(format!("the routine failed: {error}")),
+            }
+        };
+        let listing: String = calls
+            .iter()
+            .map(|call| match &call.result {
+                Ok(value) => format!(
+                    "callTool(\"{}\", {}) returned {value}\n",
+                    call.tool, call.arguments
+                ),
+                Err(error) => format!(
+                    "callTool(\"{}\", {}) failed: {error}\n",
+                    call.tool, call.arguments
+                ),
+            })
+            .collect();
+        report.results.push(ExampleResult {
+            body: example.body.clone(),
+            expected: example.reply.clone(),
+            calls: listing,
+            got,
+            failure,
+        });
+    }
+    report
+}
+
+/// Whether `got` is an acceptable reply where `expected` was recorded.
+pub(crate) fn grade(
+    expected: &str,
+    got: &str,
+    calls: &[RecordedCall],
+    reply_schema: Option<&jsonschema::Validator>,
+) -> Result<(), String> {
+    let (Ok(expected_json), Ok(got_json)) = (
+        serde_json::from_str::<Value>(expected),
+        serde_json::from_str::<Value>(got),
+    ) else {
+        return if expected.trim() == got.trim() {
+            Ok(())
+        } else {
+            Err(format!("expected {expected:?}, got {got:?}"))
+        };
+    };
+    if json_equivalent(&expected_json, &got_json) {
+        return Ok(());
+    }
+    let differences = differences(&expected_json, &got_json);
+    if let Some(schema) = reply_schema {
+        if let Some(error) = schema.iter_errors(&got_json).next() {
+            return Err(format!(
+                "the reply does not match the protocol's reply schema: {error} ({differences})"
+            ));
+        }
+        let missed = tool_values_missed(&expected_json, &got_json, calls);
+        if missed.is_empty() {
+            return Ok(());
+        }
+        return Err(format!(
+            "values taken from tool results differ: {}",
+            missed.join("; ")
+        ));
+    }
+    Err(differences)
+}
+
+/// Where two JSON values differ, in words (at most a few places).
+fn differences(expected: &Value, got: &Value) -> String {
+    let mut found = Vec::new();
+    collect_differences("", expected, got, &mut found);
+    if found.is_empty() {
+        return "the replies differ".to_string();
+    }
+    found.truncate(5);
+    found.join("; ")
+}
+
+fn collect_differences(path: &str, expected: &Value, got: &Value, found: &mut Vec<String>) {
+    let here = if path.is_empty() { "the reply" } else { path };
+    match (expected, got) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (key, x_value) in x {
+                let child = format!("{path}.{key}");
+                match y.get(key) {
+                    Some(y_value) => collect_differences(&child, x_value, y_value, found),
+                    None => found.push(format!("{child} is missing (expected {x_value})")),
+                }
+            }
+            for key in y.keys().filter(|key| !x.contains_key(*key)) {
+                found.push(format!("{path}.{key} should not be there"));
+            }
+        }
+        _ if json_equivalent(expected, got) => {}
+        _ => found.push(format!("{here} should be {expected}, not {got}")),
+    }
+}
+
+/// The recorded reply's leaves that equal a leaf of a tool result, and that `got` does not carry
+/// at the same place.
+fn tool_values_missed(expected: &Value, got: &Value, calls: &[RecordedCall]) -> Vec<String> {
+    let mut tool_leaves = Vec::new();
+    for call in calls {
+        if let Ok(result) = &call.result {
+            leaves("", result, &mut tool_leaves);
+        }
+    }
+    let mut expected_leaves = Vec::new();
+    leaves("", expected, &mut expected_leaves);
+    expected_leaves
+        .into_iter()
+        .filter(|(_, value)| {
+            matches!(value, Value::Number(_) | Value::String(_))
+                && tool_leaves
+                    .iter()
+                    .any(|(_, tool)| json_equivalent(tool, value))
+        })
+        .filter(|(path, value)| {
+            !pointer(got, path).is_some_and(|found| json_equivalent(found, value))
+        })
+        .map(|(path, value)| format!("{path} should be {value}"))
+        .collect()
+}
+
+fn leaves(path: &str, value: &Value, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                leaves(&format!("{path}/{key}"), child, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                leaves(&format!("{path}/{index}"), child, out);
+            }
+        }
+        leaf => out.push((path.to_string(), leaf.clone())),
+    }
+}
+
+fn pointer<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    if path.is_empty() {
+        Some(value)
+    } else {
+        value.pointer(path)
+    }
+}
+
+/// The JSON Schema the protocol document gives for its reply, if it gives one: a fenced JSON
+/// block that is a schema (`$schema`, or `type` with `properties`) under a heading that names
+/// the reply (reply, response, output or result).
+pub(crate) fn reply_schema(document: &str) -> Option<Value> {
+    let mut heading = String::new();
+    let mut block: Option<String> = None;
+    for line in document.lines() {
+        let trimmed = line.trim_start();
+        if let Some(code) = block.as_mut() {
+            if trimmed.starts_with("```") {
+                let text = block.take().unwrap_or_default();
+                if names_reply(&heading)
+                    && let Some(schema) = as_schema(&text)
+                {
+                    return Some(schema);
+                }
+            } else {
+                code.push_str(line);
+                code.push('\n');
+            }
+            continue;
+        }
+        if trimmed.starts_with("```") {
+            block = Some(String::new());
+        } else if trimmed.starts_with('#') {
+            heading = trimmed.to_lowercase();
+        }
+    }
+    None
+}
+
+fn names_reply(heading: &str) -> bool {
+    ["reply", "response", "output", "result"]
+        .iter()
+        .any(|word| heading.contains(word))
+}
+
+fn as_schema(text: &str) -> Option<Value> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    let object = value.as_object()?;
+    let is_schema = object.contains_key("$schema")
+        || (object.contains_key("type") && object.get("properties").is_some_and(Value::is_object));
+    (is_schema && jsonschema::validator_for(&value).is_ok()).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(tool: &str, arguments: Value, result: Value) -> RecordedCall {
+        RecordedCall {
+            tool: tool.into(),
+            arguments,
+            result: Ok(result),
+        }
+    }
+
+    #[test]
+    fn equivalence_ignores_key_order_and_number_spelling() {
+        assert!(json_equivalent(
+            &json!({"a": 1, "b": [1.0, "x"]}),
+            &json!({"b": [1, "x"], "a": 1.0})
+        ));
+        assert!(!json_equivalent(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!json_equivalent(&json!("1"), &json!(1)));
+    }
+
+    #[test]
+    fn equal_json_passes_and_a_difference_is_named() {
+        assert!(
+            grade(
+                r#"{"t": 1.0, "c": "sunny"}"#,
+                r#"{"c":"sunny","t":1}"#,
+                &[],
+                None
+            )
+            .is_ok()
+        );
+        let error = grade(r#"{"t": 1, "c": "sunny"}"#, r#"{"t": 2}"#, &[], None).unwrap_err();
+        assert!(error.contains(".t should be 1, not 2"), "{error}");
+        assert!(error.contains(".c is missing"), "{error}");
+        assert!(grade("hello", " hello ", &[], None).is_ok());
+        assert!(grade("hello", "bye", &[], None).is_err());
+    }
+
+    #[test]
+    fn with_a_reply_schema_only_tool_derived_values_must_match() {
+        let schema = jsonschema::validator_for(&json!({
+            "type": "object",
+            "properties": {"temperature": {"type": "number"}, "summary": {"type": "string"}},
+            "required": ["temperature", "summary"]
+        }))
+        .unwrap();
+        let calls = [call("weather", json!({}), json!({"temperature_c": 21.5}))];
+        let expected = r#"{"temperature": 21.5, "summary": "Warm and dry."}"#;
+        assert!(
+            grade(
+                expected,
+                r#"{"temperature": 21.5, "summary": "dry"}"#,
+                &calls,
+                Some(&schema)
+            )
+            .is_ok()
+        );
+        let wrong = grade(
+            expected,
+            r#"{"temperature": 20, "summary": "dry"}"#,
+            &calls,
+            Some(&schema),
+        )
+        .unwrap_err();
+        assert!(wrong.contains("/temperature should be 21.5"), "{wrong}");
+        let invalid = grade(expected, r#"{"temperature": 21.5}"#, &calls, Some(&schema));
+        assert!(invalid.unwrap_err().contains("reply schema"));
+    }
+
+    #[test]
+    fn the_reply_schema_is_found_under_a_reply_heading_only() {
+        let document = "# P\n\n## Request\n\n```json\n{\"type\": \"object\", \"properties\": \
+                        {\"q\": {\"type\": \"string\"}}}\n```\n\n## Response\n\n```json\n\
+                        {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\"}}}\n```\n";
+        let schema = reply_schema(document).unwrap();
+        assert!(schema["properties"].get("a").is_some());
+        let shipped = include_str!("../../../../protocols/weather-forecast.md");
+        assert_eq!(reply_schema(shipped), None, "an example is not a schema");
+    }
+
+    #[tokio::test]
+    async fn recorded_tools_answer_equivalent_calls_and_refuse_others() {
+        let tools = RecordedTools::new(vec![call(
+            "weather",
+            json!({"location": "Paris", "date": "2024-01-01"}),
+            json!({"t": 3}),
+        )]);
+        let ok = tools
+            .call_tool("weather", r#"{"date":"2024-01-01","location":"Paris"}"#)
+            .await;
+        assert_eq!(ok.unwrap(), r#"{"t":3}"#);
+        let refused = tools
+            .call_tool("weather", r#"{"location":"Rome","date":"2024-01-01"}"#)
+            .await
+            .unwrap_err();
+        assert!(
+            refused.contains("unexpected tool call weather"),
+            "{refused}"
+        );
+        assert!(refused.contains("Paris"), "{refused}");
+        assert_eq!(tools.unexpected().len(), 1);
+    }
+}

@@ -1,0 +1,112 @@
+//! The programmer's parts that know nothing of the node: its job queue, the prompt, and the
+//! examination of candidates. The job itself (`node::programming`) ties them to the node.
+//!
+//! Architecture invariant: at most one job per protocol is waiting or running, and at most
+//! `queue_capacity` jobs wait. Jobs run one at a time on a background task, so writing a
+//! routine never holds up a request (a local model has one slot anyway). The queue lives in
+//! memory: what a job needs (the examples) is in the store, so a job lost to a restart is asked
+//! for again by the protocol's next LLM-answered request.
+
+pub(crate) mod exam;
+pub(crate) mod prompt;
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+
+use agora_protocol::ProtocolHash;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+/// Why a programmer job was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobReason {
+    /// Enough LLM-answered requests of the protocol.
+    Threshold,
+    /// The protocol's LLM-written routine failed too often and was deactivated.
+    Failures,
+}
+
+impl JobReason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            JobReason::Threshold => "threshold",
+            JobReason::Failures => "failures",
+        }
+    }
+}
+
+/// Write a routine for this protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Job {
+    pub(crate) hash: ProtocolHash,
+    pub(crate) reason: JobReason,
+}
+
+/// What an LLM-answered single-shot protocol request teaches the programmer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PendingExample {
+    /// The request body, as text.
+    pub(crate) body: String,
+    /// The tool calls, as the store keeps them.
+    pub(crate) tool_calls: Value,
+    /// The reply body, as text.
+    pub(crate) reply: String,
+}
+
+/// The waiting and running jobs.
+pub(crate) struct ProgrammerQueue {
+    /// Created with the worker, on the first job (that needs a tokio runtime).
+    pub(crate) sender: OnceLock<mpsc::Sender<Job>>,
+    /// Protocols with a job waiting or running.
+    pending: Mutex<HashSet<ProtocolHash>>,
+    /// Jobs waiting or running, for [`crate::Node::programmer_idle`].
+    outstanding: watch::Sender<usize>,
+}
+
+impl ProgrammerQueue {
+    pub(crate) fn new() -> Self {
+        Self {
+            sender: OnceLock::new(),
+            pending: Mutex::new(HashSet::new()),
+            outstanding: watch::Sender::new(0),
+        }
+    }
+
+    /// Whether a job for `hash` is waiting or running.
+    pub(crate) fn is_pending(&self, hash: &ProtocolHash) -> bool {
+        match self.pending.lock() {
+            Ok(pending) => pending.contains(hash),
+            Err(poisoned) => poisoned.into_inner().contains(hash),
+        }
+    }
+
+    /// Marks a job for `hash` as taken; false when one already is.
+    pub(crate) fn claim(&self, hash: ProtocolHash) -> bool {
+        let inserted = match self.pending.lock() {
+            Ok(mut pending) => pending.insert(hash),
+            Err(poisoned) => poisoned.into_inner().insert(hash),
+        };
+        if inserted {
+            self.outstanding.send_modify(|n| *n += 1);
+        }
+        inserted
+    }
+
+    /// The job for `hash` is done (or was never queued).
+    pub(crate) fn release(&self, hash: &ProtocolHash) {
+        let removed = match self.pending.lock() {
+            Ok(mut pending) => pending.remove(hash),
+            Err(poisoned) => poisoned.into_inner().remove(hash),
+        };
+        if removed {
+            self.outstanding.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
+
+    /// Waits until no job is waiting or running.
+    pub(crate) async fn idle(&self) {
+        let mut outstanding = self.outstanding.subscribe();
+        // The sender lives as long as `self`, so this only ends when the count is zero.
+        let _ = outstanding.wait_for(|n| *n == 0).await;
+    }
+}

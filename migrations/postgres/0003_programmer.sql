@@ -1,0 +1,41 @@
+-- agora store, schema 3: what the node's programmer learns from and what it tried (Postgres
+-- dialect; migrations/sqlite/0003_programmer.sql is the same schema). Conventions as in
+-- 0001_init.sql.
+
+-- Examples: requests of a protocol the LLM answered, with the tool calls it made and the reply
+-- it gave. The programmer shows them to the LLM and tests candidate routines against them.
+-- `tool_calls` is a JSON array of {"tool", "arguments", "result"} or {"tool", "arguments",
+-- "error"} objects, in call order. Only the newest few per protocol are kept.
+CREATE TABLE examples (
+    id            BIGSERIAL PRIMARY KEY,
+    protocol_hash TEXT    NOT NULL,
+    query_id      TEXT    NOT NULL,
+    body          TEXT    NOT NULL,
+    tool_calls    TEXT    NOT NULL,
+    reply         TEXT    NOT NULL,
+    created_at    BIGINT  NOT NULL
+);
+CREATE INDEX examples_by_protocol ON examples (protocol_hash, id);
+
+-- Routine attempts: every candidate the programmer asked the LLM for, kept whatever became of
+-- it. `job` groups the attempts of one programmer run; `examples_upto` is the newest example
+-- that run saw, so the next run is triggered by examples recorded after it. `outcome` is one of
+-- passed, build_failed, tests_failed, llm_failed; `report` says why, for people and for the
+-- repair prompt. `routine_id` is set on the attempt that became a routine.
+CREATE TABLE routine_attempts (
+    id                BIGSERIAL PRIMARY KEY,
+    protocol_hash     TEXT    NOT NULL,
+    job               TEXT    NOT NULL,
+    attempt           BIGINT  NOT NULL,
+    reason            TEXT    NOT NULL,
+    source            TEXT,
+    outcome           TEXT    NOT NULL,
+    report            TEXT    NOT NULL,
+    examples_upto     BIGINT  NOT NULL,
+    prompt_tokens     BIGINT  NOT NULL,
+    completion_tokens BIGINT  NOT NULL,
+    cost_usd          DOUBLE PRECISION NOT NULL,
+    routine_id        BIGINT,
+    created_at        BIGINT  NOT NULL
+);
+CREATE INDEX routine_attempts_by_protocol ON routine_attempts (protocol_hash, id);
