@@ -153,6 +153,10 @@ fn routines_are_added_listed_tested_switched_and_removed() {
     assert_eq!(listed[1]["status"], "active");
     let shown = cli.ok(&["routine", "show", "weather-2"]);
     assert!(shown.contains("callTool(\"weather_forecast\""), "{shown}");
+    // A protocol hash shows the programmer's attempts for it (none: these are human routines).
+    let hash = listed[0]["protocolHash"].as_str().unwrap().to_string();
+    let attempts = cli.ok(&["routine", "show", &hash]);
+    assert!(attempts.contains("no routine attempts for"), "{attempts}");
 
     cli.ok(&["routine", "rm", "weather-forecast"]);
     let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();

@@ -463,6 +463,13 @@ async fn routines_are_managed_over_the_admin_api() {
         metrics.contains("agora_routine_failures_total{node=\"test-node\",routine=\"shout\""),
         "{metrics}"
     );
+    assert!(
+        metrics.contains(&format!(
+            "agora_protocol_tokens_saved_estimate{{node=\"test-node\",protocol=\"{}\"}} ",
+            hash.to_hex()
+        )),
+        "{metrics}"
+    );
 
     let removed = admin(reqwest::Method::DELETE, "/routines/shout")
         .send()
