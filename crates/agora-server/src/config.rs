@@ -271,6 +271,19 @@ mod tests {
 
     #[test]
     #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_shipped_example_configuration_loads() {
+        figment::Jail::expect_with(|_| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../node.example.toml");
+            let config = Config::load(Some(&path)).map_err(|e| e.0)?;
+            assert_eq!(config.node.name, "bob");
+            assert_eq!(config.node.thresholds.implementation, 5);
+            assert_eq!(config.node.programmer.max_routine_failures, 3);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn file_values_override_defaults() {
         figment::Jail::expect_with(|jail| {
             jail.create_file(
