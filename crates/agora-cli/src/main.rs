@@ -1,7 +1,9 @@
-//! `agora`: run nodes, manage protocol documents and routines, inspect the ledger.
+//! `agora`: run nodes and protocol databases, manage protocol documents and routines, inspect
+//! the ledger.
 
 mod node_cmd;
 mod pd_cmd;
+mod protocol_db_cmd;
 mod routine_cmd;
 mod stats_cmd;
 
@@ -52,6 +54,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a protocol database: stores, serves, searches and syncs protocol documents.
+    ProtocolDb {
+        #[command(subcommand)]
+        command: protocol_db_cmd::ProtocolDbCommand,
+    },
     /// Run the local LLM server (llama.cpp) in the foreground.
     Llm {
         #[command(subcommand)]
@@ -67,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Pd { config, command } => pd_cmd::run(config.as_deref(), command).await,
         Command::Routine { config, command } => routine_cmd::run(config.as_deref(), command).await,
         Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
+        Command::ProtocolDb { command } => protocol_db_cmd::run(command).await,
         Command::Llm { command } => node_cmd::run_llm(command).await,
     }
 }

@@ -9,7 +9,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use reqwest::{Client, Response, StatusCode, redirect};
 use tracing::Instrument;
 use url::{Host, Url};
@@ -78,6 +78,36 @@ impl Fetcher {
         let span = tracing::debug_span!("agora.fetch.fetch_text", url = %redacted(&url));
         let fetch = self.follow_redirects(url).instrument(span);
         tokio::time::timeout(self.policy.timeout, fetch)
+            .await
+            .unwrap_or(Err(FetchError::Timeout))
+    }
+
+    /// POSTs an empty body to `url`, for notifications that carry nothing but their arrival
+    /// (a protocol database telling its peers it has news). The same address checks apply and
+    /// the same deadline; redirects are not followed (a redirect is a [`FetchError::Status`]),
+    /// and the response body is read under the size limit and dropped.
+    pub async fn post_empty(&self, url: &str) -> Result<(), FetchError> {
+        let url = Url::parse(url).map_err(|error| FetchError::BadUrl(error.to_string()))?;
+        let span = tracing::debug_span!("agora.fetch.post_empty", url = %redacted(&url));
+        let post = async {
+            let host = self.check_before_sending(&url)?;
+            let response = self
+                .client
+                .post(url.clone())
+                .header(CONTENT_LENGTH, 0)
+                .send()
+                .await
+                .map_err(transport_error)?;
+            if let Some(remote) = response.remote_addr() {
+                self.check_address(&host, remote.ip())?;
+            }
+            let status = response.status();
+            if !status.is_success() {
+                return Err(FetchError::Status(status.as_u16()));
+            }
+            self.read_text(response, &url).await.map(drop)
+        };
+        tokio::time::timeout(self.policy.timeout, post.instrument(span))
             .await
             .unwrap_or(Err(FetchError::Timeout))
     }

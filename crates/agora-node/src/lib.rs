@@ -6,6 +6,9 @@
 //! knows nothing of HTTP servers, SQL, model APIs or WebAssembly: those live in
 //! `agora-server`, `agora-store`, `agora-llm` and `agora-routines`, and reach
 //! the engine as typed values and traits.
+//!
+//! The protocol database role ([`ProtocolDb`]) lives here too: a catalogue of
+//! documents that is searched, served by hash and synced with peer databases.
 
 pub mod accounting;
 pub mod checker;
@@ -14,6 +17,7 @@ pub mod config;
 mod conversation;
 mod node;
 mod programmer;
+pub mod protocol_db;
 pub mod resolver;
 pub mod responder;
 pub mod routine_registry;
@@ -28,6 +32,7 @@ pub use config::{
     SuitabilityMode, Thresholds,
 };
 pub use node::{FollowUpError, Node, NodeError, NodeParts};
+pub use protocol_db::{ProtocolDb, ProtocolDbConfig, ProtocolDbParts};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{

@@ -5,6 +5,7 @@
 //! input in the protocol's error shape, admin authentication, the Prometheus
 //! `/metrics` text, configuration loading (file, env, flags, routine folders),
 //! tracing set-up, the routine runtime, and the run loop with graceful shutdown.
+//! [`protocol_db`] serves the protocol database role the same way.
 //!
 //! API boundary: axum, tower and HTTP status codes never leave this crate.
 
@@ -15,6 +16,7 @@ pub mod error;
 pub mod extract;
 pub mod manifest;
 pub mod metrics;
+pub mod protocol_db;
 pub mod runtime;
 pub mod telemetry;
 

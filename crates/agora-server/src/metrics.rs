@@ -232,7 +232,8 @@ pub async fn render(state: &AppState) -> Result<String, agora_store::StoreError>
     Ok(out)
 }
 
-fn esc(value: &str) -> String {
+/// Escapes a Prometheus label value.
+pub(crate) fn esc(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -1,6 +1,6 @@
 //! Persistence for an agora node: protocol documents, suitability decisions, conversations, the
-//! request log with per-protocol usage, routines, the programmer's examples and attempts, and the
-//! LLM ledger.
+//! request log with per-protocol usage, routines, the programmer's examples and attempts, the
+//! LLM ledger, and a protocol database's catalogue and peers.
 //!
 //! API boundary: this is the only crate that names sqlx. Callers see [`Store`], plain record
 //! types and [`StoreError`]; rows, pools and driver errors stay inside.
@@ -19,6 +19,7 @@ mod documents;
 mod error;
 mod ledger;
 mod programming;
+mod published;
 mod records;
 mod requests;
 mod routines;
@@ -26,6 +27,7 @@ mod routines;
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
 pub use programming::{Example, ProgrammingTotals, RoutineAttempt};
+pub use published::{PeerPage, PeerState, PublishedCounts, PublishedDocument, PublishedSummary};
 pub use records::{
     Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, LlmCallRecord,
     NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine, RoutineCode, RoutineLanguage,

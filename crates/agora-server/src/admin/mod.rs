@@ -66,7 +66,9 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Compares secrets in time that depends only on their length (also used by the protocol
+/// database's write token).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
