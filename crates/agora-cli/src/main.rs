@@ -1,10 +1,12 @@
 //! `agora`: run nodes and protocol databases, manage protocol documents and routines, inspect
 //! the ledger.
 
+mod negotiate_cmd;
 mod node_cmd;
 mod pd_cmd;
 mod protocol_db_cmd;
 mod routine_cmd;
+mod send_cmd;
 mod stats_cmd;
 
 use std::path::PathBuf;
@@ -45,6 +47,22 @@ enum Command {
         #[command(subcommand)]
         command: routine_cmd::RoutineCommand,
     },
+    /// Run one task against another agent and print its validated output.
+    Send {
+        /// Node configuration file (store, LLM, tasks).
+        #[arg(long, short, env = "AGORA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        args: send_cmd::SendArgs,
+    },
+    /// Negotiate a protocol for a task with another agent; print the agreed document.
+    Negotiate {
+        /// Node configuration file (store, LLM, tasks).
+        #[arg(long, short, env = "AGORA_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        args: negotiate_cmd::NegotiateArgs,
+    },
     /// Print the LLM ledger and per-protocol usage of a node's store.
     Stats {
         /// Node configuration file (for the store URL).
@@ -73,6 +91,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Node { command } => node_cmd::run(command).await,
         Command::Pd { config, command } => pd_cmd::run(config.as_deref(), command).await,
         Command::Routine { config, command } => routine_cmd::run(config.as_deref(), command).await,
+        Command::Send { config, args } => send_cmd::run(config.as_deref(), args).await,
+        Command::Negotiate { config, args } => negotiate_cmd::run(config.as_deref(), args).await,
         Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
         Command::ProtocolDb { command } => protocol_db_cmd::run(command).await,
         Command::Llm { command } => node_cmd::run_llm(command).await,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::task::Task;
 use crate::tools::ToolConfig;
 
 /// Everything the engine needs to know about its node.
@@ -35,6 +36,12 @@ pub struct NodeConfig {
     pub routines: RoutineConfig,
     /// How the node writes its own routines.
     pub programmer: ProgrammerConfig,
+    /// Protocol negotiation, as sender and as receiver.
+    pub negotiation: crate::negotiation::NegotiationConfig,
+    /// The tasks this node can send to other agents (`agora send --task NAME`).
+    pub tasks: Vec<Task>,
+    /// How the node sends tasks.
+    pub sender: SenderConfig,
 }
 
 impl Default for NodeConfig {
@@ -50,6 +57,9 @@ impl Default for NodeConfig {
             thresholds: Thresholds::default(),
             routines: RoutineConfig::default(),
             programmer: ProgrammerConfig::default(),
+            negotiation: Default::default(),
+            tasks: Vec::new(),
+            sender: SenderConfig::default(),
         }
     }
 }
@@ -178,6 +188,28 @@ impl Default for ProgrammerConfig {
             max_tokens: 1024,
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// How the node sends tasks to other agents.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SenderConfig {
+    /// How long to wait for a receiver's reply, in seconds (LLM receivers can be slow).
+    pub timeout_secs: u64,
+    /// Largest reply accepted, in bytes.
+    pub max_reply_bytes: usize,
+    /// Most tokens for one querier step (writing a body, reading a reply).
+    pub max_tokens: u32,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 300,
+            max_reply_bytes: 1 << 20,
+            max_tokens: 512,
         }
     }
 }

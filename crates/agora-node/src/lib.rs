@@ -15,6 +15,7 @@ pub mod checker;
 pub mod clock;
 pub mod config;
 mod conversation;
+pub mod negotiation;
 mod node;
 mod programmer;
 pub mod protocol_db;
@@ -23,14 +24,17 @@ pub mod responder;
 pub mod routine_registry;
 mod routine_table;
 pub mod routines;
+mod sender;
+pub mod task;
 pub mod tools;
 
 pub use accounting::{Category, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig,
+    ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig, SenderConfig,
     SuitabilityMode, Thresholds,
 };
+pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{FollowUpError, Node, NodeError, NodeParts};
 pub use protocol_db::{ProtocolDb, ProtocolDbConfig, ProtocolDbParts};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
@@ -38,4 +42,6 @@ pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
     LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
 };
+pub use sender::{SendError, SendOutcome};
+pub use task::{Task, TaskError};
 pub use tools::{Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};

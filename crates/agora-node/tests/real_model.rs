@@ -103,3 +103,57 @@ async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() 
         }
     }
 }
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protocol() {
+    let bob_dir = temp_dir();
+    let bob = NodeBuilder::new(local_llm(), bob_dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let alice_dir = temp_dir();
+    let alice = NodeBuilder::new(local_llm(), alice_dir.path())
+        .build()
+        .await;
+    let task: agora_node::Task = serde_json::from_value(json!({
+        "name": "weather",
+        "description": "Get the weather forecast for a location on a date.",
+        "inputSchema": {"type": "object", "required": ["location", "date"],
+            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
+        "outputSchema": {"type": "object",
+            "required": ["temperature", "precipitation", "weatherCondition"],
+            "properties": {"temperature": {"type": "number"}, "precipitation": {"type": "number"},
+                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}}}
+    }))
+    .unwrap();
+    let data = json!({"location": "Oslo, Norway", "date": "2025-02-03"});
+
+    // Natural language: the output is schema-valid (the receiver may word the place its own way).
+    let outcome = alice.send(&bob.url, &task, &data, None).await.unwrap();
+    eprintln!(
+        "natural language: {} from {:?}",
+        outcome.output, outcome.reply_body
+    );
+    assert!(outcome.output["temperature"].is_number());
+
+    // Under the protocol the body carries the place verbatim, so the output is the tool's data.
+    let document = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
+    let sources = vec![data_uri::encode(WEATHER_PD)];
+    let outcome = alice
+        .send(&bob.url, &task, &data, Some((&document, &sources)))
+        .await
+        .unwrap();
+    eprintln!("protocol: {} from {:?}", outcome.output, outcome.reply_body);
+    let forecast = WeatherForecastTool::new(7).forecast("Oslo, Norway", "2025-02-03");
+    assert_eq!(
+        outcome.output["temperature"].as_f64(),
+        forecast["temperature_c"].as_f64()
+    );
+    assert_eq!(outcome.output["weatherCondition"], forecast["condition"]);
+    let calls = alice.store().llm_calls(None).await.unwrap();
+    assert_eq!(calls.len(), 4, "two querier calls per task run");
+}

@@ -40,8 +40,10 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod negotiating;
 mod programming;
 mod registry;
+mod sending;
 
 /// Everything a node is built from.
 pub struct NodeParts {
@@ -97,6 +99,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     routines: RoutineTable,
     programmer: ProgrammerQueue,
+    negotiation: crate::negotiation::NegotiationSignal,
 }
 
 /// What answering produced, before bookkeeping.
@@ -154,6 +157,7 @@ impl Node {
                 clock: parts.clock,
                 routines,
                 programmer: ProgrammerQueue::new(),
+                negotiation: Default::default(),
             }),
         }
     }
@@ -196,11 +200,8 @@ impl Node {
                 ProtocolRef::Protocol(_) => "protocol",
             };
             let outcome = match request.protocol {
-                ProtocolRef::NaturalLanguage => self.answer(&context, &request, None).await,
-                ProtocolRef::Negotiation => Outcome::failed(
-                    ErrorCode::HandlerFailed,
-                    "this node does not take part in protocol negotiation yet",
-                ),
+                ProtocolRef::NaturalLanguage => self.answer_natural(&context, &request).await,
+                ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
             tracing::Span::current().record("path", path_name(outcome.path));
@@ -237,6 +238,9 @@ impl Node {
                 ));
             }
         };
+        if stored.kind == ConversationKind::Negotiation {
+            return Ok(self.continue_negotiation(stored, follow_up).await);
+        }
         let query_id = uuid::Uuid::new_v4().to_string();
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {

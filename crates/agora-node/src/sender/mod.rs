@@ -1,0 +1,306 @@
+//! The sender's parts that know nothing of the node: the querier's prompts and the HTTP
+//! exchange with a receiver. `node::sending` ties them to the node's LLM and ledger.
+//!
+//! The querier has two jobs, both LLM calls: turning task data into a request body (a
+//! natural-language message, or the body a protocol document prescribes), and reading the reply
+//! into the task's output schema. The second is schema-constrained, and its result is validated
+//! against the schema with a JSON Schema validator as well: a reply that cannot be read into the
+//! schema is a [`SendError::InvalidOutput`], never a silently wrong answer.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agora_llm::Message;
+use agora_protocol::VerifiedDocument;
+use serde_json::{Value, json};
+
+use crate::task::Task;
+
+/// Characters of a protocol document shown to the querier.
+const MAX_PD_CHARS: usize = 6000;
+
+/// What a sent task produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendOutcome {
+    /// The output, valid against the task's output schema.
+    pub output: Value,
+    /// The reply body as received, as text.
+    pub reply_body: String,
+    /// LLM calls the sender made for this task.
+    pub llm_calls: i64,
+    /// Their tokens (prompt plus completion).
+    pub llm_tokens: i64,
+}
+
+/// Why a task could not be sent or its reply not read.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The node has no task by that name.
+    #[error("unknown task {0:?}")]
+    UnknownTask(String),
+    /// The task's data does not match its input schema.
+    #[error("the data does not match the task's input schema: {0}")]
+    InvalidInput(String),
+    /// The target could not be reached, or did not answer in time.
+    #[error("could not reach {target}: {reason}")]
+    Unreachable {
+        /// The target URL.
+        target: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The target answered with something that is not an Agora reply.
+    #[error("{target} gave no Agora reply (HTTP {status}): {detail}")]
+    BadReply {
+        /// The target URL.
+        target: String,
+        /// The HTTP status.
+        status: u16,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The target refused the protocol.
+    #[error("the target rejected the request: {0}")]
+    Rejected(String),
+    /// The target tried and failed.
+    #[error("the target failed: {0}")]
+    Failed(String),
+    /// The reply could not be read into the output schema.
+    #[error("the reply does not give the task's output: {0}")]
+    InvalidOutput(String),
+    /// The sender's LLM failed.
+    #[error("the LLM failed: {0}")]
+    Llm(#[from] agora_llm::LlmError),
+}
+
+/// Checks `value` against a JSON Schema; the error lists the first few problems.
+pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(3)
+        .map(|error| format!("{} at {}", error, error.instance_path()))
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// The messages asking the LLM for a natural-language request.
+pub(crate) fn compose_natural(task: &Task, data: &Value) -> Vec<Message> {
+    vec![
+        Message::system(
+            "You write messages to other AI agents on behalf of your user. Write one short \
+             message that asks the agent to do the task with the given data, and asks for every \
+             item the expected answer must contain. Write only the message.",
+        ),
+        Message::user(format!(
+            "Task: {}: {}\nData: {data}\nThe answer must give: {}",
+            task.name,
+            task.description,
+            schema_summary(&task.output_schema)
+        )),
+    ]
+}
+
+/// The messages asking the LLM for a request body in a protocol's format.
+pub(crate) fn compose_for_protocol(
+    task: &Task,
+    data: &Value,
+    document: &VerifiedDocument,
+) -> Vec<Message> {
+    let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
+    vec![
+        Message::system(
+            "You write request bodies for a protocol between AI agents. Follow the protocol \
+             document exactly and fill the request from the data. Answer with the request body \
+             only: no explanation, no code fence.",
+        ),
+        Message::user(format!(
+            "Protocol document:\n<<<\n{}\n>>>\n\nTask: {}: {}\nData: {data}\nWrite the request body.",
+            text.trim(),
+            task.name,
+            task.description
+        )),
+    ]
+}
+
+/// The messages asking the LLM to read a reply into the task's output.
+pub(crate) fn read_reply(task: &Task, data: &Value, reply: &str) -> Vec<Message> {
+    vec![
+        Message::system(
+            "You read the reply another AI agent gave to your request and extract the answer \
+             your user needs, as JSON in the given schema. Use only facts from the reply; copy \
+             numbers exactly.",
+        ),
+        Message::user(format!(
+            "Task: {}: {}\nData sent: {data}\nReply: {reply}",
+            task.name, task.description
+        )),
+    ]
+}
+
+/// A short description of an output schema for a prompt: the property names and types.
+fn schema_summary(schema: &Value) -> String {
+    match schema.get("properties").and_then(Value::as_object) {
+        Some(properties) => properties
+            .iter()
+            .map(|(name, property)| match property.get("type") {
+                Some(kind) => format!("{name} ({})", kind.as_str().unwrap_or("value")),
+                None => name.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => schema.to_string(),
+    }
+}
+
+/// Removes a code fence the model may have put around a body anyway.
+pub(crate) fn unfence(text: &str) -> String {
+    let trimmed = text.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else {
+        return trimmed.to_string();
+    };
+    let body = rest.split_once('\n').map(|(_, body)| body).unwrap_or("");
+    body.trim_end()
+        .strip_suffix("```")
+        .unwrap_or(body)
+        .trim()
+        .to_string()
+}
+
+fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default()
+    })
+}
+
+/// What a receiver said.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// `success`, with the body as text.
+    Success(String),
+    /// `rejected`, with the message.
+    Rejected(String),
+    /// `failure`, with the message.
+    Failure(String),
+}
+
+/// Posts one Agora request and reads the reply envelope.
+pub(crate) async fn post(
+    target: &str,
+    envelope: &Value,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Answer, SendError> {
+    let unreachable = |reason: String| SendError::Unreachable {
+        target: target.to_string(),
+        reason,
+    };
+    let mut response = client()
+        .post(target)
+        .timeout(timeout)
+        .json(envelope)
+        .send()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let status = response.status().as_u16();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?
+    {
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(SendError::BadReply {
+                target: target.to_string(),
+                status,
+                detail: format!("the reply is over {max_bytes} bytes"),
+            });
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let bad = |detail: String| SendError::BadReply {
+        target: target.to_string(),
+        status,
+        detail,
+    };
+    let reply: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let message = || {
+        ["message", "error", "body"]
+            .iter()
+            .find_map(|key| reply.get(*key).and_then(Value::as_str))
+            .unwrap_or("no reason given")
+            .to_string()
+    };
+    match reply.get("status").and_then(Value::as_str) {
+        Some("success") => Ok(Answer::Success(match reply.get("body") {
+            Some(Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        })),
+        Some("rejected") => Ok(Answer::Rejected(message())),
+        Some("failure") => Ok(Answer::Failure(message())),
+        _ => Err(bad(format!("no status in {}", clip(&reply.to_string())))),
+    }
+}
+
+/// The request envelope in the wire's JSON shape.
+pub(crate) fn envelope(
+    protocol: Option<&VerifiedDocument>,
+    sources: &[String],
+    body: &str,
+) -> Value {
+    match protocol {
+        Some(document) => json!({
+            "protocolHash": document.hash().to_hex(),
+            "protocolSources": sources,
+            "body": body,
+        }),
+        None => json!({"protocolHash": null, "protocolSources": [], "body": body}),
+    }
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_are_removed_and_plain_bodies_kept() {
+        assert_eq!(unfence("```json\n{\"a\": 1}\n```"), "{\"a\": 1}");
+        assert_eq!(unfence("  {\"a\": 1} "), "{\"a\": 1}");
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let schema =
+            json!({"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]});
+        assert!(validate(&schema, &json!({"t": 1.5})).is_ok());
+        let error = validate(&schema, &json!({"t": "warm"})).unwrap_err();
+        assert!(error.contains("/t"), "{error}");
+    }
+
+    #[test]
+    fn the_natural_prompt_lists_the_output_items() {
+        let task = Task {
+            name: "weather".into(),
+            description: "A forecast.".into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: json!({"type": "object", "properties": {"temperature": {"type": "number"}}}),
+        };
+        let messages = compose_natural(&task, &json!({"location": "Oslo"}));
+        assert!(messages[1].content.contains("temperature (number)"));
+        assert!(messages[1].content.contains("Oslo"));
+    }
+}
