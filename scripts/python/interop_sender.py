@@ -3,7 +3,7 @@
 
 Run with the interop venv's python ($AGORA_PYTHON_INTEROP):
 
-    interop_sender.py --target URL --llm-url URL/v1 --mode nl|protocol [--pd FILE]
+    interop_sender.py --target URL --llm-url URL/v1 --mode nl|protocol|negotiate [--pd FILE]
                       --storage DIR [--wire-log FILE]
 
 Builds `Sender.make_default(LangChainToolformer(ChatOpenAI(base_url=--llm-url, ...)))` with one
@@ -17,6 +17,9 @@ exception `{"error": "..."}`, exit 1.
   storage, under --storage) as adequate for the task, with no sources; the library's normal task
   path then sends `protocolHash` (base64 SHA-1) with `protocolSources: [data-URI]`. The task
   returns an object {temperature, precipitation, weatherCondition}.
+- negotiate: the Sender knows no protocol and negotiates one at once (negotiation_threshold=0):
+  the library's SenderNegotiator talks over the `negotiation` channel until its LLM writes
+  <FINALPROTOCOL>, then the task runs under the agreed protocol as in `protocol` mode.
 
 The Sender's LLM is whatever answers at --llm-url (the tests use scripts/python/openai_stub.py).
 --wire-log appends one JSON line per HTTP exchange between the Sender and --target (method, url,
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True, help="the agora node's base URL")
     ap.add_argument("--llm-url", required=True, help="OpenAI-compatible base URL (…/v1) for the Sender's LLM")
-    ap.add_argument("--mode", required=True, choices=["nl", "protocol"])
+    ap.add_argument("--mode", required=True, choices=["nl", "protocol", "negotiate"])
     ap.add_argument("--pd", help="protocol document file (protocol mode)")
     ap.add_argument("--storage", required=True, help="folder for the Sender's JSON storage")
     ap.add_argument("--wire-log", help="append one JSON line per HTTP exchange with --target")
@@ -143,10 +146,17 @@ def main(argv=None) -> int:
         model = ChatOpenAI(base_url=args.llm_url, api_key="x", model="stub", temperature=0, max_retries=0, timeout=30)
         toolformer = LangChainToolformer(model)
         os.makedirs(args.storage, exist_ok=True)
-        sender = Sender.make_default(toolformer, storage_path=os.path.join(args.storage, "sender.json"))
+        negotiation_threshold = 0 if args.mode == "negotiate" else 10
+        sender = Sender.make_default(
+            toolformer,
+            storage_path=os.path.join(args.storage, "sender.json"),
+            negotiation_threshold=negotiation_threshold,
+        )
 
         if args.mode == "nl":
             task = sender.task()(weather_forecast_text)
+        elif args.mode == "negotiate":
+            task = sender.task(output_schema=FORECAST_OUTPUT_SCHEMA)(weather_forecast)
         else:
             task = sender.task(output_schema=FORECAST_OUTPUT_SCHEMA)(weather_forecast)
             with open(args.pd, encoding="utf-8") as f:

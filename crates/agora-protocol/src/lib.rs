@@ -13,6 +13,7 @@
 pub mod data_uri;
 pub mod document;
 pub mod hash;
+pub mod negotiation;
 pub mod wire;
 
 pub use document::{Metadata, ProtocolDocument, VerifiedDocument, VerifyError};

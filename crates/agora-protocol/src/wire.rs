@@ -303,6 +303,9 @@ pub struct Reply {
     pub conversation_id: Option<String>,
     /// When that conversation expires if idle, in Unix seconds.
     pub conversation_expires: Option<i64>,
+    /// The receiver asks the sender to negotiate a protocol (`negotiationRequested: true`, an
+    /// extension; peers that do not know it ignore it). See [`crate::negotiation`].
+    pub negotiation_requested: bool,
 }
 
 impl Reply {
@@ -315,6 +318,7 @@ impl Reply {
             code: None,
             conversation_id: None,
             conversation_expires: None,
+            negotiation_requested: false,
         }
     }
 
@@ -327,6 +331,7 @@ impl Reply {
             code: Some(code),
             conversation_id: None,
             conversation_expires: None,
+            negotiation_requested: false,
         }
     }
 
@@ -339,6 +344,7 @@ impl Reply {
             code: Some(ErrorCode::ProtocolRejected),
             conversation_id: None,
             conversation_expires: None,
+            negotiation_requested: false,
         }
     }
 
@@ -346,6 +352,12 @@ impl Reply {
     pub fn with_conversation(mut self, id: String, expires: i64) -> Self {
         self.conversation_id = Some(id);
         self.conversation_expires = Some(expires);
+        self
+    }
+
+    /// Marks the reply as asking the sender to negotiate a protocol.
+    pub fn with_negotiation_request(mut self) -> Self {
+        self.negotiation_requested = true;
         self
     }
 
@@ -368,6 +380,12 @@ impl Reply {
         }
         if let Some(expires) = self.conversation_expires {
             object.insert("conversationExpires".into(), Value::from(expires));
+        }
+        if self.negotiation_requested {
+            object.insert(
+                crate::negotiation::NEGOTIATION_REQUESTED_KEY.into(),
+                Value::Bool(true),
+            );
         }
         Value::Object(object)
     }
@@ -408,6 +426,10 @@ impl Reply {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             conversation_expires: object.get("conversationExpires").and_then(Value::as_i64),
+            negotiation_requested: object
+                .get(crate::negotiation::NEGOTIATION_REQUESTED_KEY)
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }

@@ -597,3 +597,84 @@ async fn python_interop_venv_has_the_reference_library() {
     );
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "0.2.0");
 }
+
+/// The Python library's `SenderNegotiator` negotiates with our receiver, then uses the agreed
+/// protocol. The library never tells the receiver the final document, so our node meets it on
+/// the first protocol request (from the data URI) and judges it with its checker then.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(|request: &ChatRequest| {
+        match schema_name(request) {
+        Some("negotiation_reply") => Ok(json!({
+            "verdict": "agree",
+            "message": "Your weather protocol suits this service."
+        })
+        .to_string()),
+        Some("suitability") => {
+            Ok(r#"{"reason": "a weather forecast is what this node gives", "suitable": "yes"}"#.into())
+        }
+        Some("step") => Ok(json!({"tool": "final_answer", "answer": {"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"}}).to_string()),
+        other => panic!("unexpected request kind {other:?}"),
+    }
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let stub = Stub::start(&python, &root, "negotiation.json", dir.path()).await;
+
+    let run = run_sender(&python, &root, &node, &stub, dir.path(), "negotiate").await;
+    assert_eq!(
+        run.result(&stub),
+        &json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
+    );
+
+    // On the wire: the negotiation opens on the `negotiation` channel as a multiround
+    // conversation, which the Sender DELETEs; then the protocol request names the agreed
+    // document (the Python side strips it) by its base64 hash.
+    let negotiation = &run.wire[0];
+    assert_eq!(negotiation["request"]["protocolHash"], "negotiation");
+    assert_eq!(negotiation["request"]["multiround"], true);
+    let opened: Value = serde_json::from_str(negotiation["response"].as_str().unwrap()).unwrap();
+    assert_eq!(opened["status"], "success", "{opened}");
+    assert!(
+        opened["body"]
+            .as_str()
+            .unwrap()
+            .contains("suits this service")
+    );
+    let id = opened["conversationId"].as_str().unwrap();
+    assert!(
+        run.wire.iter().any(|e| e["method"] == "DELETE"
+            && e["url"].as_str().unwrap().ends_with(id)
+            && e["status"] == 200),
+        "{}",
+        pretty(&run.wire)
+    );
+    let agreed = WEATHER_PD.trim();
+    let hash = ProtocolHash::of(agreed.as_bytes());
+    let used = run.wire.last().unwrap();
+    assert_eq!(used["request"]["protocolHash"], hash.to_base64());
+
+    // Our node: one negotiation turn in the ledger, then the checker and the responder for
+    // the document it first saw in the protocol request.
+    let categories: Vec<String> = node
+        .node
+        .store()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.category)
+        .collect();
+    assert_eq!(
+        categories.iter().filter(|c| *c == "negotiation").count(),
+        1,
+        "{categories:?}"
+    );
+    assert!(categories.iter().any(|c| c == "checking"), "{categories:?}");
+    let stored = node.node.store().document(&hash).await.unwrap().unwrap();
+    assert_eq!(stored.document.text(), agreed);
+    node.stop().await;
+}

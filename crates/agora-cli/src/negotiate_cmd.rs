@@ -1,0 +1,65 @@
+//! `agora negotiate`: negotiate a protocol for a task with another agent.
+//!
+//! The node is built from the configuration (store, LLM, ledger) without serving HTTP; its LLM
+//! negotiates with the receiver's over the `negotiation` channel. The agreed protocol document
+//! is stored in the node's store and printed on stdout; its hash and the rounds it took go to
+//! stderr, so `agora negotiate ... > protocol.md` keeps the document alone.
+
+use std::path::{Path, PathBuf};
+
+use agora_node::Task;
+use agora_server::Config;
+use anyhow::{Context, bail};
+use clap::Args;
+
+#[derive(Args)]
+pub struct NegotiateArgs {
+    /// The receiver's Agora endpoint, e.g. http://127.0.0.1:8080/.
+    #[arg(long)]
+    to: String,
+    /// A task name from the configuration's [[node.tasks]].
+    #[arg(long, conflicts_with = "task_file")]
+    task: Option<String>,
+    /// A task as a JSON file ({name, description, inputSchema, outputSchema}).
+    #[arg(long)]
+    task_file: Option<PathBuf>,
+}
+
+pub async fn run(config_path: Option<&Path>, args: NegotiateArgs) -> anyhow::Result<()> {
+    let config = Config::load(config_path).context("loading the configuration")?;
+    let running = agora_server::runtime::build_node(config).await?;
+    let node = running.node;
+    let task: Task = match (&args.task, &args.task_file) {
+        (Some(name), None) => node.task(name)?.clone(),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        _ => bail!("give --task NAME or --task-file FILE"),
+    };
+    task.check()?;
+    let negotiated = node.negotiate(&args.to, &task).await.with_context(|| {
+        format!(
+            "negotiating a protocol for {:?} with {}",
+            task.name, args.to
+        )
+    })?;
+    let hash = negotiated.document.hash();
+    println!("{}", negotiated.document.text());
+    eprintln!(
+        "protocol hash: {} (base64 {})",
+        hash.to_hex(),
+        hash.to_base64()
+    );
+    eprintln!(
+        "agreed in {} round(s); {}",
+        negotiated.rounds,
+        if negotiated.registered_by_receiver {
+            "the receiver registered the same document"
+        } else {
+            "the receiver did not confirm it (it will see the document on first use)"
+        }
+    );
+    Ok(())
+}
