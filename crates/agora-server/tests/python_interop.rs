@@ -678,3 +678,102 @@ async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
     assert_eq!(stored.document.text(), agreed);
     node.stop().await;
 }
+
+/// Our sender negotiates with the Python library's `Receiver`: it opens on the `negotiation`
+/// channel, the Python negotiator agrees, and our closing final-protocol message is answered
+/// with words (the library has no such message), so the sender keeps the document as not
+/// registered by the receiver.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let stub = Stub::start(&python, &root, "negotiation-receiver.json", dir.path()).await;
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let log = std::fs::File::create(dir.path().join("receiver.log")).unwrap();
+    let _receiver = Command::new(&python)
+        .arg(root.join("scripts/python/interop_receiver.py"))
+        .args(["--port", &port.to_string(), "--llm-url", &stub.base_url])
+        .arg("--storage")
+        .arg(dir.path().join("receiver-storage"))
+        .current_dir(dir.path())
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("PYTHONWARNINGS", "ignore")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_BASE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the Python receiver starts");
+    let target = format!("http://127.0.0.1:{port}");
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the Python receiver listens within 30 s");
+
+    let sender_llm = ScriptedLlm::new(|request: &ChatRequest| {
+        assert_eq!(schema_name(request), Some("negotiation_turn"));
+        if last_user_message(request).contains("The receiver answered") {
+            Ok(json!({"message": "Here is the final protocol.", "final_protocol": {
+                "name": "WeatherForecastQuery",
+                "description": "Forecast for a location on a date.",
+                "document": "Request: {\"location\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"temperature\": number, \"precipitation\": number, \"weatherCondition\": string}."
+            }})
+            .to_string())
+        } else {
+            Ok(json!({"message": "I propose: request {\"location\", \"date\"}, reply {\"temperature\", \"precipitation\", \"weatherCondition\"}.", "final_protocol": null}).to_string())
+        }
+    });
+    let sender = NodeBuilder::new(sender_llm.clone(), dir.path())
+        .build()
+        .await;
+    let task: agora_node::Task = serde_json::from_value(json!({
+        "name": "weather_forecast",
+        "description": "The weather forecast for a location on a date.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object"}
+    }))
+    .unwrap();
+    let negotiated = sender
+        .negotiate(&target, &task)
+        .await
+        .unwrap_or_else(|error| {
+            panic!(
+                "{error}\nreceiver log:\n{}",
+                std::fs::read_to_string(dir.path().join("receiver.log")).unwrap_or_default()
+            )
+        });
+    assert!(!negotiated.registered_by_receiver);
+    assert_eq!(negotiated.rounds, 2);
+    assert!(
+        last_user_message(&sender_llm.calls()[1]).contains("weather_forecast tool"),
+        "the Python negotiator's words reached our sender's LLM"
+    );
+    let stored = sender
+        .store()
+        .document(&negotiated.document.hash())
+        .await
+        .unwrap()
+        .expect("the sender stored the document");
+    assert!(
+        stored
+            .document
+            .text()
+            .starts_with("---\nname: WeatherForecastQuery\n")
+    );
+    // The Python receiver's LLM was asked twice: the proposal, then our closing message.
+    let asked = stub.requests();
+    assert_eq!(asked.len(), 2, "{}", pretty(&asked));
+}

@@ -41,7 +41,7 @@ use serde_json::Value;
 #[serde(default, deny_unknown_fields)]
 pub struct NegotiationConfig {
     /// Most sender turns in one negotiation; the receiver refuses to go on past as many of its
-    /// own turns.
+    /// own turns (or half of `conversations.max_messages`, the history it keeps, if lower).
     pub max_rounds: u32,
     /// Natural-language conversations after which this node, as a receiver, asks its senders
     /// to negotiate (`negotiationRequested` in its replies); 0 never asks.

@@ -195,7 +195,9 @@ impl Node {
                         .iter()
                         .filter(|m| m.role == agora_llm::Role::Assistant)
                         .count();
-                    let max_rounds = self.inner.config.negotiation.max_rounds as usize;
+                    // The stored history is capped, so the count can never pass half the cap.
+                    let max_rounds = (self.inner.config.negotiation.max_rounds as usize)
+                        .min(self.inner.config.conversations.max_messages / 2);
                     if rounds >= max_rounds {
                         Outcome::failed(
                             ErrorCode::BadRequest,
