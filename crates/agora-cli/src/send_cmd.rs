@@ -1,5 +1,7 @@
 //! `agora send`: run one task against another agent and print its validated output.
 //!
+//! Without `--protocol` the sender's ladder picks the way (natural language, an existing
+//! protocol, a negotiated one) from its memory of this target and task.
 //! The task comes from the node configuration (`[[node.tasks]]`) or a JSON file; the node is
 //! built from the configuration (store, LLM, ledger) without serving HTTP. With `--protocol`, the
 //! request goes under that protocol document, which the receiver fetches from `--source` URLs or,
@@ -74,8 +76,27 @@ pub async fn run(config_path: Option<&Path>, args: SendArgs) -> anyhow::Result<(
         (Some(document), true) => vec![data_uri::encode(document.text())],
         _ => args.sources.clone(),
     };
-    let protocol = document.as_ref().map(|d| (d, sources.as_slice()));
-    let outcome = node.send(&args.to, &task, &data, protocol).await?;
+    let outcome = match &document {
+        Some(document) => {
+            node.send(&args.to, &task, &data, Some((document, sources.as_slice())))
+                .await?
+        }
+        None => {
+            let run = node.run_task(&args.to, &task, &data).await?;
+            eprintln!(
+                "(ladder: {}{})",
+                run.protocol
+                    .map(|h| format!("protocol {h}"))
+                    .unwrap_or_else(|| "natural language".into()),
+                if run.steps.is_empty() {
+                    String::new()
+                } else {
+                    format!("; steps: {}", run.steps.join(", "))
+                }
+            );
+            run.outcome
+        }
+    };
     println!("{}", serde_json::to_string_pretty(&outcome.output)?);
     eprintln!(
         "({} LLM call(s), {} tokens on this side)",

@@ -11,10 +11,12 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     let programming: std::collections::HashMap<_, _> =
         store.programming_totals().await?.into_iter().collect();
     let programmed = |hash| programming.get(hash).cloned().unwrap_or_default();
+    let sent = store.sender_totals().await?;
     if as_json {
         let value = json!({
             "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
             "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd, "tokensSavedEstimate": u.tokens_saved_estimate(), "routineAttempts": programmed(h).attempts, "routineAttemptsPassed": programmed(h).passed, "implementingTokens": programmed(h).tokens})).collect::<Vec<_>>(),
+            "sender": sent.iter().map(|t| json!({"target": t.target, "task": t.task, "rung": t.rung, "runs": t.runs, "successes": t.successes, "llmCalls": t.llm_calls, "tokens": t.tokens})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -69,5 +71,18 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
          LLM-answered request; attempts: routine candidates passed/written; impl tok: tokens \
          spent writing them."
     );
+    if !sent.is_empty() {
+        println!("\nSender (tasks this node sent, by target, task and rung)");
+        println!(
+            "{:<36} {:<20} {:<9} {:>6} {:>9} {:>9} {:>9}",
+            "target", "task", "rung", "runs", "success", "llm calls", "tokens"
+        );
+        for t in &sent {
+            println!(
+                "{:<36} {:<20} {:<9} {:>6} {:>9} {:>9} {:>9}",
+                t.target, t.task, t.rung, t.runs, t.successes, t.llm_calls, t.tokens
+            );
+        }
+    }
     Ok(())
 }

@@ -202,6 +202,18 @@ pub struct SenderConfig {
     pub max_reply_bytes: usize,
     /// Most tokens for one querier step (writing a body, reading a reply).
     pub max_tokens: u32,
+    /// Uses of a task on a target from which the sender looks for an existing protocol (the
+    /// target's `/.wellknown`, its own memory, its protocol database).
+    pub explore_threshold: i64,
+    /// Uses from which the sender negotiates a protocol (also when the target asks for it).
+    pub negotiate_threshold: i64,
+    /// Protocols the LLM is asked about at most per exploration (the rest are prefiltered by
+    /// name and description).
+    pub max_candidates: usize,
+    /// The protocol database to search and publish negotiated protocols to (base URL).
+    pub protocol_db: Option<String>,
+    /// The bearer token for publishing to it.
+    pub protocol_db_token: Option<String>,
 }
 
 impl Default for SenderConfig {
@@ -210,6 +222,11 @@ impl Default for SenderConfig {
             timeout_secs: 300,
             max_reply_bytes: 1 << 20,
             max_tokens: 512,
+            explore_threshold: 3,
+            negotiate_threshold: 5,
+            max_candidates: 3,
+            protocol_db: None,
+            protocol_db_token: None,
         }
     }
 }

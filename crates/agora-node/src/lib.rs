@@ -35,7 +35,7 @@ pub use config::{
     SuitabilityMode, Thresholds,
 };
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
-pub use node::{FollowUpError, Node, NodeError, NodeParts};
+pub use node::{FollowUpError, Node, NodeError, NodeParts, TaskRun};
 pub use protocol_db::{ProtocolDb, ProtocolDbConfig, ProtocolDbParts};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};

@@ -23,6 +23,7 @@ mod published;
 mod records;
 mod requests;
 mod routines;
+mod sender_memory;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
@@ -33,3 +34,4 @@ pub use records::{
     NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine, RoutineCode, RoutineLanguage,
     RoutineOrigin, RoutineStatus, StoredDocument,
 };
+pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};

@@ -40,10 +40,13 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod ladder;
 mod negotiating;
 mod programming;
 mod registry;
 mod sending;
+
+pub use ladder::TaskRun;
 
 /// Everything a node is built from.
 pub struct NodeParts {

@@ -89,8 +89,8 @@ impl Node {
             config.max_reply_bytes,
         )
         .await?;
-        let reply = match answer {
-            Answer::Success(reply) => reply,
+        let (reply, negotiation_requested) = match answer {
+            Answer::Success(reply, requested) => (reply, requested),
             Answer::Rejected(message) => return Err(SendError::Rejected(message)),
             Answer::Failure(message) => return Err(SendError::Failed(message)),
         };
@@ -112,6 +112,8 @@ impl Node {
             reply_body: reply,
             llm_calls: tally.calls,
             llm_tokens: tally.prompt_tokens + tally.completion_tokens,
+            llm_cost_usd: tally.cost_usd,
+            negotiation_requested,
         })
     }
 }

@@ -30,6 +30,10 @@ pub struct SendOutcome {
     pub llm_calls: i64,
     /// Their tokens (prompt plus completion).
     pub llm_tokens: i64,
+    /// Their cost.
+    pub llm_cost_usd: f64,
+    /// The receiver asked this sender to negotiate a protocol (`negotiationRequested`).
+    pub negotiation_requested: bool,
 }
 
 /// Why a task could not be sent or its reply not read.
@@ -185,8 +189,8 @@ fn client() -> &'static reqwest::Client {
 /// What a receiver said.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answer {
-    /// `success`, with the body as text.
-    Success(String),
+    /// `success`, with the body as text, and whether the receiver asks to negotiate.
+    Success(String, bool),
     /// `rejected`, with the message.
     Rejected(String),
     /// `failure`, with the message.
@@ -241,15 +245,124 @@ pub(crate) async fn post(
             .to_string()
     };
     match reply.get("status").and_then(Value::as_str) {
-        Some("success") => Ok(Answer::Success(match reply.get("body") {
-            Some(Value::String(text)) => text.clone(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        })),
+        Some("success") => Ok(Answer::Success(
+            match reply.get("body") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            },
+            reply
+                .get("negotiationRequested")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        )),
         Some("rejected") => Ok(Answer::Rejected(message())),
         Some("failure") => Ok(Answer::Failure(message())),
         _ => Err(bad(format!("no status in {}", clip(&reply.to_string())))),
     }
+}
+
+/// GETs a small JSON document (a `/.wellknown` listing, a protocol database search).
+pub(crate) async fn get_json(
+    url: &str,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Value, String> {
+    let mut response = client()
+        .get(url)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status().as_u16()));
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if bytes.len() + chunk.len() > max_bytes {
+            return Err(format!("over {max_bytes} bytes"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))
+}
+
+/// POSTs a protocol document to a protocol database; returns the URL it serves it at.
+pub(crate) async fn publish(
+    database: &str,
+    token: Option<&str>,
+    text: &str,
+    timeout: Duration,
+) -> Result<String, String> {
+    let mut request = client()
+        .post(format!("{}/protocols", database.trim_end_matches('/')))
+        .timeout(timeout)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(text.to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let value: Value = response.json().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("HTTP {}: {value}", status.as_u16()));
+    }
+    value
+        .get("url")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("no url in {value}"))
+}
+
+/// The messages asking whether a protocol fits a task (schema `task_fit`).
+pub(crate) fn fit_messages(task: &Task, document: &VerifiedDocument) -> Vec<Message> {
+    let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
+    vec![
+        Message::system(
+            "You decide whether a protocol between AI agents can be used to do a task. Answer              yes only if a request under the protocol can carry the task's data and its reply              gives what the task needs.",
+        ),
+        Message::user(format!(
+            "Task: {}: {}\nInput: {}\nOutput needed: {}\n\nProtocol document:\n<<<\n{}\n>>>",
+            task.name,
+            task.description,
+            schema_summary(&task.input_schema),
+            schema_summary(&task.output_schema),
+            text.trim()
+        )),
+    ]
+}
+
+/// The `task_fit` answer schema: the decision first, then a short reason.
+pub(crate) fn fit_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "suitable": {"type": "string", "enum": ["yes", "no"]},
+            "reason": {"type": "string", "maxLength": 200}
+        },
+        "required": ["suitable", "reason"],
+        "additionalProperties": false
+    })
+}
+
+/// How many words of a task's name and description a protocol's name and description share
+/// (the prefilter before asking the LLM about many candidates).
+pub(crate) fn overlap(task: &Task, document: &VerifiedDocument) -> usize {
+    let words = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() > 2)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let metadata = document.metadata();
+    let ours = words(&format!("{} {}", task.name, task.description));
+    let theirs = words(&format!(
+        "{} {}",
+        metadata.name.clone().unwrap_or_default(),
+        metadata.description.clone().unwrap_or_default()
+    ));
+    ours.intersection(&theirs).count()
 }
 
 /// The request envelope in the wire's JSON shape.

@@ -1,0 +1,341 @@
+//! The sender's ladder: per (target, task), natural language first, then an existing protocol,
+//! then a negotiated one.
+//!
+//! Each run of a task against a target counts a use in the sender's memory (in the store) and
+//! climbs when a threshold is reached:
+//! 1. below `explore_threshold` uses, natural language;
+//! 2. from `explore_threshold`, once (until something changes): look for an existing protocol in
+//!    the target's `/.wellknown`, in the protocols this sender already uses for the task with
+//!    other targets, and in its protocol database; prefilter by name and description when there
+//!    are more than `max_candidates`, and ask the LLM (`checking`) whether each fits the task;
+//! 3. from `negotiate_threshold` uses, or as soon as the target asked for it
+//!    (`negotiationRequested`), negotiate a protocol (`negotiation`), publish it to the protocol
+//!    database if one is configured, and send under it from then on, with the database's URL
+//!    as the source (a `data:` URI otherwise).
+//!
+//! A target that rejects the protocol in use has it remembered as refused (never offered to
+//! that target again), and the run falls back to natural language. Every run is logged with its
+//! rung and steps for `agora stats`. Sender-side routines, the last rung, are still to come.
+
+use std::time::Duration;
+
+use agora_llm::ChatRequest;
+use agora_protocol::{ProtocolHash, VerifiedDocument, data_uri};
+use agora_store::{SenderMemory, SenderRun};
+use serde_json::Value;
+
+use super::Node;
+use crate::accounting::{Category, QueryContext};
+use crate::sender::{self, SendError, SendOutcome};
+use crate::task::Task;
+
+/// Largest `/.wellknown` listing or search result read.
+const MAX_LISTING_BYTES: usize = 256 * 1024;
+
+/// One task run and how the ladder got there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRun {
+    /// The validated output and the run's costs on this side.
+    pub outcome: SendOutcome,
+    /// The protocol used, if the run went under one.
+    pub protocol: Option<ProtocolHash>,
+    /// The ladder's steps on the way (`explored`, `found`, `negotiated`, `rejected`, ...).
+    pub steps: Vec<String>,
+}
+
+impl Node {
+    /// Runs `task` against `target`, climbing the sender's ladder (see the module docs).
+    pub async fn run_task(
+        &self,
+        target: &str,
+        task: &Task,
+        data: &Value,
+    ) -> Result<TaskRun, SendError> {
+        sender::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
+        let config = self.inner.config.sender.clone();
+        let store = &self.inner.store;
+        let mut memory = store
+            .sender_memory(target, &task.name)
+            .await
+            .map_err(|e| SendError::Failed(format!("the sender's memory: {e}")))?
+            .unwrap_or_else(|| SenderMemory {
+                target: target.to_string(),
+                task: task.name.clone(),
+                next_negotiation_at: config.negotiate_threshold.max(1),
+                ..SenderMemory::default()
+            });
+        memory.uses += 1;
+        let mut steps = Vec::new();
+        let checking = QueryContext::new(format!("ladder-{}", uuid::Uuid::new_v4().simple()), None);
+
+        if memory.protocol_hash.is_none() {
+            if memory.negotiation_requested || memory.uses >= memory.next_negotiation_at {
+                self.climb_to_negotiation(target, task, &mut memory, &mut steps)
+                    .await;
+            } else if memory.uses >= config.explore_threshold.max(1) && !memory.explored {
+                memory.explored = true;
+                steps.push("explored".to_string());
+                if let Some((document, sources)) =
+                    self.explore(&checking, target, task, &memory).await
+                {
+                    steps.push(format!("found {}", document.hash()));
+                    memory.protocol_hash = Some(document.hash());
+                    memory.protocol_sources = sources;
+                }
+            }
+        }
+
+        let mut protocol = None;
+        let mut result = match memory.protocol_hash {
+            Some(hash) => match self.protocol_in_use(&hash).await {
+                Some(document) => {
+                    protocol = Some(hash);
+                    let sources = memory.protocol_sources.clone();
+                    self.send(target, task, data, Some((&document, &sources)))
+                        .await
+                }
+                None => Err(SendError::Failed(format!(
+                    "the protocol in use {hash} is no longer in the store"
+                ))),
+            },
+            None => self.send(target, task, data, None).await,
+        };
+        if let (Err(SendError::Rejected(reason)), Some(hash)) = (&result, protocol) {
+            tracing::warn!(%hash, %reason, "the target rejected the protocol; back to natural language");
+            steps.push(format!("rejected {hash}"));
+            memory.rejected.push(hash);
+            memory.protocol_hash = None;
+            memory.protocol_sources.clear();
+            memory.explored = false;
+            protocol = None;
+            result = self.send(target, task, data, None).await;
+        }
+        if let Ok(outcome) = &result
+            && outcome.negotiation_requested
+        {
+            memory.negotiation_requested = true;
+        }
+
+        memory.updated_at_ms = self.inner.clock.now_ms();
+        if let Err(error) = store.put_sender_memory(&memory).await {
+            tracing::error!(%error, "could not store the sender's memory");
+        }
+        let checked = checking.tally();
+        let (outcome_word, error, llm_calls, tokens, cost) = match &result {
+            Ok(o) => ("success", None, o.llm_calls, o.llm_tokens, o.llm_cost_usd),
+            Err(e) => (error_word(e), Some(e.to_string()), 0, 0, 0.0),
+        };
+        let run = SenderRun {
+            target: target.to_string(),
+            task: task.name.clone(),
+            rung: if protocol.is_some() {
+                "protocol"
+            } else {
+                "natural"
+            }
+            .to_string(),
+            steps: steps.join(","),
+            protocol_hash: protocol,
+            outcome: outcome_word.to_string(),
+            error,
+            llm_calls: llm_calls + checked.calls,
+            tokens: tokens + checked.prompt_tokens + checked.completion_tokens,
+            cost_usd: cost + checked.cost_usd,
+            created_at_ms: memory.updated_at_ms,
+        };
+        if let Err(error) = store.record_sender_run(&run).await {
+            tracing::error!(%error, "could not log a task run");
+        }
+        result.map(|outcome| TaskRun {
+            outcome,
+            protocol,
+            steps,
+        })
+    }
+
+    async fn protocol_in_use(&self, hash: &ProtocolHash) -> Option<VerifiedDocument> {
+        match self.inner.store.document(hash).await {
+            Ok(Some(stored)) => Some(stored.document),
+            _ => None,
+        }
+    }
+
+    /// Negotiates, publishes and adopts a protocol; on failure, waits another threshold.
+    async fn climb_to_negotiation(
+        &self,
+        target: &str,
+        task: &Task,
+        memory: &mut SenderMemory,
+        steps: &mut Vec<String>,
+    ) {
+        let config = &self.inner.config.sender;
+        memory.negotiation_requested = false;
+        match self.negotiate(target, task).await {
+            Ok(negotiated) => {
+                let document = negotiated.document;
+                steps.push(format!("negotiated {}", document.hash()));
+                let mut sources = Vec::new();
+                if let Some(database) = &config.protocol_db {
+                    match sender::publish(
+                        database,
+                        config.protocol_db_token.as_deref(),
+                        document.text(),
+                        Duration::from_secs(config.timeout_secs.max(1)),
+                    )
+                    .await
+                    {
+                        Ok(url) => {
+                            steps.push("published".to_string());
+                            sources.push(url);
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "could not publish the negotiated protocol")
+                        }
+                    }
+                }
+                if sources.is_empty() {
+                    sources.push(data_uri::encode(document.text()));
+                }
+                memory.protocol_hash = Some(document.hash());
+                memory.protocol_sources = sources;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "negotiation failed; natural language for now");
+                steps.push("negotiation_failed".to_string());
+                memory.next_negotiation_at = memory.uses + config.negotiate_threshold.max(1);
+            }
+        }
+    }
+
+    /// Looks for an existing protocol that fits the task.
+    async fn explore(
+        &self,
+        context: &QueryContext,
+        target: &str,
+        task: &Task,
+        memory: &SenderMemory,
+    ) -> Option<(VerifiedDocument, Vec<String>)> {
+        let config = &self.inner.config.sender;
+        let timeout = Duration::from_secs(config.timeout_secs.clamp(1, 30));
+        let mut candidates: Vec<(ProtocolHash, Vec<String>)> = Vec::new();
+        let base = target.trim_end_matches('/');
+        match sender::get_json(&format!("{base}/.wellknown"), timeout, MAX_LISTING_BYTES).await {
+            Ok(Value::Object(listing)) => {
+                for (hash, sources) in listing {
+                    let Ok(hash) = hash.parse::<ProtocolHash>() else {
+                        continue;
+                    };
+                    let sources = sources
+                        .as_array()
+                        .map(|s| {
+                            s.iter()
+                                .filter_map(|s| s.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    candidates.push((hash, sources));
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "no /.wellknown listing"),
+        }
+        if let Ok(known) = self.inner.store.sender_protocols_for_task(&task.name).await {
+            for other in known.into_iter().filter(|m| m.target != target) {
+                if let Some(hash) = other.protocol_hash {
+                    candidates.push((hash, other.protocol_sources));
+                }
+            }
+        }
+        if let Some(database) = &config.protocol_db {
+            let query: String = format!("{} {}", task.name, task.description)
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() > 3)
+                .take(8)
+                .collect::<Vec<_>>()
+                .join("+");
+            let url = format!(
+                "{}/protocols?q={query}&limit=10",
+                database.trim_end_matches('/')
+            );
+            match sender::get_json(&url, timeout, MAX_LISTING_BYTES).await {
+                Ok(Value::Array(hits)) => {
+                    for hit in hits {
+                        let hash = hit
+                            .get("hash")
+                            .and_then(Value::as_str)
+                            .and_then(|h| h.parse().ok());
+                        let url = hit.get("url").and_then(Value::as_str).map(String::from);
+                        if let (Some(hash), Some(url)) = (hash, url) {
+                            candidates.push((hash, vec![url]));
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "the protocol database search failed"),
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        candidates.retain(|(hash, _)| !memory.rejected.contains(hash) && seen.insert(*hash));
+
+        let now = self.inner.clock.now_ms();
+        let mut documents = Vec::new();
+        for (hash, sources) in candidates {
+            match self.inner.resolver.resolve(&hash, &sources, now).await {
+                Ok(document) => documents.push((document, sources)),
+                Err(error) => {
+                    tracing::debug!(%hash, %error, "a candidate protocol did not resolve")
+                }
+            }
+        }
+        if documents.len() > config.max_candidates.max(1) {
+            documents
+                .sort_by_key(|(document, _)| std::cmp::Reverse(sender::overlap(task, document)));
+            documents.truncate(config.max_candidates.max(1));
+        }
+        for (document, sources) in documents {
+            let request = ChatRequest::new(sender::fit_messages(task, &document))
+                .json_schema("task_fit", sender::fit_schema())
+                .max_tokens(120);
+            let answer = match self
+                .inner
+                .accountant
+                .chat(Category::Checking, context, &request)
+                .await
+            {
+                Ok(answer) => answer,
+                Err(error) => {
+                    tracing::warn!(%error, "could not check a candidate protocol");
+                    return None;
+                }
+            };
+            let fits = serde_json::from_str::<Value>(answer.content.trim())
+                .ok()
+                .and_then(|v| {
+                    v.get("suitable")
+                        .and_then(Value::as_str)
+                        .map(|s| s == "yes")
+                })
+                .unwrap_or(false);
+            tracing::info!(hash = %document.hash(), fits, "candidate protocol checked");
+            if fits {
+                let sources = if sources.is_empty() {
+                    vec![data_uri::encode(document.text())]
+                } else {
+                    sources
+                };
+                return Some((document, sources));
+            }
+        }
+        None
+    }
+}
+
+fn error_word(error: &SendError) -> &'static str {
+    match error {
+        SendError::Rejected(_) => "rejected",
+        SendError::Failed(_) => "failed",
+        SendError::InvalidOutput(_) => "invalid_output",
+        SendError::InvalidInput(_) => "invalid_input",
+        _ => "error",
+    }
+}

@@ -1,0 +1,280 @@
+//! The sender's memory per (target, task), and the log of its task runs.
+//!
+//! The memory is what the sender's ladder climbs on: use counts, the protocol in use, the
+//! protocols a target refused, whether the target asked to negotiate. It is one row per (target,
+//! task), replaced whole by [`Store::put_sender_memory`]. The log keeps one row per run for
+//! `agora stats`.
+
+use agora_protocol::ProtocolHash;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::records::parse_optional_hash;
+use crate::{Store, StoreError};
+
+/// What the sender remembers about one task sent to one target.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SenderMemory {
+    /// The receiver's endpoint URL.
+    pub target: String,
+    /// The task's name.
+    pub task: String,
+    /// Runs so far.
+    pub uses: i64,
+    /// The protocol in use, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    /// Where the receiver can fetch it.
+    pub protocol_sources: Vec<String>,
+    /// Whether suitable protocols were looked for since the last change.
+    pub explored: bool,
+    /// Protocols this target refused.
+    pub rejected: Vec<ProtocolHash>,
+    /// Whether the target asked to negotiate.
+    pub negotiation_requested: bool,
+    /// The use count from which negotiating may be tried (again).
+    pub next_negotiation_at: i64,
+    /// Last change (Unix ms).
+    pub updated_at_ms: i64,
+}
+
+/// One task run, for the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SenderRun {
+    /// The receiver's endpoint URL.
+    pub target: String,
+    /// The task's name.
+    pub task: String,
+    /// `natural` or `protocol`.
+    pub rung: String,
+    /// The ladder's steps on the way, comma-separated (`explored`, `negotiated`, ...).
+    pub steps: String,
+    /// The protocol used, if any.
+    pub protocol_hash: Option<ProtocolHash>,
+    /// `success`, or what went wrong (`rejected`, `failed`, `invalid_output`, `error`).
+    pub outcome: String,
+    /// The error, if any.
+    pub error: Option<String>,
+    /// Sender-side LLM calls.
+    pub llm_calls: i64,
+    /// Their tokens.
+    pub tokens: i64,
+    /// Their cost.
+    pub cost_usd: f64,
+    /// When (Unix ms).
+    pub created_at_ms: i64,
+}
+
+/// Totals of the log per (target, task, rung).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SenderTotals {
+    /// The receiver's endpoint URL.
+    pub target: String,
+    /// The task's name.
+    pub task: String,
+    /// The rung.
+    pub rung: String,
+    /// Runs.
+    pub runs: i64,
+    /// Runs that ended in `success`.
+    pub successes: i64,
+    /// Sender-side LLM calls.
+    pub llm_calls: i64,
+    /// Their tokens.
+    pub tokens: i64,
+}
+
+fn hashes_to_json(hashes: &[ProtocolHash]) -> String {
+    serde_json::Value::from(hashes.iter().map(|h| h.to_hex()).collect::<Vec<_>>()).to_string()
+}
+
+impl Store {
+    /// The memory of `task` sent to `target`, if it was ever sent there.
+    pub async fn sender_memory(
+        &self,
+        target: &str,
+        task: &str,
+    ) -> Result<Option<SenderMemory>, StoreError> {
+        let row = sqlx::query(
+            "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
+             negotiation_requested, next_negotiation_at, updated_at FROM sender_memory \
+             WHERE target = $1 AND task = $2",
+        )
+        .bind(target)
+        .bind(task)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::db("sender_memory: select"))?;
+        row.as_ref().map(memory_from_row).transpose()
+    }
+
+    /// Every memory of `task` (all targets) that has a protocol in use.
+    pub async fn sender_protocols_for_task(
+        &self,
+        task: &str,
+    ) -> Result<Vec<SenderMemory>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
+             negotiation_requested, next_negotiation_at, updated_at FROM sender_memory \
+             WHERE task = $1 AND protocol_hash IS NOT NULL ORDER BY target",
+        )
+        .bind(task)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("sender_protocols_for_task: select"))?;
+        rows.iter().map(memory_from_row).collect()
+    }
+
+    /// Stores the memory of a (target, task), replacing what was there.
+    pub async fn put_sender_memory(&self, memory: &SenderMemory) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
+        let sources = serde_json::Value::from(memory.protocol_sources.clone()).to_string();
+        sqlx::query(
+            "INSERT INTO sender_memory (target, task, uses, protocol_hash, protocol_sources, \
+             explored, rejected, negotiation_requested, next_negotiation_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (target, task) DO UPDATE SET uses = excluded.uses, \
+             protocol_hash = excluded.protocol_hash, protocol_sources = excluded.protocol_sources, \
+             explored = excluded.explored, rejected = excluded.rejected, \
+             negotiation_requested = excluded.negotiation_requested, \
+             next_negotiation_at = excluded.next_negotiation_at, updated_at = excluded.updated_at",
+        )
+        .bind(&memory.target)
+        .bind(&memory.task)
+        .bind(memory.uses)
+        .bind(memory.protocol_hash.map(|h| h.to_hex()))
+        .bind(sources)
+        .bind(i64::from(memory.explored))
+        .bind(hashes_to_json(&memory.rejected))
+        .bind(i64::from(memory.negotiation_requested))
+        .bind(memory.next_negotiation_at)
+        .bind(memory.updated_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::db("put_sender_memory"))?;
+        Ok(())
+    }
+
+    /// Appends a task run to the log.
+    pub async fn record_sender_run(&self, run: &SenderRun) -> Result<(), StoreError> {
+        let _writer = self.writer().await;
+        sqlx::query(
+            "INSERT INTO sender_runs (target, task, rung, steps, protocol_hash, outcome, error, \
+             llm_calls, tokens, cost_usd, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&run.target)
+        .bind(&run.task)
+        .bind(&run.rung)
+        .bind(&run.steps)
+        .bind(run.protocol_hash.map(|h| h.to_hex()))
+        .bind(&run.outcome)
+        .bind(run.error.clone())
+        .bind(run.llm_calls)
+        .bind(run.tokens)
+        .bind(run.cost_usd)
+        .bind(run.created_at_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::db("record_sender_run"))?;
+        Ok(())
+    }
+
+    /// The log's totals per (target, task, rung), ordered by them.
+    pub async fn sender_totals(&self) -> Result<Vec<SenderTotals>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target, task, rung, CAST(COUNT(*) AS BIGINT) AS runs, \
+             CAST(SUM(CASE WHEN outcome = 'success' THEN 1 ELSE 0 END) AS BIGINT) AS successes, \
+             CAST(SUM(llm_calls) AS BIGINT) AS llm_calls, CAST(SUM(tokens) AS BIGINT) AS tokens \
+             FROM sender_runs GROUP BY target, task, rung ORDER BY target, task, rung",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("sender_totals"))?;
+        rows.iter()
+            .map(|row| {
+                let read = |e| StoreError::Database(format!("sender_totals: read: {e}"));
+                Ok(SenderTotals {
+                    target: row.try_get("target").map_err(read)?,
+                    task: row.try_get("task").map_err(read)?,
+                    rung: row.try_get("rung").map_err(read)?,
+                    runs: row.try_get("runs").map_err(read)?,
+                    successes: row.try_get("successes").map_err(read)?,
+                    llm_calls: row.try_get("llm_calls").map_err(read)?,
+                    tokens: row.try_get("tokens").map_err(read)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The log's newest `limit` runs of `task` to `target`, oldest first.
+    pub async fn sender_runs(
+        &self,
+        target: &str,
+        task: &str,
+        limit: i64,
+    ) -> Result<Vec<SenderRun>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target, task, rung, steps, protocol_hash, outcome, error, llm_calls, tokens, \
+             cost_usd, created_at FROM sender_runs WHERE target = $1 AND task = $2 \
+             ORDER BY id DESC LIMIT $3",
+        )
+        .bind(target)
+        .bind(task)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("sender_runs: select"))?;
+        let mut runs = rows
+            .iter()
+            .map(|row| {
+                let read = |e| StoreError::Database(format!("sender_runs: read: {e}"));
+                let hash: Option<String> = row.try_get("protocol_hash").map_err(read)?;
+                Ok(SenderRun {
+                    target: row.try_get("target").map_err(read)?,
+                    task: row.try_get("task").map_err(read)?,
+                    rung: row.try_get("rung").map_err(read)?,
+                    steps: row.try_get("steps").map_err(read)?,
+                    protocol_hash: parse_optional_hash("sender_runs.protocol_hash", hash)?,
+                    outcome: row.try_get("outcome").map_err(read)?,
+                    error: row.try_get("error").map_err(read)?,
+                    llm_calls: row.try_get("llm_calls").map_err(read)?,
+                    tokens: row.try_get("tokens").map_err(read)?,
+                    cost_usd: row.try_get("cost_usd").map_err(read)?,
+                    created_at_ms: row.try_get("created_at").map_err(read)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        runs.reverse();
+        Ok(runs)
+    }
+}
+
+fn memory_from_row(row: &AnyRow) -> Result<SenderMemory, StoreError> {
+    let read = |e| StoreError::Database(format!("sender_memory: read: {e}"));
+    let hash: Option<String> = row.try_get("protocol_hash").map_err(read)?;
+    let sources: String = row.try_get("protocol_sources").map_err(read)?;
+    let rejected: String = row.try_get("rejected").map_err(read)?;
+    let explored: i64 = row.try_get("explored").map_err(read)?;
+    let requested: i64 = row.try_get("negotiation_requested").map_err(read)?;
+    let rejected: Vec<String> = serde_json::from_str(&rejected)
+        .map_err(|e| StoreError::corrupt(format!("sender_memory.rejected: {e}")))?;
+    Ok(SenderMemory {
+        target: row.try_get("target").map_err(read)?,
+        task: row.try_get("task").map_err(read)?,
+        uses: row.try_get("uses").map_err(read)?,
+        protocol_hash: parse_optional_hash("sender_memory.protocol_hash", hash)?,
+        protocol_sources: serde_json::from_str(&sources)
+            .map_err(|e| StoreError::corrupt(format!("sender_memory.protocol_sources: {e}")))?,
+        explored: explored != 0,
+        rejected: rejected
+            .iter()
+            .map(|h| {
+                h.parse()
+                    .map_err(|e| StoreError::corrupt(format!("sender_memory.rejected: {e}")))
+            })
+            .collect::<Result<_, _>>()?,
+        negotiation_requested: requested != 0,
+        next_negotiation_at: row.try_get("next_negotiation_at").map_err(read)?,
+        updated_at_ms: row.try_get("updated_at").map_err(read)?,
+    })
+}
