@@ -8,6 +8,12 @@
 //! node's scripted answer, so every run is deterministic and checks our wire behaviour.
 //! Our node's LLM is a `ScriptedLlm`.
 //!
+//! The other way round, the library's `ReceiverServer` (`scripts/python/interop_receiver.py`,
+//! one Python weather tool) is the target of our sender: negotiation, `Node::send` in natural
+//! language and under the weather protocol, and `Node::run_task` (its ladder). The receiver's
+//! LLM is the same stub; `receiver-server.json` makes its checker say YES (NO to a tide
+//! protocol) and its responders call the tool once and answer.
+//!
 //! These tests are ignored by default; `scripts/test.sh` runs them with `AGORA_PYTHON_INTEROP`
 //! and `AGORA_REPO_ROOT` set:
 //!
@@ -15,6 +21,8 @@
 //! source ~/.cache/agora/env.sh
 //! AGORA_REPO_ROOT=$PWD cargo test -p agora-server --test python_interop -- --ignored --test-threads=1
 //! ```
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -690,38 +698,8 @@ async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
     let root = repo_root();
     let dir = temp_dir();
     let stub = Stub::start(&python, &root, "negotiation-receiver.json", dir.path()).await;
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let log = std::fs::File::create(dir.path().join("receiver.log")).unwrap();
-    let _receiver = Command::new(&python)
-        .arg(root.join("scripts/python/interop_receiver.py"))
-        .args(["--port", &port.to_string(), "--llm-url", &stub.base_url])
-        .arg("--storage")
-        .arg(dir.path().join("receiver-storage"))
-        .current_dir(dir.path())
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("PYTHONWARNINGS", "ignore")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_API_BASE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the Python receiver starts");
-    let target = format!("http://127.0.0.1:{port}");
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await
-    .expect("the Python receiver listens within 30 s");
+    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let target = receiver.url.clone();
 
     let sender_llm = ScriptedLlm::new(|request: &ChatRequest| {
         assert_eq!(schema_name(request), Some("negotiation_turn"));
@@ -749,12 +727,7 @@ async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
     let negotiated = sender
         .negotiate(&target, &task)
         .await
-        .unwrap_or_else(|error| {
-            panic!(
-                "{error}\nreceiver log:\n{}",
-                std::fs::read_to_string(dir.path().join("receiver.log")).unwrap_or_default()
-            )
-        });
+        .unwrap_or_else(|error| receiver.fail(error));
     assert!(!negotiated.registered_by_receiver);
     assert_eq!(negotiated.rounds, 2);
     assert!(
@@ -776,4 +749,439 @@ async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
     // The Python receiver's LLM was asked twice: the proposal, then our closing message.
     let asked = stub.requests();
     assert_eq!(asked.len(), 2, "{}", pretty(&asked));
+}
+
+/// The Python library's `ReceiverServer` (`scripts/python/interop_receiver.py`: its `Receiver`
+/// with one tool, `weather_forecast`) on 127.0.0.1, its LLM the stub; killed when dropped.
+struct PythonReceiver {
+    _child: Child,
+    /// The receiver's Agora endpoint (`POST /`).
+    url: String,
+    /// Its stderr (Flask's request log and any traceback).
+    log: PathBuf,
+    /// Its JSON storage.
+    storage: PathBuf,
+}
+
+impl PythonReceiver {
+    async fn start(python: &Path, root: &Path, stub: &Stub, dir: &Path) -> PythonReceiver {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let log = dir.join("python-receiver.log");
+        let storage = dir.join("python-receiver-storage");
+        let child = Command::new(python)
+            .arg(root.join("scripts/python/interop_receiver.py"))
+            .args(["--port", &port.to_string(), "--llm-url", &stub.base_url])
+            .arg("--storage")
+            .arg(&storage)
+            .current_dir(dir)
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
+            .env("PYTHONWARNINGS", "ignore")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_BASE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the Python receiver starts");
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await
+        .expect("the Python receiver listens within 30 s");
+        PythonReceiver {
+            _child: child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+            storage,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics with `error` and the receiver's log.
+    fn fail(&self, error: impl std::fmt::Display) -> ! {
+        panic!("{error}\nPython receiver log:\n{}", self.log())
+    }
+
+    /// The protocols the Receiver registered, by the hash string it was sent, as it stores them.
+    fn protocols(&self) -> serde_json::Map<String, Value> {
+        let text = std::fs::read_to_string(self.storage.join("receiver.json")).unwrap_or_default();
+        let stored: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        stored["protocols"].as_object().cloned().unwrap_or_default()
+    }
+}
+
+const TIDE_PD: &str = "---\nname: TideTableQuery\ndescription: Ask for the high and low tides at a harbour on a date.\nmultiround: false\n---\n\n# Tide table query\n\nRequest: {\"harbour\": string, \"date\": \"YYYY-MM-DD\"}.\nReply: {\"highTides\": [\"HH:MM\"], \"lowTides\": [\"HH:MM\"]}.\n";
+const PY_NL_ANSWER: &str = "The forecast for London, UK on 2024-09-27: rainy, 11.0 degrees Celsius, 12.0 mm of precipitation.";
+
+fn weather_task() -> agora_node::Task {
+    serde_json::from_value(json!({
+        "name": "weather",
+        "description": "Get the weather forecast for a location on a date.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"location": {"type": "string"}, "date": {"type": "string"}},
+            "required": ["location", "date"]
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "temperature": {"type": "number"},
+                "precipitation": {"type": "number"},
+                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}
+            },
+            "required": ["temperature", "precipitation", "weatherCondition"],
+            "additionalProperties": false
+        }
+    }))
+    .unwrap()
+}
+
+fn london() -> Value {
+    json!({"location": "London, UK", "date": "2024-09-27"})
+}
+
+fn rainy() -> Value {
+    json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
+}
+
+/// Our sender's querier: the protocol body is the task data as JSON, the natural-language
+/// message a question; replies are read back faithfully (JSON as it is, words by their numbers
+/// and condition); every candidate protocol fits.
+fn our_sender_llm() -> Arc<ScriptedLlm> {
+    ScriptedLlm::new(|request: &ChatRequest| {
+        match schema_name(request) {
+        None if system_prompt(request).contains("request bodies for a protocol") => {
+            Ok(london().to_string())
+        }
+        None => Ok("What is the weather forecast for London, UK on 2024-09-27? Please give the temperature, the precipitation and the sky condition.".into()),
+        Some("task_output") => {
+            let reply = last_user_message(request).split("Reply: ").nth(1).unwrap();
+            if let Ok(value) = serde_json::from_str::<Value>(reply) {
+                return Ok(value.to_string());
+            }
+            let numbers: Vec<f64> = reply
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let condition = ["sunny", "cloudy", "rainy", "snowy"]
+                .into_iter()
+                .find(|c| reply.contains(c))
+                .unwrap();
+            Ok(json!({"temperature": numbers[numbers.len() - 2], "precipitation": numbers[numbers.len() - 1], "weatherCondition": condition}).to_string())
+        }
+        Some("task_fit") => Ok(json!({"suitable": "yes", "reason": "it fits"}).to_string()),
+        other => panic!("unexpected request to our sender's LLM {other:?}"),
+    }
+    })
+}
+
+/// The messages of every request the Python receiver's LLM got, as (role, text) pairs.
+fn conversations(stub: &Stub) -> Vec<Vec<(String, String)>> {
+    stub.requests()
+        .iter()
+        .map(|logged| {
+            logged["request"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    (
+                        m["role"].as_str().unwrap_or("").to_string(),
+                        m["content"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Our sender runs the weather task against the Python library's `ReceiverServer`, in natural
+/// language and then under the weather protocol (its document inline as a `data:` URI). Both
+/// outputs are valid against the task's output schema. The Python receiver verifies our hash
+/// (base64, which it compares as a string), registers the document under it, judges it with its
+/// checker and answers with its tool.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_our_sender_runs_a_task_against_a_python_receiver_server() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
+    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let llm = our_sender_llm();
+    let sender = NodeBuilder::new(llm.clone(), dir.path()).build().await;
+    let task = weather_task();
+
+    // Natural language.
+    let outcome = sender
+        .send(&receiver.url, &task, &london(), None)
+        .await
+        .unwrap_or_else(|e| receiver.fail(e));
+    assert_eq!(outcome.output, rainy());
+    assert_eq!(outcome.reply_body, PY_NL_ANSWER);
+    assert_eq!(outcome.llm_calls, 2, "our querier wrote and read");
+    let asked = conversations(&stub);
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0][0].1.contains("NaturalLanguageResponderGPT"));
+    assert_eq!(asked[0].last().unwrap().0, "user");
+    assert!(
+        asked[0]
+            .last()
+            .unwrap()
+            .1
+            .starts_with("What is the weather forecast for London, UK"),
+        "our message reached the Python responder: {asked:?}"
+    );
+    let tool_result = &asked[1].last().unwrap();
+    assert_eq!(tool_result.0, "tool");
+    assert!(
+        tool_result.1.contains("\"weatherCondition\": \"rainy\""),
+        "the Python tool ran: {tool_result:?}"
+    );
+
+    // Under the weather protocol, the document inline.
+    let document = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
+    let sources = vec![data_uri::encode(WEATHER_PD)];
+    let outcome = sender
+        .send(&receiver.url, &task, &london(), Some((&document, &sources)))
+        .await
+        .unwrap_or_else(|e| receiver.fail(e));
+    assert_eq!(outcome.output, rainy());
+    assert_eq!(
+        serde_json::from_str::<Value>(&outcome.reply_body).unwrap(),
+        rainy(),
+        "the protocol's JSON reply, as a string body"
+    );
+    let asked = conversations(&stub);
+    assert_eq!(asked.len(), 5, "{asked:?}");
+    let (checker, responder, tool) = (&asked[2], &asked[3], &asked[4]);
+    assert!(checker[0].1.contains("ProtocolCheckerGPT"));
+    assert!(
+        checker[1].1.contains(WEATHER_PD),
+        "the checker saw the document from our data: URI, byte for byte"
+    );
+    assert!(responder[0].1.contains("You are ResponderGPT"));
+    assert!(responder[0].1.contains("name: WeatherForecastQuery"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&responder.last().unwrap().1).unwrap(),
+        london(),
+        "our body reached the Python responder as the protocol's JSON request"
+    );
+    assert_eq!(tool.last().unwrap().0, "tool");
+
+    // The Python receiver registered the document under our base64 hash, with our source.
+    let protocols = receiver.protocols();
+    let base64 = document.hash().to_base64();
+    let registered = protocols
+        .get(&base64)
+        .unwrap_or_else(|| panic!("no protocol under {base64}: {protocols:?}"));
+    assert_eq!(registered["document"], WEATHER_PD);
+    assert_eq!(registered["sources"], json!(sources));
+    assert_eq!(protocols.len(), 1, "{protocols:?}");
+
+    // Our ledger: two conversation calls per task run.
+    let calls = sender.store().llm_calls(None).await.unwrap();
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|c| c.category == "conversation"));
+}
+
+/// `Node::run_task` (the sender's ladder) against the Python `ReceiverServer`, which serves no
+/// `/.wellknown`: exploring meets its 404 and the runs carry on in natural language.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_our_ladder_explores_a_python_receiver_and_stays_natural() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
+    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
+        .config(|c| {
+            c.sender.explore_threshold = 2;
+            c.sender.negotiate_threshold = 100;
+        })
+        .build()
+        .await;
+    let task = weather_task();
+
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        let run = sender
+            .run_task(&receiver.url, &task, &london())
+            .await
+            .unwrap_or_else(|e| receiver.fail(e));
+        assert_eq!(run.outcome.output, rainy());
+        assert_eq!(run.protocol, None);
+        steps.push(run.steps);
+    }
+    assert_eq!(
+        steps,
+        [vec![], vec!["explored".to_string()], vec![]],
+        "explored once, found nothing"
+    );
+    assert!(
+        receiver
+            .log()
+            .lines()
+            .any(|line| line.contains("GET /.wellknown HTTP/1.1") && line.contains("\" 404 ")),
+        "the ladder asked the Python receiver for its /.wellknown:\n{}",
+        receiver.log()
+    );
+
+    let memory = sender
+        .store()
+        .sender_memory(&receiver.url, "weather")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((memory.uses, memory.explored), (3, true));
+    assert_eq!(memory.protocol_hash, None);
+    let runs = sender
+        .store()
+        .sender_runs(&receiver.url, "weather", 10)
+        .await
+        .unwrap();
+    let logged: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(logged, [("natural", "success"); 3]);
+    // Three natural-language conversations on the Python side (a tool call and an answer
+    // each), and no protocol checked.
+    let asked = conversations(&stub);
+    assert_eq!(asked.len(), 6, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|messages| messages[0].1.contains("NaturalLanguageResponderGPT"))
+    );
+    assert!(receiver.protocols().is_empty());
+}
+
+/// The ladder against the Python `ReceiverServer` with protocols this sender uses for the task
+/// with other targets: the first candidate (a tide protocol) is refused by the Python checker,
+/// whose generic error ("... is not suitable for execution") our sender reads as a rejection, so
+/// the run falls back to natural language and the refusal is remembered; the next run explores
+/// again and goes under the weather protocol.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protocol() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
+    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
+        .config(|c| {
+            c.sender.explore_threshold = 1;
+            c.sender.negotiate_threshold = 100;
+        })
+        .build()
+        .await;
+    let task = weather_task();
+    let tide = agora_protocol::VerifiedDocument::from_text(TIDE_PD);
+    let weather = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
+    for (other, text) in [("http://a.test/", TIDE_PD), ("http://b.test/", WEATHER_PD)] {
+        let document = agora_protocol::VerifiedDocument::from_text(text);
+        sender
+            .store()
+            .put_sender_memory(&agora_store::SenderMemory {
+                target: other.to_string(),
+                task: "weather".to_string(),
+                uses: 10,
+                protocol_hash: Some(document.hash()),
+                protocol_sources: vec![data_uri::encode(text)],
+                next_negotiation_at: 100,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    let first = sender
+        .run_task(&receiver.url, &task, &london())
+        .await
+        .unwrap_or_else(|e| receiver.fail(e));
+    assert_eq!(first.outcome.output, rainy());
+    assert_eq!(first.protocol, None, "back to natural language");
+    assert_eq!(
+        first.steps,
+        [
+            "explored".to_string(),
+            format!("found {}", tide.hash()),
+            format!("rejected {}", tide.hash())
+        ]
+    );
+    let second = sender
+        .run_task(&receiver.url, &task, &london())
+        .await
+        .unwrap_or_else(|e| receiver.fail(e));
+    assert_eq!(second.outcome.output, rainy());
+    assert_eq!(second.protocol, Some(weather.hash()));
+    assert_eq!(
+        second.steps,
+        ["explored".to_string(), format!("found {}", weather.hash())]
+    );
+
+    let memory = sender
+        .store()
+        .sender_memory(&receiver.url, "weather")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(memory.rejected, [tide.hash()]);
+    assert_eq!(memory.protocol_hash, Some(weather.hash()));
+    let runs = sender
+        .store()
+        .sender_runs(&receiver.url, "weather", 10)
+        .await
+        .unwrap();
+    let logged: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(logged, [("natural", "success"), ("protocol", "success")]);
+
+    // The Python side: the tide document judged unsuitable, a natural-language answer, then
+    // the weather document judged suitable and answered under.
+    let protocols = receiver.protocols();
+    assert_eq!(protocols.len(), 2, "{protocols:?}");
+    assert_eq!(
+        protocols[&tide.hash().to_base64()]["suitability"],
+        "inadequate",
+        "{protocols:?}"
+    );
+    assert_eq!(
+        protocols[&weather.hash().to_base64()]["suitability"],
+        "adequate",
+        "{protocols:?}"
+    );
+    let firsts: Vec<String> = conversations(&stub)
+        .iter()
+        .map(|messages| messages[0].1.split('.').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        firsts,
+        [
+            "You are ProtocolCheckerGPT",
+            "You are NaturalLanguageResponderGPT",
+            "You are NaturalLanguageResponderGPT",
+            "You are ProtocolCheckerGPT",
+            "You are ResponderGPT",
+            "You are ResponderGPT",
+        ]
+    );
 }

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use agora_llm::Message;
-use agora_protocol::VerifiedDocument;
+use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status, VerifiedDocument};
 use serde_json::{Value, json};
 
 use crate::task::Task;
@@ -236,30 +236,28 @@ pub(crate) async fn post(
         status,
         detail,
     };
-    let reply: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let message = || {
-        ["message", "error", "body"]
-            .iter()
-            .find_map(|key| reply.get(*key).and_then(Value::as_str))
-            .unwrap_or("no reason given")
-            .to_string()
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    // `Reply::from_json` reads every dialect: the Python library's `error` + `message` (and its
+    // "<hash> is not suitable for execution" as a rejection) as well as `failure` + `error`.
+    let Some(reply) = Reply::from_json(&value) else {
+        return Err(bad(format!("no status in {}", clip(&value.to_string()))));
     };
-    match reply.get("status").and_then(Value::as_str) {
-        Some("success") => Ok(Answer::Success(
-            match reply.get("body") {
-                Some(Value::String(text)) => text.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            },
-            reply
-                .get("negotiationRequested")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        )),
-        Some("rejected") => Ok(Answer::Rejected(message())),
-        Some("failure") => Ok(Answer::Failure(message())),
-        _ => Err(bad(format!("no status in {}", clip(&reply.to_string())))),
-    }
+    let body = reply.body.as_ref().map(Body::to_text);
+    let message = || {
+        reply
+            .error
+            .clone()
+            .or_else(|| body.clone())
+            .unwrap_or_else(|| "no reason given".to_string())
+    };
+    Ok(match reply.status {
+        Status::Success => Answer::Success(
+            body.clone().unwrap_or_default(),
+            reply.negotiation_requested,
+        ),
+        Status::Rejected => Answer::Rejected(message()),
+        Status::Failure => Answer::Failure(message()),
+    })
 }
 
 /// GETs a small JSON document (a `/.wellknown` listing, a protocol database search).
@@ -365,20 +363,26 @@ pub(crate) fn overlap(task: &Task, document: &VerifiedDocument) -> usize {
     ours.intersection(&theirs).count()
 }
 
-/// The request envelope in the wire's JSON shape.
+/// The request envelope in the wire's JSON shape. The hash is spelled in base64, as the Python
+/// reference library writes and requires it (it compares the hash as a string); receivers that
+/// follow this crate read either spelling.
 pub(crate) fn envelope(
     protocol: Option<&VerifiedDocument>,
     sources: &[String],
     body: &str,
 ) -> Value {
-    match protocol {
-        Some(document) => json!({
-            "protocolHash": document.hash().to_hex(),
-            "protocolSources": sources,
-            "body": body,
-        }),
-        None => json!({"protocolHash": null, "protocolSources": [], "body": body}),
+    let (protocol, sources) = match protocol {
+        Some(document) => (ProtocolRef::Protocol(document.hash()), sources.to_vec()),
+        None => (ProtocolRef::NaturalLanguage, Vec::new()),
+    };
+    Request {
+        protocol,
+        hash_dialect: HashDialect::Base64,
+        sources,
+        body: Body::Text(body.to_string()),
+        multiround: false,
     }
+    .to_json()
 }
 
 fn clip(text: &str) -> String {
@@ -402,6 +406,24 @@ mod tests {
         assert!(validate(&schema, &json!({"t": 1.5})).is_ok());
         let error = validate(&schema, &json!({"t": "warm"})).unwrap_err();
         assert!(error.contains("/t"), "{error}");
+    }
+
+    #[test]
+    fn envelopes_are_in_the_python_dialect() {
+        let document = VerifiedDocument::from_text("---\nname: X\n---\n\nBody.\n");
+        let sources = vec!["https://db.test/x".to_string()];
+        assert_eq!(
+            envelope(Some(&document), &sources, "{\"a\": 1}"),
+            json!({
+                "protocolHash": document.hash().to_base64(),
+                "protocolSources": ["https://db.test/x"],
+                "body": "{\"a\": 1}"
+            })
+        );
+        assert_eq!(
+            envelope(None, &sources, "Hello?"),
+            json!({"protocolHash": null, "protocolSources": [], "body": "Hello?"})
+        );
     }
 
     #[test]
