@@ -859,7 +859,8 @@ fn rainy() -> Value {
 
 /// Our sender's querier: the protocol body is the task data as JSON, the natural-language
 /// message a question; replies are read back faithfully (JSON as it is, words by their numbers
-/// and condition); every candidate protocol fits.
+/// and condition); every candidate protocol fits; a negotiation proposes, then finishes with a
+/// weather protocol once the receiver answered.
 fn our_sender_llm() -> Arc<ScriptedLlm> {
     ScriptedLlm::new(|request: &ChatRequest| {
         match schema_name(request) {
@@ -883,6 +884,15 @@ fn our_sender_llm() -> Arc<ScriptedLlm> {
             Ok(json!({"temperature": numbers[numbers.len() - 2], "precipitation": numbers[numbers.len() - 1], "weatherCondition": condition}).to_string())
         }
         Some("task_fit") => Ok(json!({"suitable": "yes", "reason": "it fits"}).to_string()),
+        Some("negotiation_turn") if last_user_message(request).contains("The receiver answered") => {
+            Ok(json!({"message": "Here is the final protocol.", "final_protocol": {
+                "name": "WeatherForecastQuery",
+                "description": "Forecast for a location on a date.",
+                "document": "Request: {\"location\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"temperature\": number, \"precipitation\": number, \"weatherCondition\": string}."
+            }})
+            .to_string())
+        }
+        Some("negotiation_turn") => Ok(json!({"message": "I propose: request {\"location\", \"date\"}, reply {\"temperature\", \"precipitation\", \"weatherCondition\"}.", "final_protocol": null}).to_string()),
         other => panic!("unexpected request to our sender's LLM {other:?}"),
     }
     })
@@ -1184,4 +1194,102 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
             "You are ResponderGPT",
         ]
     );
+}
+
+/// The ladder's top rung against the Python `ReceiverServer`: at the negotiation threshold our
+/// sender negotiates with the library's `ReceiverNegotiator` (which agrees, and answers our
+/// closing final-protocol message with words), then sends under the agreed document, inline as a
+/// `data:` URI; the Python receiver verifies it under our base64 hash, judges it and answers.
+#[tokio::test]
+#[ignore = "needs the Python reference library: run by scripts/test.sh"]
+async fn python_interop_our_ladder_negotiates_with_a_python_receiver_then_uses_the_protocol() {
+    let python = python();
+    let root = repo_root();
+    let dir = temp_dir();
+    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
+    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
+        .config(|c| {
+            c.sender.explore_threshold = 100;
+            c.sender.negotiate_threshold = 1;
+        })
+        .build()
+        .await;
+    let task = weather_task();
+
+    let mut hashes = Vec::new();
+    for expected_steps in [1, 0] {
+        let run = sender
+            .run_task(&receiver.url, &task, &london())
+            .await
+            .unwrap_or_else(|e| receiver.fail(e));
+        assert_eq!(run.outcome.output, rainy());
+        let hash = run
+            .protocol
+            .expect("the run went under the negotiated protocol");
+        assert_eq!(run.steps.len(), expected_steps, "{:?}", run.steps);
+        if expected_steps == 1 {
+            assert_eq!(run.steps[0], format!("negotiated {hash}"));
+        }
+        hashes.push(hash);
+    }
+    assert_eq!(hashes[0], hashes[1], "the second run keeps the protocol");
+
+    let document = sender
+        .store()
+        .document(&hashes[0])
+        .await
+        .unwrap()
+        .expect("the sender stored the negotiated document")
+        .document;
+    let protocols = receiver.protocols();
+    assert_eq!(protocols.len(), 1, "{protocols:?}");
+    let registered = &protocols[&hashes[0].to_base64()];
+    assert_eq!(registered["document"], document.text());
+    assert_eq!(
+        registered["sources"],
+        json!([data_uri::encode(document.text())])
+    );
+    assert_eq!(registered["suitability"], "adequate");
+    assert_eq!(registered["conversations"], 2);
+
+    // The Python side: two negotiation turns, then the checker once and the responder (a tool
+    // call and an answer) per run.
+    let kinds: Vec<&str> = conversations(&stub)
+        .iter()
+        .map(|messages| {
+            let system = &messages[0].1;
+            [
+                "ProtocolNegotiatorGPT",
+                "ProtocolCheckerGPT",
+                "You are ResponderGPT",
+                "NaturalLanguageResponderGPT",
+            ]
+            .into_iter()
+            .find(|kind| system.contains(kind))
+            .unwrap_or("other")
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ProtocolNegotiatorGPT",
+            "ProtocolNegotiatorGPT",
+            "ProtocolCheckerGPT",
+            "You are ResponderGPT",
+            "You are ResponderGPT",
+            "You are ResponderGPT",
+            "You are ResponderGPT",
+        ]
+    );
+    let runs = sender
+        .store()
+        .sender_runs(&receiver.url, "weather", 10)
+        .await
+        .unwrap();
+    let logged: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(logged, [("protocol", "success"); 2]);
 }
