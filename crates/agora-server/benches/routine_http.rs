@@ -1,12 +1,15 @@
-//! Benchmark: the routine-served Agora request path over HTTP, next to a
-//! bare axum JSON echo measured in the same run.
+//! Benchmark: the routine-served Agora request path over HTTP, for the shipped JavaScript
+//! weather routine and the compiled C one, next to a bare axum JSON echo measured in the same
+//! run.
 //!
-//! Both servers run in this process on 127.0.0.1; one client pool drives
-//! each with the same concurrency and request count, in alternating rounds
-//! (echo, routine, echo, routine, ...) so that drift in the machine's load
-//! hits both alike. It prints throughput and p50/p99 latency per side and
-//! the routine/echo throughput ratio. Run: `cargo bench -p agora-server`.
-//! Not a test: it asserts nothing about speed.
+//! Every server runs in this process on 127.0.0.1: the echo, and one node per routine (each with
+//! its own SQLite store). One client pool drives each with the same concurrency and request
+//! count, in alternating rounds (echo, JS, C, echo, JS, C, ...) so that drift in the machine's
+//! load hits all alike. It prints throughput and p50/p99 latency per side and each routine's
+//! throughput ratio to the echo. Needs `AGORA_JS_ENGINE`; the C side runs when
+//! `AGORA_ROUTINE_WEATHER_C` names the built C routine (source `~/.cache/agora/env.sh`).
+//! Run: `cargo bench -p agora-server --bench routine_http`. Not a test: it asserts nothing about
+//! speed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -18,6 +21,7 @@ use agora_protocol::ProtocolHash;
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir};
 use axum::routing::post;
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 const CONCURRENCY: usize = 8;
@@ -64,21 +68,48 @@ async fn drive(
     (all, started.elapsed())
 }
 
+/// The machine's 1, 5 and 15 minute load averages (Linux), to judge how quiet the run was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// One server under test and what the rounds measured of it.
 struct Side {
+    name: &'static str,
+    label: &'static str,
+    url: String,
     latencies: Vec<Duration>,
     wall: Duration,
 }
 
 impl Side {
-    fn report(&mut self, name: &str) -> f64 {
+    fn new(name: &'static str, label: &'static str, url: String) -> Self {
+        Self {
+            name,
+            label,
+            url,
+            latencies: Vec::new(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    fn report(&mut self) -> f64 {
         self.latencies.sort();
         let throughput = self.latencies.len() as f64 / self.wall.as_secs_f64();
         println!(
-            "{name:<28} {:>8} req  {:>9.0} req/s  p50 {:>7.1} µs  p99 {:>7.1} µs",
+            "{:<28} {:>8} req  {:>9.0} req/s  p50 {:>7.1} µs  p99 {:>7.1} µs",
+            self.name,
             self.latencies.len(),
             throughput,
             percentile(&self.latencies, 0.50).as_secs_f64() * 1e6,
@@ -93,6 +124,23 @@ async fn main() {
     let engine = std::env::var_os("AGORA_JS_ENGINE")
         .map(PathBuf::from)
         .expect("AGORA_JS_ENGINE: run scripts/install.sh and source ~/.cache/agora/env.sh");
+    let c_component = std::env::var_os("AGORA_ROUTINE_WEATHER_C")
+        .filter(|path| !path.is_empty())
+        .map(|path| std::fs::read(path).expect("AGORA_ROUTINE_WEATHER_C is readable"));
+    if c_component.is_none() {
+        eprintln!("AGORA_ROUTINE_WEATHER_C is not set: measuring the JavaScript routine only");
+    }
+    if std::env::var_os("RUST_BACKTRACE").is_some()
+        && std::env::var_os("RUST_LIB_BACKTRACE").is_none()
+    {
+        // wasmtime builds an error value when a routine's store is dropped, and with
+        // RUST_BACKTRACE set that captures a backtrace on every request.
+        eprintln!(
+            "note: RUST_BACKTRACE is set: every routine run captures a backtrace; \
+             set RUST_LIB_BACKTRACE=0 to measure as a node runs without it"
+        );
+    }
+    println!("load average before: {}", load_average());
 
     // The baseline: a bare axum JSON echo.
     let echo = axum::Router::new().route(
@@ -103,20 +151,17 @@ async fn main() {
     let echo_url = format!("http://{}/", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, echo).await.unwrap() });
 
-    // The node: the shipped JS weather routine, no LLM (it would panic if called).
+    // The nodes: one per routine, each with its own store, sharing one routine runtime; no LLM
+    // (it would panic if called).
     let dir = temp_dir();
-    let runtime = WasmRuntime::new(RuntimeConfig {
-        js_engine: Some(engine),
-        artifact_dir: Some(dir.path().join("artifacts")),
-        ..RuntimeConfig::default()
-    })
-    .expect("routine runtime");
-    let server = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
-        .config(|c| c.tools = vec![agora_testkit::weather_tool()])
-        .routine_engine(Arc::new(runtime))
-        .admin_token("bench")
-        .spawn()
-        .await;
+    let runtime = Arc::new(
+        WasmRuntime::new(RuntimeConfig {
+            js_engine: Some(engine),
+            artifact_dir: Some(dir.path().join("artifacts")),
+            ..RuntimeConfig::default()
+        })
+        .expect("routine runtime"),
+    );
     let pd = std::fs::read_to_string(repo().join("protocols/weather-forecast.md")).unwrap();
     let source =
         std::fs::read_to_string(repo().join("routines/weather-forecast/routine.js")).unwrap();
@@ -124,48 +169,78 @@ async fn main() {
         .pool_max_idle_per_host(CONCURRENCY)
         .build()
         .unwrap();
-    let added = client
-        .post(format!("{}/admin/routines", server.url))
-        .bearer_auth("bench")
-        .json(&json!({"name": "weather-forecast", "protocolText": pd, "source": source, "tools": ["weather_forecast"]}))
-        .send()
-        .await
-        .unwrap();
-    assert!(added.status().is_success(), "{:?}", added.text().await);
+    let mut routines = vec![(
+        "JS",
+        json!({"name": "weather-forecast", "protocolText": pd, "source": source, "tools": ["weather_forecast"]}),
+    )];
+    if let Some(component) = &c_component {
+        routines.push((
+            "C",
+            json!({"name": "weather-forecast-c", "protocolText": pd,
+                   "wasmBase64": base64::engine::general_purpose::STANDARD.encode(component),
+                   "tools": ["weather_forecast"]}),
+        ));
+    }
+    let mut servers = Vec::new();
+    for (name, routine) in routines {
+        let store_dir = tempfile::tempdir_in(dir.path()).unwrap();
+        let server = NodeBuilder::new(ScriptedLlm::unreachable(), store_dir.path())
+            .config(|c| c.tools = vec![agora_testkit::weather_tool()])
+            .routine_engine(runtime.clone())
+            .admin_token("bench")
+            .spawn()
+            .await;
+        let added = client
+            .post(format!("{}/admin/routines", server.url))
+            .bearer_auth("bench")
+            .json(&routine)
+            .send()
+            .await
+            .unwrap();
+        assert!(added.status().is_success(), "{:?}", added.text().await);
+        servers.push((name, server, store_dir));
+    }
     let hash = ProtocolHash::of(pd.as_bytes());
     let request = json!({
         "protocolHash": hash.to_base64(),
         "protocolSources": [],
         "body": json!({"location": "London, UK", "date": "2024-09-27"}).to_string(),
     });
-    let node_url = format!("{}/", server.url);
-
-    // Warm-up: connections, caches, the routine's first instance.
-    drive(&client, &echo_url, &request, 200).await;
-    drive(&client, &node_url, &request, 200).await;
-
-    let mut echo_side = Side {
-        latencies: Vec::new(),
-        wall: Duration::ZERO,
-    };
-    let mut node_side = Side {
-        latencies: Vec::new(),
-        wall: Duration::ZERO,
-    };
-    for _ in 0..ROUNDS {
-        let (l, w) = drive(&client, &echo_url, &request, REQUESTS_PER_ROUND).await;
-        echo_side.latencies.extend(l);
-        echo_side.wall += w;
-        let (l, w) = drive(&client, &node_url, &request, REQUESTS_PER_ROUND).await;
-        node_side.latencies.extend(l);
-        node_side.wall += w;
+    let mut sides = vec![Side::new("axum JSON echo (baseline)", "echo", echo_url)];
+    for (label, server, _) in &servers {
+        let name = if *label == "JS" {
+            "agora JS routine over HTTP"
+        } else {
+            "agora C routine over HTTP"
+        };
+        sides.push(Side::new(name, label, format!("{}/", server.url)));
     }
+
+    // Warm-up: connections, caches, the routines' first instances.
+    for side in &sides {
+        drive(&client, &side.url, &request, 200).await;
+    }
+    for _ in 0..ROUNDS {
+        for side in &mut sides {
+            let (latencies, wall) = drive(&client, &side.url, &request, REQUESTS_PER_ROUND).await;
+            side.latencies.extend(latencies);
+            side.wall += wall;
+        }
+    }
+    println!("load average after:  {}", load_average());
     println!(
         "concurrency {CONCURRENCY}, {ROUNDS} alternating rounds of {REQUESTS_PER_ROUND} requests per side"
     );
-    let echo_rps = echo_side.report("axum JSON echo (baseline)");
-    let node_rps = node_side.report("agora routine over HTTP");
-    println!("ratio routine/echo throughput: {:.2}x", node_rps / echo_rps);
-    let calls = server.node.store().llm_calls(None).await.unwrap();
-    println!("LLM calls during the run: {}", calls.len());
+    let throughputs: Vec<f64> = sides.iter_mut().map(Side::report).collect();
+    for (side, throughput) in sides.iter().zip(&throughputs).skip(1) {
+        println!(
+            "ratio {} routine/echo throughput: {:.2}x",
+            side.label,
+            throughput / throughputs[0]
+        );
+    }
+    for (label, server, _) in &servers {
+        let calls = server.node.store().llm_calls(None).await.unwrap();
+        println!("LLM calls during the run ({label} node): {}", calls.len());
+    }
 }

@@ -29,6 +29,7 @@ use sqlx::migrate::Migrator;
 use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 
 use crate::StoreError;
+use crate::requests::{RequestWriter, WriterMode};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -46,7 +47,7 @@ const DEFAULT_POSTGRES_CONNECTIONS: u32 = 8;
 
 /// The node's database: documents, decisions, conversations, requests and the LLM ledger.
 ///
-/// Cloning is cheap: clones share one connection pool.
+/// Cloning is cheap: clones share one connection pool and one request writer.
 #[derive(Debug, Clone)]
 pub struct Store {
     pub(crate) pool: AnyPool,
@@ -57,6 +58,9 @@ pub struct Store {
     /// per request at 8 concurrent requests). Waiting on an in-process lock
     /// instead costs microseconds. Postgres needs no such lock.
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// The background writer of [`Store::record_request`], which commits the requests recorded
+    /// meanwhile together.
+    pub(crate) requests: RequestWriter,
 }
 
 /// Which database a [`Store`] talks to.
@@ -163,10 +167,26 @@ impl Store {
             return Err(StoreError::Migration(error.to_string()));
         }
         tracing::debug!(?backend, "store connected and migrated");
+        let writer = Arc::new(tokio::sync::Mutex::new(()));
+        let mode = match backend {
+            Backend::Sqlite => WriterMode::Sqlite {
+                own_connection: !in_memory,
+            },
+            Backend::Postgres => WriterMode::Postgres,
+        };
+        let lock = (backend == Backend::Sqlite).then(|| writer.clone());
+        let requests = match RequestWriter::start(pool.clone(), mode, lock).await {
+            Ok(requests) => requests,
+            Err(error) => {
+                pool.close().await;
+                return Err(error);
+            }
+        };
         Ok(Store {
             pool,
             backend,
-            writer: Arc::new(tokio::sync::Mutex::new(())),
+            writer,
+            requests,
         })
     }
 
@@ -175,9 +195,11 @@ impl Store {
         self.backend
     }
 
-    /// Closes every pooled connection, waiting for those in use to come back. Operations on this
-    /// store (and its clones) fail afterwards with [`StoreError::Database`].
+    /// Writes the requests still queued for [`Store::record_request`], then closes every pooled
+    /// connection, waiting for those in use to come back. Operations on this store (and its
+    /// clones) fail afterwards with [`StoreError::Database`].
     pub async fn close(&self) {
+        self.requests.close().await;
         self.pool.close().await;
     }
 

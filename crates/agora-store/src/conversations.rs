@@ -7,7 +7,7 @@
 //! A conversation is updated together with its request by [`Store::record_request`], so the
 //! history and the request log never disagree after a crash.
 
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 
 use crate::records::parse_optional_hash;
 use crate::{Conversation, ConversationKind, Store, StoreError};
@@ -15,20 +15,20 @@ use crate::{Conversation, ConversationKind, Store, StoreError};
 impl Store {
     /// Stores a new conversation; a duplicate id is a [`StoreError::Database`] error.
     pub async fn create_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
+        let row = ConversationRow::of(conversation)?;
         let _writer = self.writer().await;
-        let messages = messages_text(conversation)?;
         sqlx::query(
             "INSERT INTO conversations \
              (id, kind, protocol_hash, messages, created_at, last_active, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
-        .bind(&conversation.id)
-        .bind(conversation.kind.as_str())
-        .bind(conversation.protocol_hash.map(|hash| hash.to_hex()))
-        .bind(messages)
-        .bind(conversation.created_at_ms)
-        .bind(conversation.last_active_ms)
-        .bind(conversation.expires_at_ms)
+        .bind(row.id)
+        .bind(row.kind)
+        .bind(row.protocol_hash)
+        .bind(row.messages)
+        .bind(row.created_at_ms)
+        .bind(row.last_active_ms)
+        .bind(row.expires_at_ms)
         .execute(&self.pool)
         .await
         .map_err(StoreError::db("create_conversation"))?;
@@ -71,43 +71,41 @@ impl Store {
     }
 }
 
-/// Creates the conversation, or replaces the history, `last_active` and `expires_at` of the
-/// existing one (its id, kind, protocol and creation time stay). Runs inside the caller's
-/// transaction.
-pub(crate) async fn upsert_conversation(
-    connection: &mut AnyConnection,
-    conversation: &Conversation,
-) -> Result<(), StoreError> {
-    let messages = messages_text(conversation)?;
-    sqlx::query(
-        "INSERT INTO conversations \
-         (id, kind, protocol_hash, messages, created_at, last_active, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
-         ON CONFLICT (id) DO UPDATE SET messages = excluded.messages, \
-         last_active = excluded.last_active, expires_at = excluded.expires_at",
-    )
-    .bind(&conversation.id)
-    .bind(conversation.kind.as_str())
-    .bind(conversation.protocol_hash.map(|hash| hash.to_hex()))
-    .bind(messages)
-    .bind(conversation.created_at_ms)
-    .bind(conversation.last_active_ms)
-    .bind(conversation.expires_at_ms)
-    .execute(connection)
-    .await
-    .map_err(StoreError::db("upsert conversation"))?;
-    Ok(())
+/// A conversation as its row holds it: the history already serialized, so that it can wait in
+/// the request writer's queue (see `requests`) without borrowing the caller's [`Conversation`].
+/// The writer creates the conversation, or replaces the history, `last_active` and `expires_at`
+/// of the existing one (its id, kind, protocol and creation time stay).
+#[derive(Debug, Clone)]
+pub(crate) struct ConversationRow {
+    pub(crate) id: String,
+    pub(crate) kind: &'static str,
+    pub(crate) protocol_hash: Option<String>,
+    pub(crate) messages: String,
+    pub(crate) created_at_ms: i64,
+    pub(crate) last_active_ms: i64,
+    pub(crate) expires_at_ms: i64,
 }
 
-fn messages_text(conversation: &Conversation) -> Result<String, StoreError> {
-    // Serializing a `serde_json::Value` cannot fail (its map keys are strings), but the error is
-    // still mapped rather than unwrapped.
-    serde_json::to_string(&conversation.messages).map_err(|error| {
-        StoreError::Database(format!(
-            "conversation {}: messages do not serialize: {error}",
-            conversation.id
-        ))
-    })
+impl ConversationRow {
+    pub(crate) fn of(conversation: &Conversation) -> Result<Self, StoreError> {
+        // Serializing a `serde_json::Value` cannot fail (its map keys are strings), but the
+        // error is still mapped rather than unwrapped.
+        let messages = serde_json::to_string(&conversation.messages).map_err(|error| {
+            StoreError::Database(format!(
+                "conversation {}: messages do not serialize: {error}",
+                conversation.id
+            ))
+        })?;
+        Ok(Self {
+            id: conversation.id.clone(),
+            kind: conversation.kind.as_str(),
+            protocol_hash: conversation.protocol_hash.map(|hash| hash.to_hex()),
+            messages,
+            created_at_ms: conversation.created_at_ms,
+            last_active_ms: conversation.last_active_ms,
+            expires_at_ms: conversation.expires_at_ms,
+        })
+    }
 }
 
 fn conversation_from_row(row: &sqlx::any::AnyRow) -> Result<Conversation, StoreError> {

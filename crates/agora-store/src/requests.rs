@@ -1,18 +1,24 @@
 //! The request log and the per-protocol usage counters derived from it.
 //!
-//! Architecture invariant: a request row, its protocol's counters and its conversation are
-//! written in one transaction by [`Store::record_request`], so after a crash the counters still
-//! equal what the log says and a follow-up never sees a history its request log lacks.
-//! The counters are kept in their own table (rather than summed over `requests` on demand) so
-//! reading them stays cheap however long the log grows.
+//! Architecture invariant: a request row, its protocol's counters, its routine's run and its
+//! conversation are written in one transaction by [`Store::record_request`], so after a crash the
+//! counters still equal what the log says and a follow-up never sees a history its request log
+//! lacks. Requests recorded concurrently are written together (group commit, see `batch`): one
+//! transaction then holds several requests, each with all of its writes, and commits them all
+//! or none. The counters are kept in their own table (rather than summed over `requests` on
+//! demand) so reading them stays cheap however long the log grows.
 
 use agora_protocol::ProtocolHash;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::conversations::upsert_conversation;
+use crate::conversations::ConversationRow;
 use crate::records::{parse_hash, parse_optional_hash};
+
+mod batch;
+
 use crate::{Conversation, ProtocolUsage, RequestPath, RequestRecord, Store, StoreError};
+pub(crate) use batch::{RequestWriter, WriterMode};
 
 const USAGE_COLUMNS: &str = "hash, requests, llm, routine, fallback, rejected, failed, \
      llm_prompt_tokens, llm_completion_tokens, llm_cost_usd, last_used";
@@ -23,106 +29,23 @@ impl Store {
     /// failure `failures`, `last_error` and `last_failure_at_ms`; nothing if the routine was
     /// removed meanwhile), and the conversation if given (created, or its messages,
     /// `last_active_ms` and `expires_at_ms` replaced).
+    ///
+    /// Returns once the transaction has committed. Requests recorded concurrently may share it
+    /// (see the `batch` module); the outcome is still each request's own.
     pub async fn record_request(
         &self,
         request: &RequestRecord,
         conversation: Option<&Conversation>,
     ) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
-        let protocol_hash = request.protocol_hash.map(|hash| hash.to_hex());
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("record_request: begin"))?;
-        sqlx::query(
-            "INSERT INTO requests (query_id, node, protocol_hash, channel, path, status, llm_calls, \
-             prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \
-             routine_error) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        )
-        .bind(&request.query_id)
-        .bind(&request.node)
-        .bind(protocol_hash.clone())
-        .bind(&request.channel)
-        .bind(request.path.as_str())
-        .bind(&request.status)
-        .bind(request.llm_calls)
-        .bind(request.prompt_tokens)
-        .bind(request.completion_tokens)
-        .bind(request.cost_usd)
-        .bind(request.latency_ms)
-        .bind(request.created_at_ms)
-        .bind(request.routine_id)
-        .bind(request.routine_error.clone())
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::db("record_request: insert request"))?;
+        let conversation = conversation.map(ConversationRow::of).transpose()?;
+        self.requests.record(request.clone(), conversation).await
+    }
 
-        if let Some(routine_id) = request.routine_id {
-            let counted = match &request.routine_error {
-                None => {
-                    sqlx::query("UPDATE routines SET runs = runs + 1 WHERE id = $1")
-                        .bind(routine_id)
-                        .execute(&mut *tx)
-                        .await
-                }
-                Some(error) => {
-                    sqlx::query(
-                        "UPDATE routines SET runs = runs + 1, failures = failures + 1, \
-                     last_error = $2, last_failure_at = $3 WHERE id = $1",
-                    )
-                    .bind(routine_id)
-                    .bind(error)
-                    .bind(request.created_at_ms)
-                    .execute(&mut *tx)
-                    .await
-                }
-            };
-            counted.map_err(StoreError::db("record_request: count the routine run"))?;
-        }
-
-        if let Some(hash) = protocol_hash {
-            let bump = |path: RequestPath| i64::from(request.path == path);
-            // `CASE` rather than `max()`/`GREATEST()`, which differ between the dialects.
-            sqlx::query(&format!(
-                "INSERT INTO protocol_usage ({USAGE_COLUMNS}) \
-                 VALUES ($1, 1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                 ON CONFLICT (hash) DO UPDATE SET \
-                 requests = protocol_usage.requests + 1, \
-                 llm = protocol_usage.llm + excluded.llm, \
-                 routine = protocol_usage.routine + excluded.routine, \
-                 fallback = protocol_usage.fallback + excluded.fallback, \
-                 rejected = protocol_usage.rejected + excluded.rejected, \
-                 failed = protocol_usage.failed + excluded.failed, \
-                 llm_prompt_tokens = protocol_usage.llm_prompt_tokens + excluded.llm_prompt_tokens, \
-                 llm_completion_tokens = \
-                     protocol_usage.llm_completion_tokens + excluded.llm_completion_tokens, \
-                 llm_cost_usd = protocol_usage.llm_cost_usd + excluded.llm_cost_usd, \
-                 last_used = CASE WHEN excluded.last_used > protocol_usage.last_used \
-                     THEN excluded.last_used ELSE protocol_usage.last_used END"
-            ))
-            .bind(hash)
-            .bind(bump(RequestPath::Llm))
-            .bind(bump(RequestPath::Routine))
-            .bind(bump(RequestPath::Fallback))
-            .bind(bump(RequestPath::Rejected))
-            .bind(bump(RequestPath::Failed))
-            .bind(request.prompt_tokens)
-            .bind(request.completion_tokens)
-            .bind(request.cost_usd)
-            .bind(request.created_at_ms)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::db("record_request: bump usage"))?;
-        }
-
-        if let Some(conversation) = conversation {
-            upsert_conversation(&mut tx, conversation).await?;
-        }
-        tx.commit()
-            .await
-            .map_err(StoreError::db("record_request: commit"))
+    /// How many transactions recorded more than one request, and how many of those failed and
+    /// were retried one request at a time. For tests that check batching happens.
+    #[doc(hidden)]
+    pub fn request_batches_for_tests(&self) -> (u64, u64) {
+        self.requests.counts()
     }
 
     /// The usage counters for `hash` (all zero when it was never used).

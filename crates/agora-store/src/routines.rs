@@ -11,7 +11,9 @@
 //! the change. Run and failure counters are not changes to the set: they are bumped by
 //! [`Store::record_request`] with the request that ran the routine.
 //!
-//! Listing never reads the code (a component is a few MiB); [`Store::routine_code`] does.
+//! The code lives in a table of its own, `routine_code`: listing never reads it (a component is a
+//! few MiB), only [`Store::routine_code`] does, and the counters bumped with every request update
+//! a small row (SQLite rewrites a whole row to change one column).
 
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -58,17 +60,15 @@ impl Store {
             disable_active(&mut tx, &hash, now_ms).await?;
         }
         let row = sqlx::query(
-            "INSERT INTO routines (name, protocol_hash, language, source, component, tools, \
-             timeout_ms, memory_bytes, origin, status, runs, failures, last_error, \
-             last_failure_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 0, NULL, NULL, $11, $11) \
+            "INSERT INTO routines (name, protocol_hash, language, tools, timeout_ms, \
+             memory_bytes, origin, status, runs, failures, last_error, last_failure_at, \
+             created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, NULL, NULL, $9, $9) \
              RETURNING id",
         )
         .bind(&routine.name)
         .bind(&hash)
         .bind(routine.language.as_str())
-        .bind(routine.code.source.clone())
-        .bind(routine.code.component.as_slice())
         .bind(tools)
         .bind(routine.timeout_ms)
         .bind(routine.memory_bytes)
@@ -81,6 +81,13 @@ impl Store {
         let id: i64 = row
             .try_get("id")
             .map_err(StoreError::db("add_routine: id"))?;
+        sqlx::query("INSERT INTO routine_code (routine_id, source, component) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(routine.code.source.as_deref())
+            .bind(routine.code.component.as_slice())
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::db("add_routine: insert the code"))?;
         bump_version(&mut tx).await?;
         tx.commit()
             .await
@@ -141,7 +148,7 @@ impl Store {
 
     /// The code of the routine with this id.
     pub async fn routine_code(&self, id: i64) -> Result<Option<RoutineCode>, StoreError> {
-        let row = sqlx::query("SELECT source, component FROM routines WHERE id = $1")
+        let row = sqlx::query("SELECT source, component FROM routine_code WHERE routine_id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await

@@ -118,6 +118,8 @@ on_both_backends!(
     recent_requests_are_newest_first,
     record_request_is_one_transaction,
     concurrent_requests_lose_no_updates,
+    a_bad_request_in_a_batch_fails_alone,
+    closing_the_store_writes_queued_requests,
     ledger_totals_are_grouped_and_sorted,
     data_survives_a_restart,
     routines_round_trip_with_their_code,

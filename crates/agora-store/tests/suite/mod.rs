@@ -119,3 +119,23 @@ pub fn failing_conversation_trigger(fixture: &Fixture) -> &'static str {
         }
     }
 }
+
+/// SQL that makes inserting the conversation `id` fail, in the fixture's dialect; other
+/// conversations are stored as usual.
+pub fn refusing_conversation_trigger(fixture: &Fixture, id: &str) -> String {
+    match fixture.backend() {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER refuse_conversation BEFORE INSERT ON conversations \
+             WHEN NEW.id = '{id}' \
+             BEGIN SELECT RAISE(ABORT, 'conversation refused by test trigger'); END;"
+        ),
+        Backend::Postgres => format!(
+            "CREATE FUNCTION refuse_conversation() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.id = '{id}' THEN \
+             RAISE EXCEPTION 'conversation refused by test trigger'; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_conversation BEFORE INSERT ON conversations \
+             FOR EACH ROW EXECUTE FUNCTION refuse_conversation();"
+        ),
+    }
+}

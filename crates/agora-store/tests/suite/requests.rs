@@ -1,8 +1,11 @@
 //! Cases for the request log, usage counters and the LLM ledger.
 
-use agora_store::{LedgerTotals, ProtocolUsage, RequestPath, StoreError};
+use agora_store::{LedgerTotals, ProtocolUsage, RequestPath, RoutineStatus, StoreError};
 
-use super::{conversation, failing_conversation_trigger, hash, llm_call, request};
+use super::{
+    conversation, failing_conversation_trigger, hash, llm_call, new_routine,
+    refusing_conversation_trigger, request,
+};
 use crate::Fixture;
 
 pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
@@ -142,18 +145,53 @@ pub async fn record_request_is_one_transaction(fixture: Fixture) {
 
 pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
     let store = fixture.open().await;
-    let h = hash(8);
+    // Three protocols served by routines, one without, and requests without a protocol.
+    let protocols = [
+        Some(hash(20)),
+        Some(hash(21)),
+        Some(hash(22)),
+        Some(hash(23)),
+        None,
+    ];
+    let mut routine_ids = Vec::new();
+    for (n, protocol_hash) in protocols.iter().take(3).enumerate() {
+        let routine = new_routine(
+            &format!("r{n}"),
+            protocol_hash.expect("a protocol"),
+            RoutineStatus::Active,
+        );
+        routine_ids.push(store.add_routine(&routine, 1).await.expect("add").id);
+    }
+
+    // 500 requests at once, recorded while others are being written, so they share
+    // transactions: some run a routine (every seventh fails), some carry a conversation.
     let mut tasks = tokio::task::JoinSet::new();
-    for task in 0..8_i64 {
+    for n in 0..500_i64 {
         let store = store.clone();
+        let protocol_hash = protocols[n as usize % protocols.len()];
+        let routine_id = routine_ids.get(n as usize % protocols.len()).copied();
         tasks.spawn(async move {
-            for i in 0..20_i64 {
-                let n = task * 100 + i;
-                let conv = conversation(&format!("c{task}"), Some(h), n);
-                store
-                    .record_request(&request(n, Some(h), RequestPath::Routine, n), Some(&conv))
-                    .await
-                    .expect("concurrent record");
+            let path = match (routine_id, n % 7) {
+                (Some(_), 0) => RequestPath::Fallback,
+                (Some(_), _) => RequestPath::Routine,
+                (None, 1) => RequestPath::Rejected,
+                (None, _) => RequestPath::Llm,
+            };
+            let mut record = request(n, protocol_hash, path, 1_000 + (n * 37) % 500);
+            record.routine_id = routine_id;
+            if path == RequestPath::Fallback {
+                record.routine_error = Some(format!("failure {n}"));
+            }
+            let conv = (n % 3 == 0).then(|| {
+                let mut conv = conversation(&format!("c{}", n % 10), protocol_hash, n);
+                conv.messages = serde_json::json!({ "n": n });
+                conv
+            });
+            store
+                .record_request(&record, conv.as_ref())
+                .await
+                .expect("concurrent record");
+            if n % 5 == 0 {
                 store
                     .record_llm_call(&llm_call("alice", "querying", "m", None, n))
                     .await
@@ -164,14 +202,177 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
     while let Some(joined) = tasks.join_next().await {
         joined.expect("task finishes");
     }
+    let (batches, _) = store.request_batches_for_tests();
+    assert!(batches > 0, "no transaction recorded more than one request");
+
+    // The counters equal what the log says.
+    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    assert_eq!(log.len(), 500);
+    for protocol_hash in protocols.iter().flatten() {
+        let mut expected = ProtocolUsage::default();
+        for record in log
+            .iter()
+            .filter(|r| r.protocol_hash == Some(*protocol_hash))
+        {
+            expected.requests += 1;
+            match record.path {
+                RequestPath::Llm => expected.llm += 1,
+                RequestPath::Routine => expected.routine += 1,
+                RequestPath::Fallback => expected.fallback += 1,
+                RequestPath::Rejected => expected.rejected += 1,
+                RequestPath::Failed => expected.failed += 1,
+            }
+            expected.llm_prompt_tokens += record.prompt_tokens;
+            expected.llm_completion_tokens += record.completion_tokens;
+            expected.llm_cost_usd += record.cost_usd;
+            expected.last_used_ms = expected.last_used_ms.max(record.created_at_ms);
+        }
+        assert_eq!(expected.requests, 100);
+        assert_eq!(store.usage(protocol_hash).await.expect("usage"), expected);
+    }
+    for routine_id in &routine_ids {
+        let runs: Vec<_> = log
+            .iter()
+            .filter(|r| r.routine_id == Some(*routine_id))
+            .collect();
+        let failures: Vec<_> = runs.iter().filter(|r| r.routine_error.is_some()).collect();
+        let routine = store
+            .routine(*routine_id)
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!(
+            (routine.runs, routine.failures),
+            (100, failures.len() as i64)
+        );
+        assert!(!failures.is_empty());
+        // The last error and its time come from one and the same failure.
+        assert!(
+            failures
+                .iter()
+                .any(|r| r.routine_error == routine.last_error
+                    && Some(r.created_at_ms) == routine.last_failure_at_ms),
+            "{:?} at {:?}",
+            routine.last_error,
+            routine.last_failure_at_ms
+        );
+    }
+    // Each conversation holds the history and time of one of its requests.
+    for id in 0..10 {
+        let stored = store
+            .conversation(&format!("c{id}"))
+            .await
+            .expect("get")
+            .expect("exists");
+        let n = stored.messages["n"].as_i64().expect("a number");
+        assert_eq!((n % 10, n % 3), (id, 0));
+        assert_eq!(stored.last_active_ms, n);
+    }
+    assert_eq!(store.ledger_totals().await.expect("totals")[0].calls, 100);
+    store.close().await;
+}
+
+pub async fn a_bad_request_in_a_batch_fails_alone(fixture: Fixture) {
+    let store = fixture.open().await;
+    let h = hash(30);
+    store
+        .execute_raw_for_tests(&refusing_conversation_trigger(&fixture, "doomed"))
+        .await
+        .expect("install trigger");
+    // A batch forms only while the writer is busy, so a round may not put the bad request in
+    // one; rounds repeat until one did (the first almost always does).
+    let mut recorded = 0;
+    for round in 0..10_i64 {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..100_i64 {
+            let store = store.clone();
+            let n = round * 100 + i;
+            tasks.spawn(async move {
+                let id = if i == 50 {
+                    "doomed".to_string()
+                } else {
+                    format!("c{n}")
+                };
+                let conv = conversation(&id, Some(h), n);
+                let result = store
+                    .record_request(&request(n, Some(h), RequestPath::Llm, n), Some(&conv))
+                    .await;
+                (i, result)
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            match joined.expect("task finishes") {
+                (50, result) => assert!(
+                    matches!(&result, Err(StoreError::Database(message)) if message.contains("refused by test trigger")),
+                    "{result:?}"
+                ),
+                (_, result) => result.expect("a good request is recorded"),
+            }
+        }
+        recorded += 99;
+        if store.request_batches_for_tests().1 > 0 {
+            break;
+        }
+    }
+    let (_, retried) = store.request_batches_for_tests();
+    assert!(retried > 0, "the bad request never shared a transaction");
+
+    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    assert_eq!(log.len(), recorded);
+    assert!(log.iter().all(|r| r.query_id != "q50"));
     let usage = store.usage(&h).await.expect("usage");
-    assert_eq!(usage.requests, 160);
-    assert_eq!(usage.routine, 160);
-    assert_eq!(
-        store.recent_requests(1_000).await.expect("requests").len(),
-        160
+    assert_eq!(usage.requests, recorded as i64);
+    assert_eq!(store.conversation("doomed").await.expect("get"), None);
+    assert!(store.conversation("c49").await.expect("get").is_some());
+    store.close().await;
+}
+
+pub async fn closing_the_store_writes_queued_requests(fixture: Fixture) {
+    let store = fixture.open().await;
+    let h = hash(31);
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..300_i64 {
+        let store = store.clone();
+        let started = started.clone();
+        tasks.spawn(async move {
+            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Queued in the same poll: nothing awaits before the request is on the queue.
+            store
+                .record_request(&request(n, Some(h), RequestPath::Routine, n), None)
+                .await
+        });
+    }
+    // Close while requests are queued, and maybe while others are still coming.
+    while started.load(std::sync::atomic::Ordering::SeqCst) < 150 {
+        tokio::task::yield_now().await;
+    }
+    store.close().await;
+    let mut acknowledged = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.expect("task finishes") {
+            Ok(()) => acknowledged += 1,
+            Err(StoreError::Database(_)) => {}
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    assert!(
+        acknowledged >= 149,
+        "only {acknowledged} of those queued were written"
     );
-    assert_eq!(store.ledger_totals().await.expect("totals")[0].calls, 160);
+    let late = store
+        .record_request(&request(300, Some(h), RequestPath::Routine, 300), None)
+        .await;
+    assert!(matches!(late, Err(StoreError::Database(_))), "{late:?}");
+    // Every acknowledged request is there, and nothing else.
+    let store = fixture.open().await;
+    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    assert_eq!(log.len(), acknowledged);
+    assert_eq!(
+        store.usage(&h).await.expect("usage").requests,
+        acknowledged as i64
+    );
     store.close().await;
 }
 
