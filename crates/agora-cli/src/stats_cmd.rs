@@ -13,10 +13,15 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     let programmed = |hash| programming.get(hash).cloned().unwrap_or_default();
     let sent = store.sender_totals().await?;
     if as_json {
+        // Sender routines and every attempt at one (with its source), JSON only.
+        let sender_routines = store.sender_routines().await?;
+        let sender_attempts = store.sender_attempts().await?;
         let value = json!({
             "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
             "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd, "tokensSavedEstimate": u.tokens_saved_estimate(), "routineAttempts": programmed(h).attempts, "routineAttemptsPassed": programmed(h).passed, "implementingTokens": programmed(h).tokens})).collect::<Vec<_>>(),
             "sender": sent.iter().map(|t| json!({"target": t.target, "task": t.task, "rung": t.rung, "runs": t.runs, "successes": t.successes, "llmCalls": t.llm_calls, "tokens": t.tokens})).collect::<Vec<_>>(),
+            "senderRoutines": sender_routines.iter().map(|r| json!({"id": r.id, "target": r.key.target, "task": r.key.task, "protocol": r.key.protocol_hash.to_hex(), "active": r.active, "runs": r.runs, "failures": r.failures, "lastError": r.last_error, "source": r.source})).collect::<Vec<_>>(),
+            "senderRoutineAttempts": sender_attempts.iter().map(|a| json!({"target": a.key.target, "task": a.key.task, "protocol": a.key.protocol_hash.to_hex(), "job": a.job, "attempt": a.attempt, "reason": a.reason, "outcome": a.outcome, "report": a.report, "tokens": a.prompt_tokens + a.completion_tokens, "routineId": a.routine_id, "source": a.source})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());

@@ -214,6 +214,10 @@ pub struct SenderConfig {
     pub protocol_db: Option<String>,
     /// The bearer token for publishing to it.
     pub protocol_db_token: Option<String>,
+    /// Successful LLM-written protocol runs of a (target, task, protocol) after which the LLM
+    /// writes a sender routine for it (the paper's demo: 1, on the next use); 0 turns sender
+    /// routines off. Repairs, examples kept and failures tolerated come from `[programmer]`.
+    pub sender_routine_threshold: i64,
 }
 
 impl Default for SenderConfig {
@@ -227,6 +231,7 @@ impl Default for SenderConfig {
             max_candidates: 3,
             protocol_db: None,
             protocol_db_token: None,
+            sender_routine_threshold: 1,
         }
     }
 }

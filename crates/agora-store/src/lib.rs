@@ -24,6 +24,7 @@ mod records;
 mod requests;
 mod routines;
 mod sender_memory;
+mod sender_routines;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
@@ -35,3 +36,4 @@ pub use records::{
     RoutineOrigin, RoutineStatus, StoredDocument,
 };
 pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
+pub use sender_routines::{SenderExample, SenderKey, SenderRoutine, SenderRoutineAttempt};

@@ -44,7 +44,7 @@ pub struct SenderRun {
     pub target: String,
     /// The task's name.
     pub task: String,
-    /// `natural` or `protocol`.
+    /// `natural`, `protocol` or `routine`.
     pub rung: String,
     /// The ladder's steps on the way, comma-separated (`explored`, `negotiated`, ...).
     pub steps: String,

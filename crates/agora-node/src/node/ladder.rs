@@ -15,7 +15,11 @@
 //!
 //! A target that rejects the protocol in use has it remembered as refused (never offered to
 //! that target again), and the run falls back to natural language. Every run is logged with its
-//! rung and steps for `agora stats`. Sender-side routines, the last rung, are still to come.
+//! rung and steps for `agora stats`.
+//! 4. Under a protocol in use, once the LLM has written and examined a sender routine for the
+//!    (target, task, protocol), the routine builds the body and reads the reply with no LLM call
+//!    (rung `routine`; see `node::sender_routines`). A failing routine hands that run to the
+//!    LLM (step `routine_failed`).
 
 use std::time::Duration;
 
@@ -25,6 +29,7 @@ use agora_store::{SenderMemory, SenderRun};
 use serde_json::Value;
 
 use super::Node;
+use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::{self, SendError, SendOutcome};
 use crate::task::Task;
@@ -86,13 +91,35 @@ impl Node {
         }
 
         let mut protocol = None;
+        let mut by_routine = false;
         let mut result = match memory.protocol_hash {
             Some(hash) => match self.protocol_in_use(&hash).await {
                 Some(document) => {
                     protocol = Some(hash);
                     let sources = memory.protocol_sources.clone();
-                    self.send(target, task, data, Some((&document, &sources)))
+                    let key = agora_store::SenderKey {
+                        target: target.to_string(),
+                        task: task.name.clone(),
+                        protocol_hash: hash,
+                    };
+                    match self
+                        .send_by_routine(&key, task, data, &document, &sources)
                         .await
+                    {
+                        RoutineRun::Done(result) => {
+                            by_routine = true;
+                            result
+                        }
+                        RoutineRun::Failed => {
+                            steps.push("routine_failed".to_string());
+                            self.send(target, task, data, Some((&document, &sources)))
+                                .await
+                        }
+                        RoutineRun::NoRoutine => {
+                            self.send(target, task, data, Some((&document, &sources)))
+                                .await
+                        }
+                    }
                 }
                 None => Err(SendError::Failed(format!(
                     "the protocol in use {hash} is no longer in the store"
@@ -128,7 +155,9 @@ impl Node {
         let run = SenderRun {
             target: target.to_string(),
             task: task.name.clone(),
-            rung: if protocol.is_some() {
+            rung: if protocol.is_some() && by_routine {
+                "routine"
+            } else if protocol.is_some() {
                 "protocol"
             } else {
                 "natural"

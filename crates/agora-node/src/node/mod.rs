@@ -44,6 +44,7 @@ mod ladder;
 mod negotiating;
 mod programming;
 mod registry;
+mod sender_routines;
 mod sending;
 
 pub use ladder::TaskRun;
@@ -102,6 +103,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     routines: RoutineTable,
     programmer: ProgrammerQueue,
+    sender_routines: crate::sender::routine::SenderRoutines,
     negotiation: crate::negotiation::NegotiationSignal,
 }
 
@@ -160,6 +162,7 @@ impl Node {
                 clock: parts.clock,
                 routines,
                 programmer: ProgrammerQueue::new(),
+                sender_routines: crate::sender::routine::SenderRoutines::new(),
                 negotiation: Default::default(),
             }),
         }

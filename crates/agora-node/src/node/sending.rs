@@ -107,13 +107,23 @@ impl Node {
         sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
         let tally = context.tally();
         tracing::info!(llm_calls = tally.calls, "task answered");
-        Ok(SendOutcome {
+        let outcome = SendOutcome {
             output,
             reply_body: reply,
             llm_calls: tally.calls,
             llm_tokens: tally.prompt_tokens + tally.completion_tokens,
             llm_cost_usd: tally.cost_usd,
             negotiation_requested,
-        })
+        };
+        if let Some((document, _)) = protocol {
+            let key = agora_store::SenderKey {
+                target: target.to_string(),
+                task: task.name.clone(),
+                protocol_hash: document.hash(),
+            };
+            self.keep_sender_example(key, task, data, &body, &outcome)
+                .await;
+        }
+        Ok(outcome)
     }
 }

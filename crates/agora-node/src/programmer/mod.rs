@@ -53,17 +53,18 @@ pub(crate) struct PendingExample {
     pub(crate) reply: String,
 }
 
-/// The waiting and running jobs.
-pub(crate) struct ProgrammerQueue {
+/// The waiting and running jobs, one at most per key (a protocol for receiver routines; a
+/// target, task and protocol for sender routines, see `node::sender_routines`).
+pub(crate) struct ProgrammerQueue<K = ProtocolHash, J = Job> {
     /// Created with the worker, on the first job (that needs a tokio runtime).
-    pub(crate) sender: OnceLock<mpsc::Sender<Job>>,
-    /// Protocols with a job waiting or running.
-    pending: Mutex<HashSet<ProtocolHash>>,
+    pub(crate) sender: OnceLock<mpsc::Sender<J>>,
+    /// Keys with a job waiting or running.
+    pending: Mutex<HashSet<K>>,
     /// Jobs waiting or running, for [`crate::Node::programmer_idle`].
     outstanding: watch::Sender<usize>,
 }
 
-impl ProgrammerQueue {
+impl<K: std::hash::Hash + Eq, J> ProgrammerQueue<K, J> {
     pub(crate) fn new() -> Self {
         Self {
             sender: OnceLock::new(),
@@ -73,7 +74,7 @@ impl ProgrammerQueue {
     }
 
     /// Whether a job for `hash` is waiting or running.
-    pub(crate) fn is_pending(&self, hash: &ProtocolHash) -> bool {
+    pub(crate) fn is_pending(&self, hash: &K) -> bool {
         match self.pending.lock() {
             Ok(pending) => pending.contains(hash),
             Err(poisoned) => poisoned.into_inner().contains(hash),
@@ -81,7 +82,7 @@ impl ProgrammerQueue {
     }
 
     /// Marks a job for `hash` as taken; false when one already is.
-    pub(crate) fn claim(&self, hash: ProtocolHash) -> bool {
+    pub(crate) fn claim(&self, hash: K) -> bool {
         let inserted = match self.pending.lock() {
             Ok(mut pending) => pending.insert(hash),
             Err(poisoned) => poisoned.into_inner().insert(hash),
@@ -93,7 +94,7 @@ impl ProgrammerQueue {
     }
 
     /// The job for `hash` is done (or was never queued).
-    pub(crate) fn release(&self, hash: &ProtocolHash) {
+    pub(crate) fn release(&self, hash: &K) {
         let removed = match self.pending.lock() {
             Ok(mut pending) => pending.remove(hash),
             Err(poisoned) => poisoned.into_inner().remove(hash),

@@ -7,6 +7,8 @@
 //! against the schema with a JSON Schema validator as well: a reply that cannot be read into the
 //! schema is a [`SendError::InvalidOutput`], never a silently wrong answer.
 
+pub(crate) mod routine;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
