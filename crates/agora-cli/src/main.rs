@@ -1,6 +1,7 @@
 //! `agora`: run nodes and protocol databases, manage protocol documents and routines, inspect
 //! the ledger.
 
+mod demo_cmd;
 mod negotiate_cmd;
 mod node_cmd;
 mod pd_cmd;
@@ -77,6 +78,11 @@ enum Command {
         #[command(subcommand)]
         command: protocol_db_cmd::ProtocolDbCommand,
     },
+    /// Demos: the paper's weather scenario.
+    Demo {
+        #[command(subcommand)]
+        command: demo_cmd::DemoCommand,
+    },
     /// Run the local LLM server (llama.cpp) in the foreground.
     Llm {
         #[command(subcommand)]
@@ -95,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Negotiate { config, args } => negotiate_cmd::run(config.as_deref(), args).await,
         Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
         Command::ProtocolDb { command } => protocol_db_cmd::run(command).await,
+        Command::Demo { command } => demo_cmd::run(command).await,
         Command::Llm { command } => node_cmd::run_llm(command).await,
     }
 }
