@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use agora_fetch::Fetcher;
 use agora_llm::{Llm, PriceTable};
+use agora_node::tools::WeatherForecastTool;
 use agora_node::{Node, NodeConfig, NodeParts, SystemClock, Task, ToolRegistry};
 use agora_store::LlmCallRecord;
 use anyhow::Context;
@@ -106,6 +107,9 @@ pub struct QueryRow {
     pub bob: String,
     /// The validated output, or the error.
     pub output: Value,
+    /// Whether the output carries Bob's weather tool's data for the query (numbers compared as
+    /// numbers): natural language may lose or reword it, the protocol should not.
+    pub matches_tool: bool,
     /// LLM use by "side/category" (both sides, background programmers included).
     pub llm: BTreeMap<String, Usage>,
     /// All of it.
@@ -135,6 +139,8 @@ pub struct WeatherReport {
     pub protocol: Option<Value>,
     /// Queries whose output was valid.
     pub succeeded: usize,
+    /// Queries whose output equals the weather tool's data.
+    pub matched_tool: usize,
     /// Queries at the end that made no LLM call on either side.
     pub llm_free_tail: usize,
 }
@@ -274,15 +280,19 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
         let result = alice.node.run_task(&bob.url, &task, &data).await;
         bob.node.programmer_idle().await;
         alice.node.programmer_idle().await;
+        alice.node.sender_routines_idle().await;
+        let rung = alice
+            .node
+            .store()
+            .sender_runs(&bob.url, &task.name, 1)
+            .await?
+            .pop()
+            .map(|run| run.rung)
+            .unwrap_or_default();
         let (alice_path, output) = match &result {
             Ok(run) => (
                 format!(
-                    "{}{}",
-                    if run.protocol.is_some() {
-                        "protocol"
-                    } else {
-                        "natural"
-                    },
+                    "{rung}{}",
                     if run.steps.is_empty() {
                         String::new()
                     } else {
@@ -331,9 +341,22 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
         } else {
             "natural"
         };
+        let forecast = WeatherForecastTool::new(7).forecast(
+            data["location"].as_str().unwrap_or_default(),
+            data["date"].as_str().unwrap_or_default(),
+        );
+        let matches_tool = [
+            ("temperature", "temperature_c"),
+            ("precipitation", "precipitation_mm"),
+        ]
+        .iter()
+        .all(|(ours, tools)| {
+            output[ours].as_f64().is_some() && output[ours].as_f64() == forecast[tools].as_f64()
+        }) && output["weatherCondition"] == forecast["condition"];
         let row = QueryRow {
             index,
             data,
+            matches_tool,
             phase: phase.into(),
             alice: alice_path,
             bob: bob_path,
@@ -358,9 +381,10 @@ fn print_row(row: &QueryRow) {
         .map(|(k, u)| format!("{k} {}×/{}t", u.calls, u.tokens))
         .collect();
     println!(
-        "{:>3}  {:<11} alice: {:<40} bob: {:<9} {:>3} calls {:>6} tok ${:.4}  {}",
+        "{:>3}  {:<11} {} alice: {:<40} bob: {:<9} {:>3} calls {:>6} tok ${:.4}  {}",
         row.index,
         row.phase,
+        if row.matches_tool { "✓" } else { "≠" },
         truncate(&row.alice, 40),
         row.bob,
         row.total.calls,
@@ -439,6 +463,7 @@ async fn summarize(
         .iter()
         .filter(|r| r.output.get("error").is_none())
         .count();
+    let matched_tool = rows.iter().filter(|r| r.matches_tool).count();
     let llm_free_tail = rows
         .iter()
         .rev()
@@ -459,6 +484,7 @@ async fn summarize(
         }),
         protocol,
         succeeded,
+        matched_tool,
         llm_free_tail,
     })
 }
@@ -493,9 +519,11 @@ pub fn print_summary(report: &WeatherReport) {
         None => println!("  no break-even in this run"),
     }
     println!(
-        "\n{}/{} queries answered; the last {} used no LLM on either side.",
+        "\n{}/{} queries answered ({} with exactly the weather tool's data); the last {} used no \
+         LLM on either side.",
         report.succeeded,
         report.queries.len(),
+        report.matched_tool,
         report.llm_free_tail
     );
     if let Some(protocol) = &report.protocol {
