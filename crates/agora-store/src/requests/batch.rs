@@ -5,8 +5,8 @@
 //! time, each request paid a transaction of a few statements under the store's single-writer
 //! lock, and each statement a round trip to sqlx's SQLite worker thread and back through the
 //! async scheduler; on a busy node each such hop waits its turn, so a transaction took about a
-//! millisecond of wall time and capped the node at a few thousand requests a second however cheap
-//! answering was. Written together, a batch costs little more than one of its requests.
+//! millisecond of wall time and capped the node at about a thousand requests a second however
+//! cheap answering was. Written together, a batch costs little more than one of its requests.
 //!
 //! How: each call queues its request (with its conversation, serialized) on a bounded channel and
 //! waits for its own answer. The writer task takes whatever is queued, up to [`MAX_BATCH`]
@@ -107,9 +107,9 @@ pub(crate) struct RequestWriter {
 }
 
 impl RequestWriter {
-    /// Starts the writer. `writer` is the store's SQLite writer lock (`None` on Postgres), taken
-    /// once per transaction. A file SQLite database gets the writer's own connection and thread
-    /// and a checkpoint task; the others a task on the current tokio runtime.
+    /// Starts the writer task on the current tokio runtime. `writer` is the store's SQLite writer
+    /// lock (`None` on Postgres), taken once per transaction. A file SQLite database gets the
+    /// writer's own connection and a checkpoint task.
     pub(crate) async fn start(
         pool: AnyPool,
         mode: WriterMode,
@@ -129,39 +129,27 @@ impl RequestWriter {
         // Both are tracked through their channels: the writer stops when asked by `close` or
         // when every sender is gone, after writing what it was given (it holds no sender, so it
         // cannot keep itself alive); the checkpoint task stops when the writer does.
-        if !matches!(
+        if matches!(
             mode,
             WriterMode::Sqlite {
                 own_connection: true
             }
         ) {
-            tokio::spawn(task.run(receiver));
-            return Ok(Self { queue, counters });
+            let mut connection = pool
+                .acquire()
+                .await
+                .map_err(StoreError::db("connect: the request writer's connection"))?
+                .detach();
+            sqlx::query("PRAGMA wal_autocheckpoint = 0")
+                .execute(&mut connection)
+                .await
+                .map_err(StoreError::db("connect: the request writer's connection"))?;
+            task.connection = Some(connection);
+            let (nudge, nudges) = mpsc::channel(1);
+            task.checkpoints = Some(nudge);
+            tokio::spawn(checkpoint_when_nudged(pool, nudges));
         }
-        let start = |e: std::io::Error| {
-            StoreError::Database(format!("connect: start the request writer: {e}"))
-        };
-        let mut connection = pool
-            .acquire()
-            .await
-            .map_err(StoreError::db("connect: the request writer's connection"))?
-            .detach();
-        sqlx::query("PRAGMA wal_autocheckpoint = 0")
-            .execute(&mut connection)
-            .await
-            .map_err(StoreError::db("connect: the request writer's connection"))?;
-        task.connection = Some(connection);
-        let (nudge, nudges) = mpsc::channel(1);
-        task.checkpoints = Some(nudge);
-        tokio::spawn(checkpoint_when_nudged(pool, nudges));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(start)?;
-        std::thread::Builder::new()
-            .name("agora-store-writer".into())
-            .spawn(move || runtime.block_on(task.run(receiver)))
-            .map_err(start)?;
+        tokio::spawn(task.run(receiver));
         Ok(Self { queue, counters })
     }
 
