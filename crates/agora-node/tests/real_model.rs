@@ -6,10 +6,6 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
 use agora_node::tools::WeatherForecastTool;
 use agora_protocol::{ProtocolHash, data_uri};
 use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
@@ -17,26 +13,13 @@ use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
 
-fn local_llm() -> Arc<dyn Llm> {
-    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
-        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
-    );
-    Arc::new(OpenAiBackend::new(OpenAiConfig {
-        base_url: url,
-        api_key: "local".into(),
-        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
-        timeout: Duration::from_secs(300),
-        max_concurrency: 1,
-    }))
-}
-
 const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, precipitation, sky condition) for a location and a date.";
 
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_answers_a_weather_question_with_tool_data() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(local_llm(), dir.path())
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
         .config(|c| {
             c.description = BOB.into();
             c.tools = vec![weather_tool()];
@@ -68,7 +51,7 @@ async fn real_model_answers_a_weather_question_with_tool_data() {
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(local_llm(), dir.path())
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
         .config(|c| {
             c.description = BOB.into();
             c.tools = vec![weather_tool()];
@@ -108,7 +91,7 @@ async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() 
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protocol() {
     let bob_dir = temp_dir();
-    let bob = NodeBuilder::new(local_llm(), bob_dir.path())
+    let bob = NodeBuilder::new(agora_testkit::local_llm(), bob_dir.path())
         .config(|c| {
             c.description = BOB.into();
             c.tools = vec![weather_tool()];
@@ -116,7 +99,7 @@ async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protoco
         .spawn()
         .await;
     let alice_dir = temp_dir();
-    let alice = NodeBuilder::new(local_llm(), alice_dir.path())
+    let alice = NodeBuilder::new(agora_testkit::local_llm(), alice_dir.path())
         .build()
         .await;
     let task: agora_node::Task = serde_json::from_value(json!({

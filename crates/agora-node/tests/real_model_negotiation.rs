@@ -5,33 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
 use agora_node::{Category, Task};
 use agora_protocol::ProtocolDocument;
 use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
 use serde_json::json;
 
-fn local_llm() -> Arc<dyn Llm> {
-    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
-        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
-    );
-    Arc::new(OpenAiBackend::new(OpenAiConfig {
-        base_url: url,
-        api_key: "local".into(),
-        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
-        timeout: Duration::from_secs(300),
-        max_concurrency: 1,
-    }))
-}
-
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
     let (a, b) = (temp_dir(), temp_dir());
-    let llm = local_llm();
+    let llm = agora_testkit::local_llm();
     let alice = NodeBuilder::new(llm.clone(), a.path())
         .config(|c| {
             c.name = "alice".into();

@@ -10,9 +10,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
 use agora_node::tools::WeatherForecastTool;
 use agora_protocol::{ProtocolHash, data_uri};
 use agora_routines::{RuntimeConfig, WasmRuntime};
@@ -23,19 +22,6 @@ use serde_json::{Value, json};
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
 const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, \
                    precipitation, sky condition) for a location and a date.";
-
-fn local_llm() -> Arc<dyn Llm> {
-    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
-        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
-    );
-    Arc::new(OpenAiBackend::new(OpenAiConfig {
-        base_url: url,
-        api_key: "local".into(),
-        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
-        timeout: Duration::from_secs(300),
-        max_concurrency: 1,
-    }))
-}
 
 fn runtime() -> WasmRuntime {
     let engine = std::env::var_os("AGORA_JS_ENGINE")
@@ -63,7 +49,7 @@ fn expected(location: &str, date: &str) -> Value {
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(local_llm(), dir.path())
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
         .config(|c| {
             c.description = BOB.into();
             c.tools = vec![weather_tool()];

@@ -12,9 +12,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use agora_llm::{Llm, OpenAiBackend, OpenAiConfig};
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{ProtocolInput, RoutineLimits, RoutineSource, RoutineSpec, Task};
 use agora_protocol::data_uri;
@@ -25,19 +24,6 @@ use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../protocols/weather-forecast.md");
 const WEATHER_JS: &str = include_str!("../../../routines/weather-forecast/routine.js");
-
-fn local_llm() -> Arc<dyn Llm> {
-    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
-        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
-    );
-    Arc::new(OpenAiBackend::new(OpenAiConfig {
-        base_url: url,
-        api_key: "local".into(),
-        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
-        timeout: Duration::from_secs(300),
-        max_concurrency: 1,
-    }))
-}
 
 fn runtime() -> WasmRuntime {
     let engine = std::env::var_os("AGORA_JS_ENGINE")
@@ -98,7 +84,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         .await
         .unwrap();
 
-    let alice = NodeBuilder::new(local_llm(), a.path())
+    let alice = NodeBuilder::new(agora_testkit::local_llm(), a.path())
         .config(|c| c.sender.sender_routine_threshold = 2)
         .routine_engine(runtime)
         .build()

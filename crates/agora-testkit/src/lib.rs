@@ -23,6 +23,21 @@ use tokio_util::sync::CancellationToken;
 pub use routines::ScriptedRoutineEngine;
 pub use scripted::{ScriptedLlm, Turn, last_user_message, schema_name, system_prompt};
 
+/// The real local model for `real_model_*` tests: the llama-server `scripts/test.sh` starts
+/// (temperature 0, fixed seed, one slot) at `$AGORA_TEST_LLM_URL`.
+pub fn local_llm() -> Arc<dyn Llm> {
+    let url = std::env::var("AGORA_TEST_LLM_URL").expect(
+        "AGORA_TEST_LLM_URL must point at a running llama-server (scripts/test.sh starts one)",
+    );
+    Arc::new(agora_llm::OpenAiBackend::new(agora_llm::OpenAiConfig {
+        base_url: url,
+        api_key: "local".into(),
+        model: "qwen2.5-coder-1.5b-instruct-q4_k_m".into(),
+        timeout: std::time::Duration::from_secs(300),
+        max_concurrency: 1,
+    }))
+}
+
 /// The built-in weather tool as the tests configure it (seed 7).
 pub fn weather_tool() -> agora_node::ToolConfig {
     agora_node::ToolConfig::builtin("weather_forecast", "weather_forecast", 7)
