@@ -1,0 +1,1030 @@
+//! The report of a network demo, computed from run records alone.
+//!
+//! One `report.md` is meant to be read by a person: totals per mode, Agora's cost split by
+//! category, the NL-only/Agora cost ratio, an NL-only estimate for the whole screenplay when the
+//! counterfactual run was cut short, per-query curves, the network's final state and success per
+//! task. Every figure of the paper is printed next to ours, and every number says whether it was
+//! measured or estimated. Beside it: `summary.json` (the [`ReportSummary`]), `per_query.csv`,
+//! `curves.csv` and three SVG plots.
+//!
+//! Costs are taken as recorded (`cost_usd`, priced by the run at the price table's rates); the
+//! report only restates that table. Totals are recomputed from the query records so that the
+//! CSV, the curves and the totals always agree; a record whose stored totals disagree is flagged.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
+
+/// The paper's total cost of the NL-only counterfactual over the whole screenplay, in USD.
+pub const PAPER_NL_ONLY_COST_USD: f64 = 36.23;
+/// The paper's total cost of the Agora run over the whole screenplay, in USD.
+pub const PAPER_AGORA_COST_USD: f64 = 7.67;
+/// The paper's cost split of the Agora run: (our category, the paper's name, share).
+pub const PAPER_CATEGORY_SHARES: [(&str, &str, f64); 4] = [
+    ("conversation", "conversation", 0.54),
+    ("checking", "protocolChecking", 0.22),
+    ("implementing", "programming", 0.17),
+    ("negotiation", "negotiation", 0.06),
+];
+/// Trailing window of the per-query moving averages.
+pub const MOVING_AVERAGE_WINDOW: usize = 100;
+/// The price table the runs were priced with (model, USD per 1M prompt, per 1M completion
+/// tokens). Restated in the report; the figures are assumed, not taken from the paper.
+pub const PRICE_TABLE: [(&str, f64, f64); 3] = [
+    ("gpt-4o", 5.0, 15.0),
+    ("gemini-1.5-pro", 3.5, 10.5),
+    ("llama3-405b", 5.0, 10.0),
+];
+
+/// What the report is computed from.
+pub struct ReportInput<'a> {
+    /// The run's name, e.g. `local-100`.
+    pub name: String,
+    /// The Agora run, if any.
+    pub agora: Option<&'a RunRecord>,
+    /// The NL-only run, if any.
+    pub nl_only: Option<&'a RunRecord>,
+    /// How many queries of the whole screenplay go to each (server, task): for the NL-only
+    /// estimate of the full screenplay.
+    pub screenplay_counts: BTreeMap<(String, String), u64>,
+}
+
+/// The key numbers of the report (`summary.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportSummary {
+    /// The run's name.
+    pub name: String,
+    /// Queries in the whole screenplay (sum of the screenplay counts).
+    pub screenplay_queries: u64,
+    /// Totals of the Agora run (measured).
+    pub agora: Option<ModeTotals>,
+    /// Totals of the NL-only run (measured).
+    pub nl_only: Option<ModeTotals>,
+    /// NL-only/Agora cost over the queries both runs have (measured).
+    pub cost_ratio: Option<CostRatio>,
+    /// The Agora run's cost by category, next to the paper's (measured).
+    pub agora_categories: Option<CategoryShares>,
+    /// NL-only cost of the whole screenplay, estimated from the recorded NL-only queries.
+    pub nl_only_estimate: Option<NlOnlyEstimate>,
+}
+
+/// One mode's totals, summed over its query records.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeTotals {
+    /// The mode.
+    pub mode: Mode,
+    /// The LLM, in words.
+    pub llm: String,
+    /// Queries asked for.
+    pub queries_planned: usize,
+    /// Queries recorded.
+    pub queries: usize,
+    /// Queries that succeeded (HTTP 200 and valid output).
+    pub successes: usize,
+    /// `successes / queries` (0 when there is no query).
+    pub success_rate: f64,
+    /// Queries with no LLM call anywhere that succeeded.
+    pub routine_only: usize,
+    /// LLM use over all queries.
+    pub llm_totals: CallTotals,
+    /// Mean recorded LLM latency per query, in milliseconds.
+    pub mean_llm_latency_ms_per_query: f64,
+    /// Wall time of the whole run, in seconds.
+    pub wall_secs: f64,
+    /// The network at the end of the run.
+    pub network: NetworkStats,
+    /// Whether the record's stored totals differ from the sum of its queries.
+    pub stored_totals_differ: bool,
+}
+
+/// NL-only/Agora cost over the common prefix of the two runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CostRatio {
+    /// Queries compared: the shorter run's length.
+    pub prefix_queries: usize,
+    /// Agora cost over the prefix.
+    pub agora_cost_usd: f64,
+    /// NL-only cost over the prefix.
+    pub nl_only_cost_usd: f64,
+    /// `nl_only_cost_usd / agora_cost_usd`; absent when Agora cost nothing.
+    pub ratio: Option<f64>,
+    /// The paper's ratio over the whole screenplay.
+    pub paper_ratio: f64,
+}
+
+/// The Agora run's cost by category.
+#[derive(Debug, Clone, Serialize)]
+pub struct CategoryShares {
+    /// Total cost the shares are taken of.
+    pub total_cost_usd: f64,
+    /// The `querying` cost, counted with `conversation` in `rows`.
+    pub querying_cost_usd: f64,
+    /// One row per comparable category, then any other recorded category.
+    pub rows: Vec<CategoryShare>,
+}
+
+/// One category of [`CategoryShares`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CategoryShare {
+    /// Our category (`conversation` includes `querying`; `uncategorised` is cost no category
+    /// claims).
+    pub category: String,
+    /// The paper's name for it, if the paper has one.
+    pub paper_name: Option<String>,
+    /// Its cost.
+    pub cost_usd: f64,
+    /// Its share of the total cost.
+    pub share: f64,
+    /// The paper's share.
+    pub paper_share: Option<f64>,
+}
+
+/// NL-only cost of the whole screenplay, estimated per (server, task).
+#[derive(Debug, Clone, Serialize)]
+pub struct NlOnlyEstimate {
+    /// Queries of the whole screenplay.
+    pub screenplay_queries: u64,
+    /// NL-only queries recorded (the samples).
+    pub measured_queries: usize,
+    /// Their measured cost.
+    pub measured_cost_usd: f64,
+    /// Mean cost over all recorded NL-only queries, used for pairs without a sample.
+    pub overall_mean_usd: f64,
+    /// Screenplay queries whose pair had no sample.
+    pub unsampled_queries: u64,
+    /// Pairs without a sample.
+    pub unsampled_pairs: usize,
+    /// The estimate: Σ mean(pair) × count(pair).
+    pub estimated_cost_usd: f64,
+    /// The estimate over the Agora run's measured cost, when that run covered the whole
+    /// screenplay (an estimate over a measurement).
+    pub estimated_ratio_vs_agora: Option<f64>,
+    /// Per pair.
+    pub pairs: Vec<PairEstimate>,
+}
+
+/// One (server, task) of [`NlOnlyEstimate`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PairEstimate {
+    /// Server.
+    pub server: String,
+    /// Task.
+    pub task: String,
+    /// Queries of the screenplay for this pair.
+    pub screenplay_queries: u64,
+    /// Recorded NL-only queries for this pair.
+    pub samples: usize,
+    /// Mean cost used (the pair's, or the overall mean when it has no sample).
+    pub mean_usd: f64,
+    /// Sample standard deviation (at least two samples).
+    pub std_usd: Option<f64>,
+    /// Smallest sample.
+    pub min_usd: Option<f64>,
+    /// Largest sample.
+    pub max_usd: Option<f64>,
+    /// `mean_usd × screenplay_queries`.
+    pub estimated_cost_usd: f64,
+}
+
+/// Trailing moving average: point `i` averages `values[max(0, i+1-window) ..= i]`.
+pub fn moving_average(values: &[f64], window: usize) -> Vec<f64> {
+    let window = window.max(1);
+    let mut sum = 0.0;
+    let mut out = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        sum += value;
+        if i >= window {
+            sum -= values[i - window];
+        }
+        out.push(sum / (i + 1).min(window) as f64);
+    }
+    out
+}
+
+/// Writes report.md, summary.json, CSVs and SVG plots into `dir` (created), returns the summary.
+pub fn write_report(dir: &Path, input: &ReportInput) -> Result<ReportSummary> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating report directory {}", dir.display()))?;
+    let summary = summarize(input);
+    let json = serde_json::to_string_pretty(&summary).context("serializing the summary")?;
+    write_file(&dir.join("summary.json"), &json)?;
+    write_file(&dir.join("per_query.csv"), &per_query_csv(input)?)?;
+    let curves = Curves::new(input);
+    write_file(&dir.join("curves.csv"), &curves.csv()?)?;
+    let plots = curves.plot(dir)?;
+    write_file(&dir.join("report.md"), &markdown(input, &summary, &plots)?)?;
+    Ok(summary)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn summarize(input: &ReportInput) -> ReportSummary {
+    let screenplay_queries = input.screenplay_counts.values().sum();
+    let cost_ratio = match (input.agora, input.nl_only) {
+        (Some(agora), Some(nl_only)) => cost_ratio(agora, nl_only),
+        _ => None,
+    };
+    let nl_only_estimate = input
+        .nl_only
+        .and_then(|nl_only| nl_only_estimate(nl_only, input.agora, &input.screenplay_counts));
+    ReportSummary {
+        name: input.name.clone(),
+        screenplay_queries,
+        agora: input.agora.map(mode_totals),
+        nl_only: input.nl_only.map(mode_totals),
+        cost_ratio,
+        agora_categories: input.agora.map(category_shares),
+        nl_only_estimate,
+    }
+}
+
+fn mode_totals(run: &RunRecord) -> ModeTotals {
+    let mut llm_totals = CallTotals::default();
+    for query in &run.queries {
+        llm_totals.add(&query.llm);
+    }
+    let queries = run.queries.len();
+    let successes = run.successes();
+    let stored = &run.totals;
+    let stored_totals_differ = stored.calls != llm_totals.calls
+        || stored.prompt_tokens != llm_totals.prompt_tokens
+        || stored.completion_tokens != llm_totals.completion_tokens
+        || (stored.cost_usd - llm_totals.cost_usd).abs() > 1e-9 * (1.0 + llm_totals.cost_usd);
+    ModeTotals {
+        mode: run.mode,
+        llm: run.llm.clone(),
+        queries_planned: run.queries_planned,
+        queries,
+        successes,
+        success_rate: ratio_or_zero(successes as f64, queries as f64),
+        routine_only: run.queries.iter().filter(|q| q.routine_only()).count(),
+        mean_llm_latency_ms_per_query: ratio_or_zero(llm_totals.latency_ms as f64, queries as f64),
+        llm_totals,
+        wall_secs: run.wall_secs,
+        network: run.network.clone(),
+        stored_totals_differ,
+    }
+}
+
+fn ratio_or_zero(numerator: f64, denominator: f64) -> f64 {
+    if denominator == 0.0 {
+        0.0
+    } else {
+        numerator / denominator
+    }
+}
+
+fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
+    let prefix_queries = agora.queries.len().min(nl_only.queries.len());
+    if prefix_queries == 0 {
+        return None;
+    }
+    let prefix_cost = |run: &RunRecord| -> f64 {
+        run.queries[..prefix_queries]
+            .iter()
+            .map(|q| q.llm.cost_usd)
+            .sum()
+    };
+    let agora_cost_usd = prefix_cost(agora);
+    let nl_only_cost_usd = prefix_cost(nl_only);
+    Some(CostRatio {
+        prefix_queries,
+        agora_cost_usd,
+        nl_only_cost_usd,
+        ratio: (agora_cost_usd > 0.0).then(|| nl_only_cost_usd / agora_cost_usd),
+        paper_ratio: PAPER_NL_ONLY_COST_USD / PAPER_AGORA_COST_USD,
+    })
+}
+
+fn category_shares(run: &RunRecord) -> CategoryShares {
+    let mut costs: BTreeMap<String, f64> = BTreeMap::new();
+    let mut total_cost_usd = 0.0;
+    let mut querying_cost_usd = 0.0;
+    for query in &run.queries {
+        total_cost_usd += query.llm.cost_usd;
+        for (category, usage) in &query.by_category {
+            let key = if category == "querying" {
+                querying_cost_usd += usage.cost_usd;
+                "conversation"
+            } else {
+                category.as_str()
+            };
+            *costs.entry(key.to_owned()).or_default() += usage.cost_usd;
+        }
+    }
+    let share = |cost: f64| ratio_or_zero(cost, total_cost_usd);
+    let mut rows: Vec<CategoryShare> = PAPER_CATEGORY_SHARES
+        .iter()
+        .map(|&(category, paper_name, paper_share)| {
+            let cost_usd = costs.remove(category).unwrap_or(0.0);
+            CategoryShare {
+                category: category.to_owned(),
+                paper_name: Some(paper_name.to_owned()),
+                cost_usd,
+                share: share(cost_usd),
+                paper_share: Some(paper_share),
+            }
+        })
+        .collect();
+    let categorised: f64 =
+        rows.iter().map(|r| r.cost_usd).sum::<f64>() + costs.values().sum::<f64>();
+    for (category, cost_usd) in costs {
+        rows.push(CategoryShare {
+            category,
+            paper_name: None,
+            cost_usd,
+            share: share(cost_usd),
+            paper_share: None,
+        });
+    }
+    let uncategorised = total_cost_usd - categorised;
+    if uncategorised.abs() > 1e-9 * (1.0 + total_cost_usd) {
+        rows.push(CategoryShare {
+            category: "uncategorised".to_owned(),
+            paper_name: None,
+            cost_usd: uncategorised,
+            share: share(uncategorised),
+            paper_share: None,
+        });
+    }
+    CategoryShares {
+        total_cost_usd,
+        querying_cost_usd,
+        rows,
+    }
+}
+
+fn nl_only_estimate(
+    nl_only: &RunRecord,
+    agora: Option<&RunRecord>,
+    counts: &BTreeMap<(String, String), u64>,
+) -> Option<NlOnlyEstimate> {
+    let screenplay_queries: u64 = counts.values().sum();
+    let measured_queries = nl_only.queries.len();
+    if measured_queries == 0 || measured_queries as u64 >= screenplay_queries {
+        return None;
+    }
+    let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for query in &nl_only.queries {
+        samples
+            .entry((query.server.as_str(), query.task.as_str()))
+            .or_default()
+            .push(query.llm.cost_usd);
+    }
+    let measured_cost_usd: f64 = nl_only.queries.iter().map(|q| q.llm.cost_usd).sum();
+    let overall_mean_usd = measured_cost_usd / measured_queries as f64;
+    let pairs: Vec<PairEstimate> = counts
+        .iter()
+        .map(|((server, task), &count)| {
+            let costs = samples
+                .get(&(server.as_str(), task.as_str()))
+                .map_or(&[][..], Vec::as_slice);
+            pair_estimate(server, task, count, costs, overall_mean_usd)
+        })
+        .collect();
+    let unsampled = pairs.iter().filter(|p| p.samples == 0);
+    let unsampled_pairs = unsampled.clone().count();
+    let unsampled_queries = unsampled.map(|p| p.screenplay_queries).sum();
+    let estimated_cost_usd: f64 = pairs.iter().map(|p| p.estimated_cost_usd).sum();
+    let estimated_ratio_vs_agora = agora
+        .filter(|run| run.queries.len() as u64 == screenplay_queries)
+        .map(|run| run.queries.iter().map(|q| q.llm.cost_usd).sum::<f64>())
+        .filter(|&cost| cost > 0.0)
+        .map(|cost| estimated_cost_usd / cost);
+    Some(NlOnlyEstimate {
+        screenplay_queries,
+        measured_queries,
+        measured_cost_usd,
+        overall_mean_usd,
+        unsampled_queries,
+        unsampled_pairs,
+        estimated_cost_usd,
+        estimated_ratio_vs_agora,
+        pairs,
+    })
+}
+
+fn pair_estimate(
+    server: &str,
+    task: &str,
+    count: u64,
+    costs: &[f64],
+    overall_mean_usd: f64,
+) -> PairEstimate {
+    let n = costs.len();
+    let mean_usd = if n == 0 {
+        overall_mean_usd
+    } else {
+        costs.iter().sum::<f64>() / n as f64
+    };
+    let std_usd = (n >= 2).then(|| {
+        let squares: f64 = costs.iter().map(|c| (c - mean_usd).powi(2)).sum();
+        (squares / (n - 1) as f64).sqrt()
+    });
+    PairEstimate {
+        server: server.to_owned(),
+        task: task.to_owned(),
+        screenplay_queries: count,
+        samples: n,
+        mean_usd,
+        std_usd,
+        min_usd: costs.iter().copied().reduce(f64::min),
+        max_usd: costs.iter().copied().reduce(f64::max),
+        estimated_cost_usd: mean_usd * count as f64,
+    }
+}
+
+fn runs<'a>(input: &ReportInput<'a>) -> Vec<&'a RunRecord> {
+    input.agora.into_iter().chain(input.nl_only).collect()
+}
+
+fn csv_field(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_owned()
+    }
+}
+
+fn per_query_csv(input: &ReportInput) -> Result<String> {
+    let runs = runs(input);
+    let categories: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|run| &run.queries)
+        .flat_map(|q| q.by_category.keys().map(String::as_str))
+        .collect();
+    let mut csv = String::from(
+        "index,user,server,task,mode,success,calls,prompt_tokens,completion_tokens,cost_usd,routine_only",
+    );
+    for category in &categories {
+        write!(csv, ",cost_{}", csv_field(category))?;
+    }
+    csv.push('\n');
+    for run in runs {
+        for q in &run.queries {
+            write!(
+                csv,
+                "{},{},{},{},{},{},{},{},{},{},{}",
+                q.index,
+                csv_field(&q.user),
+                csv_field(&q.server),
+                csv_field(&q.task),
+                run.mode.as_str(),
+                q.success,
+                q.llm.calls,
+                q.llm.prompt_tokens,
+                q.llm.completion_tokens,
+                q.llm.cost_usd,
+                q.routine_only(),
+            )?;
+            for category in &categories {
+                let cost = q.by_category.get(*category).map_or(0.0, |c| c.cost_usd);
+                write!(csv, ",{cost}")?;
+            }
+            csv.push('\n');
+        }
+    }
+    Ok(csv)
+}
+
+/// The per-query moving averages of both modes.
+struct Curves {
+    agora_cost: Vec<f64>,
+    nl_only_cost: Vec<f64>,
+    agora_routine_share: Vec<f64>,
+    agora_calls: Vec<f64>,
+    nl_only_calls: Vec<f64>,
+}
+
+/// Plots written, as file names relative to the report.
+struct Plots {
+    cost: Option<&'static str>,
+    routine_share: Option<&'static str>,
+    calls: Option<&'static str>,
+}
+
+impl Curves {
+    fn new(input: &ReportInput) -> Curves {
+        let average = |run: Option<&RunRecord>, value: fn(&QueryRecord) -> f64| -> Vec<f64> {
+            let values: Vec<f64> =
+                run.map_or(Vec::new(), |r| r.queries.iter().map(value).collect());
+            moving_average(&values, MOVING_AVERAGE_WINDOW)
+        };
+        Curves {
+            agora_cost: average(input.agora, |q| q.llm.cost_usd),
+            nl_only_cost: average(input.nl_only, |q| q.llm.cost_usd),
+            agora_routine_share: average(input.agora, |q| f64::from(u8::from(q.routine_only()))),
+            agora_calls: average(input.agora, |q| q.llm.calls as f64),
+            nl_only_calls: average(input.nl_only, |q| q.llm.calls as f64),
+        }
+    }
+
+    fn csv(&self) -> Result<String> {
+        let columns = [
+            &self.agora_cost,
+            &self.nl_only_cost,
+            &self.agora_routine_share,
+            &self.agora_calls,
+            &self.nl_only_calls,
+        ];
+        let rows = columns.iter().map(|c| c.len()).max().unwrap_or(0);
+        let mut csv = String::from(
+            "index,agora_cost_usd_ma,nl_only_cost_usd_ma,agora_routine_only_share_ma,agora_calls_ma,nl_only_calls_ma\n",
+        );
+        for i in 0..rows {
+            write!(csv, "{i}")?;
+            for column in columns {
+                match column.get(i) {
+                    Some(value) => write!(csv, ",{value}")?,
+                    None => csv.push(','),
+                }
+            }
+            csv.push('\n');
+        }
+        Ok(csv)
+    }
+
+    fn plot(&self, dir: &Path) -> Result<Plots> {
+        let cost = plot_curves(
+            dir,
+            "cost_per_query.svg",
+            "Cost per query (USD), moving average",
+            "USD per query",
+            &[
+                ("agora", RED, &self.agora_cost),
+                ("nl-only", BLUE, &self.nl_only_cost),
+            ],
+        )?;
+        let routine_share = plot_curves(
+            dir,
+            "routine_share.svg",
+            "Share of queries served by routines only (agora), moving average",
+            "share of queries",
+            &[("agora", RED, &self.agora_routine_share)],
+        )?;
+        let calls = plot_curves(
+            dir,
+            "llm_calls_per_query.svg",
+            "LLM calls per query, moving average",
+            "LLM calls per query",
+            &[
+                ("agora", RED, &self.agora_calls),
+                ("nl-only", BLUE, &self.nl_only_calls),
+            ],
+        )?;
+        Ok(Plots {
+            cost,
+            routine_share,
+            calls,
+        })
+    }
+}
+
+/// Draws `series` (label, colour, values by query index) into `dir/file`; `None` when every
+/// series is empty (no file is written).
+fn plot_curves(
+    dir: &Path,
+    file: &'static str,
+    title: &str,
+    y_desc: &str,
+    series: &[(&str, RGBColor, &Vec<f64>)],
+) -> Result<Option<&'static str>> {
+    let len = series.iter().map(|(_, _, v)| v.len()).max().unwrap_or(0);
+    if len == 0 {
+        return Ok(None);
+    }
+    let y_max = series
+        .iter()
+        .flat_map(|(_, _, v)| v.iter().copied())
+        .fold(0.0_f64, f64::max);
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let path = dir.join(file);
+    let root = SVGBackend::new(&path, (900, 500)).into_drawing_area();
+    let context = || format!("drawing {}", path.display());
+    root.fill(&WHITE).with_context(context)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..(len.max(2) - 1) as f64, 0.0..y_max)
+        .with_context(context)?;
+    chart
+        .configure_mesh()
+        .x_desc("query (screenplay order)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_desc(y_desc)
+        .draw()
+        .with_context(context)?;
+    for &(label, color, values) in series {
+        if values.is_empty() {
+            continue;
+        }
+        let points = values.iter().enumerate().map(|(i, &v)| (i as f64, v));
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .with_context(context)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .with_context(context)?;
+    root.present().with_context(context)?;
+    Ok(Some(file))
+}
+
+fn usd(value: f64) -> String {
+    format!("${value:.4}")
+}
+
+fn percent(value: f64) -> String {
+    format!("{:.1} %", value * 100.0)
+}
+
+fn markdown(input: &ReportInput, summary: &ReportSummary, plots: &Plots) -> Result<String> {
+    let mut md = String::new();
+    writeln!(md, "# Agora network demo: {}\n", input.name)?;
+    writeln!(
+        md,
+        "Computed from the run records alone. The paper (Agora, arXiv 2410.11905) ran 85 user \
+         agents and 15 servers through a 1000-query screenplay, once with Agora (negotiated \
+         protocols, LLM-written routines) and once in a natural-language-only counterfactual. \
+         Every figure below is **measured** on our runs unless it is marked **ESTIMATE**; the \
+         paper's figures are given next to ours for comparison, not as targets we claim to \
+         reproduce.\n"
+    )?;
+    if summary.agora.is_none() || summary.nl_only.is_none() {
+        writeln!(
+            md,
+            "Only one mode was recorded: comparisons between the modes are left out.\n"
+        )?;
+    }
+    totals_section(&mut md, summary)?;
+    categories_section(&mut md, summary)?;
+    ratio_section(&mut md, summary)?;
+    estimate_section(&mut md, summary)?;
+    curves_section(&mut md, plots)?;
+    network_section(&mut md, summary)?;
+    tasks_section(&mut md, input)?;
+    writeln!(
+        md,
+        "## Files\n\n- `summary.json`: the key numbers above.\n- `per_query.csv`: one row per \
+         query and mode, with the cost of each category.\n- `curves.csv`: the moving averages \
+         plotted above."
+    )?;
+    Ok(md)
+}
+
+fn totals_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
+    writeln!(md, "## 1. Totals per mode (measured)\n")?;
+    let modes = [&summary.agora, &summary.nl_only];
+    let row = |md: &mut String, label: &str, cell: &dyn Fn(&ModeTotals) -> String| -> Result<()> {
+        write!(md, "| {label} |")?;
+        for mode in modes {
+            let text = mode.as_ref().map_or_else(|| "—".to_owned(), cell);
+            write!(md, " {text} |")?;
+        }
+        md.push('\n');
+        Ok(())
+    };
+    writeln!(md, "| | agora | nl-only |\n|---|---|---|")?;
+    row(md, "LLM", &|t| t.llm.clone())?;
+    row(md, "queries run (of planned)", &|t| {
+        format!("{} (of {})", t.queries, t.queries_planned)
+    })?;
+    row(md, "LLM calls", &|t| t.llm_totals.calls.to_string())?;
+    row(md, "prompt tokens", &|t| {
+        t.llm_totals.prompt_tokens.to_string()
+    })?;
+    row(md, "completion tokens", &|t| {
+        t.llm_totals.completion_tokens.to_string()
+    })?;
+    row(md, "cost", &|t| usd(t.llm_totals.cost_usd))?;
+    row(md, "success rate", &|t| {
+        format!(
+            "{} ({}/{})",
+            percent(t.success_rate),
+            t.successes,
+            t.queries
+        )
+    })?;
+    row(md, "served by routines only", &|t| {
+        t.routine_only.to_string()
+    })?;
+    row(md, "wall time of the run", &|t| {
+        format!("{:.1} s", t.wall_secs)
+    })?;
+    row(md, "mean LLM latency per query", &|t| {
+        format!("{:.2} s", t.mean_llm_latency_ms_per_query / 1000.0)
+    })?;
+    writeln!(
+        md,
+        "\nSuccess means HTTP 200 and an output valid against the task's output schema; \
+         timeouts count as failures. The LLM latency is the recorded model time of all calls a \
+         query caused, which may overlap in time.\n"
+    )?;
+    writeln!(
+        md,
+        "Costs are the runs' recorded costs: every agent is priced as the model it plays in \
+         the paper, whatever model actually answered. The rates are **assumed** (list prices, \
+         USD per 1M tokens), not taken from the paper:\n\n| model | prompt | completion |\n|---|---|---|"
+    )?;
+    for (model, prompt, completion) in PRICE_TABLE {
+        writeln!(md, "| {model} | ${prompt:.2} | ${completion:.2} |")?;
+    }
+    md.push('\n');
+    for totals in modes.into_iter().flatten() {
+        if totals.stored_totals_differ {
+            writeln!(
+                md,
+                "Note: the {} record's stored totals differ from the sum of its queries; the \
+                 sums are shown.\n",
+                totals.mode.as_str()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn categories_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
+    let Some(shares) = &summary.agora_categories else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "## 2. Agora cost by category (measured), next to the paper's\n\n\
+         | category | paper's name | cost | share (ours) | share (paper) |\n|---|---|---|---|---|"
+    )?;
+    for row in &shares.rows {
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            row.category,
+            row.paper_name.as_deref().unwrap_or("—"),
+            usd(row.cost_usd),
+            percent(row.share),
+            row.paper_share
+                .map_or_else(|| "—".to_owned(), |s| format!("{:.0} %", s * 100.0)),
+        )?;
+    }
+    writeln!(
+        md,
+        "\nThe paper reports 54 % conversation, 22 % protocol checking, 17 % programming and 6 % \
+         negotiation. Our `conversation` row includes the senders' natural-language work \
+         (`querying`, {} here), which the paper's split has no separate line for. Shares are of \
+         the Agora run's total cost ({}).\n",
+        usd(shares.querying_cost_usd),
+        usd(shares.total_cost_usd),
+    )?;
+    Ok(())
+}
+
+fn ratio_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
+    let Some(ratio) = &summary.cost_ratio else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "## 3. Cost ratio NL-only / Agora (measured over the first {} queries)\n",
+        ratio.prefix_queries
+    )?;
+    let ours = ratio.ratio.map_or_else(
+        || "undefined (Agora cost nothing)".to_owned(),
+        |r| format!("**{r:.2}×**"),
+    );
+    writeln!(
+        md,
+        "| | NL-only | Agora | ratio |\n|---|---|---|---|\n\
+         | ours, first {} queries (measured) | {} | {} | {} |\n\
+         | paper, whole screenplay | ${:.2} | ${:.2} | {:.2}× |\n",
+        ratio.prefix_queries,
+        usd(ratio.nl_only_cost_usd),
+        usd(ratio.agora_cost_usd),
+        ours,
+        PAPER_NL_ONLY_COST_USD,
+        PAPER_AGORA_COST_USD,
+        ratio.paper_ratio,
+    )?;
+    writeln!(
+        md,
+        "Both runs are compared over the queries both have (the common prefix of the \
+         screenplay). The paper's ratio is over its whole 1000-query screenplay; in Agora mode \
+         the cost per query depends on how far protocols and routines have taken over (see the \
+         curves), so a ratio over a prefix need not match a ratio over the whole screenplay.\n"
+    )?;
+    Ok(())
+}
+
+fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
+    let Some(estimate) = &summary.nl_only_estimate else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "## 4. NL-only cost of the whole screenplay: ESTIMATE\n\n\
+         The NL-only run recorded {} of the screenplay's {} queries (measured cost {}). \
+         **ESTIMATE**: for each (server, task), the mean measured NL-only cost of its recorded \
+         queries times its number of queries in the screenplay. {} pair(s) without any sample \
+         ({} queries) use the overall mean of {} per query.\n",
+        estimate.measured_queries,
+        estimate.screenplay_queries,
+        usd(estimate.measured_cost_usd),
+        estimate.unsampled_pairs,
+        estimate.unsampled_queries,
+        usd(estimate.overall_mean_usd),
+    )?;
+    writeln!(
+        md,
+        "| | queries | NL-only cost |\n|---|---|---|\n\
+         | measured prefix | {} | {} |\n| **ESTIMATE**, whole screenplay | {} | {} |\n\
+         | paper, whole screenplay | 1000 | ${:.2} |\n",
+        estimate.measured_queries,
+        usd(estimate.measured_cost_usd),
+        estimate.screenplay_queries,
+        usd(estimate.estimated_cost_usd),
+        PAPER_NL_ONLY_COST_USD,
+    )?;
+    if let Some(agora) = &summary.agora {
+        writeln!(
+            md,
+            "For reference, the Agora run measured {} over its {} queries (paper: ${:.2} over \
+             1000).\n",
+            usd(agora.llm_totals.cost_usd),
+            agora.queries,
+            PAPER_AGORA_COST_USD,
+        )?;
+    }
+    if let Some(ratio) = estimate.estimated_ratio_vs_agora {
+        writeln!(
+            md,
+            "The Agora run covered the whole screenplay: estimated NL-only / measured Agora = \
+             **{ratio:.2}× (ESTIMATE)**, paper {:.2}×.\n",
+            PAPER_NL_ONLY_COST_USD / PAPER_AGORA_COST_USD
+        )?;
+    }
+    writeln!(
+        md,
+        "| server | task | screenplay queries | samples | mean | std | min–max | estimate |\n\
+         |---|---|---|---|---|---|---|---|"
+    )?;
+    for pair in &estimate.pairs {
+        let mean = if pair.samples == 0 {
+            format!("{} (overall)", usd(pair.mean_usd))
+        } else {
+            usd(pair.mean_usd)
+        };
+        let range = match (pair.min_usd, pair.max_usd) {
+            (Some(min), Some(max)) => format!("{}–{}", usd(min), usd(max)),
+            _ => "—".to_owned(),
+        };
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            pair.server,
+            pair.task,
+            pair.screenplay_queries,
+            pair.samples,
+            mean,
+            pair.std_usd.map_or_else(|| "—".to_owned(), usd),
+            range,
+            usd(pair.estimated_cost_usd),
+        )?;
+    }
+    md.push('\n');
+    Ok(())
+}
+
+fn curves_section(md: &mut String, plots: &Plots) -> Result<()> {
+    writeln!(
+        md,
+        "## 5. Per-query curves (measured)\n\n\
+         Trailing moving averages over {MOVING_AVERAGE_WINDOW} queries: point i averages \
+         queries max(0, i−{})..=i, so the first points average fewer queries. The values are in \
+         `curves.csv`.\n",
+        MOVING_AVERAGE_WINDOW - 1
+    )?;
+    let entries = [
+        (plots.cost, "Cost per query, both modes"),
+        (
+            plots.routine_share,
+            "Share of queries served entirely by routines (no LLM call anywhere, and a \
+             success), Agora mode",
+        ),
+        (plots.calls, "LLM calls per query, both modes"),
+    ];
+    for (file, caption) in entries {
+        match file {
+            Some(file) => writeln!(md, "{caption}:\n\n![{caption}]({file})\n")?,
+            None => writeln!(md, "{caption}: no data.\n")?,
+        }
+    }
+    Ok(())
+}
+
+fn network_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
+    let modes: Vec<&ModeTotals> = [&summary.agora, &summary.nl_only]
+        .into_iter()
+        .flatten()
+        .collect();
+    if modes.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "## 6. The network at the end of each run (measured)\n")?;
+    write!(md, "| |")?;
+    for totals in &modes {
+        write!(md, " {} |", totals.mode.as_str())?;
+    }
+    writeln!(md, "\n|---|{}", "---|".repeat(modes.len()))?;
+    let dbs: BTreeSet<&String> = modes
+        .iter()
+        .flat_map(|t| t.network.protocols_per_db.keys())
+        .collect();
+    for db in dbs {
+        write!(md, "| protocols in `{db}` |")?;
+        for totals in &modes {
+            let count = totals
+                .network
+                .protocols_per_db
+                .get(db)
+                .copied()
+                .unwrap_or(0);
+            write!(md, " {count} |")?;
+        }
+        md.push('\n');
+    }
+    type Stat = fn(&NetworkStats) -> u64;
+    let rows: [(&str, Stat); 3] = [
+        ("negotiations that ended in a protocol", |n| n.negotiations),
+        ("routines written by servers (active)", |n| {
+            n.server_routines
+        }),
+        ("routines written for senders (active)", |n| {
+            n.sender_routines
+        }),
+    ];
+    for (label, value) in rows {
+        write!(md, "| {label} |")?;
+        for totals in &modes {
+            write!(md, " {} |", value(&totals.network))?;
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+    Ok(())
+}
+
+fn tasks_section(md: &mut String, input: &ReportInput) -> Result<()> {
+    let runs = runs(input);
+    if runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "## 7. Success per task (measured)\n")?;
+    for run in runs {
+        // task -> (queries, successes, cost, routine-only)
+        let mut tasks: BTreeMap<&str, (usize, usize, f64, usize)> = BTreeMap::new();
+        for q in &run.queries {
+            let entry = tasks.entry(q.task.as_str()).or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(q.success);
+            entry.2 += q.llm.cost_usd;
+            entry.3 += usize::from(q.routine_only());
+        }
+        writeln!(
+            md,
+            "{} ({} of {} queries succeeded, {}):\n\n\
+             | task | queries | successes | success rate | mean cost | routines only |\n\
+             |---|---|---|---|---|---|",
+            run.mode.as_str(),
+            run.successes(),
+            run.queries.len(),
+            percent(ratio_or_zero(
+                run.successes() as f64,
+                run.queries.len() as f64
+            )),
+        )?;
+        for (task, (queries, successes, cost, routine_only)) in tasks {
+            writeln!(
+                md,
+                "| {task} | {queries} | {successes} | {} | {} | {routine_only} |",
+                percent(ratio_or_zero(successes as f64, queries as f64)),
+                usd(ratio_or_zero(cost, queries as f64)),
+            )?;
+        }
+        md.push('\n');
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+#![allow(clippy::unwrap_used)]
+//! The report, computed from two small hand-built runs.
+
+use std::collections::BTreeMap;
+
+use agora_network::report::{ReportInput, moving_average, write_report};
+use agora_network::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
+
+fn usage(calls: u64, cost_usd: f64) -> CallTotals {
+    CallTotals {
+        calls,
+        prompt_tokens: calls * 100,
+        completion_tokens: calls * 10,
+        cost_usd,
+        latency_ms: calls * 50,
+    }
+}
+
+fn pair(i: usize) -> (&'static str, &'static str) {
+    if i.is_multiple_of(3) {
+        ("s2", "booking")
+    } else {
+        ("s1", "weather")
+    }
+}
+
+fn query(i: usize, success: bool, categories: &[(&str, u64, f64)]) -> QueryRecord {
+    let mut llm = CallTotals::default();
+    let mut by_category = BTreeMap::new();
+    for &(category, calls, cost) in categories {
+        llm.add(&usage(calls, cost));
+        by_category.insert(category.to_owned(), usage(calls, cost));
+    }
+    let (server, task) = pair(i);
+    QueryRecord {
+        index: i,
+        user: format!("u{}", i % 5),
+        server: server.to_owned(),
+        task: task.to_owned(),
+        success,
+        error: (!success).then(|| "timeout".to_owned()),
+        path: if llm.calls == 0 { "routine" } else { "natural" }.to_owned(),
+        wall_ms: 10,
+        llm,
+        by_category,
+    }
+}
+
+fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecord {
+    let mut record = RunRecord {
+        mode,
+        llm: "cassette".to_owned(),
+        queries_planned: queries.len(),
+        queries,
+        totals: CallTotals::default(),
+        by_category: BTreeMap::new(),
+        network,
+        wall_secs: 12.5,
+    };
+    record.recompute_totals();
+    record
+}
+
+/// 30 queries: the first 10 negotiate and implement, then every 4th is served by routines.
+fn agora_run() -> RunRecord {
+    let queries = (0..30)
+        .map(|i| {
+            if i < 10 {
+                query(
+                    i,
+                    true,
+                    &[
+                        ("conversation", 2, 0.006),
+                        ("checking", 1, 0.002),
+                        ("implementing", 1, 0.001),
+                        ("negotiation", 1, 0.0005),
+                        ("querying", 1, 0.0005),
+                    ],
+                )
+            } else if i.is_multiple_of(4) {
+                query(i, true, &[])
+            } else {
+                query(
+                    i,
+                    true,
+                    &[("conversation", 1, 0.002), ("querying", 1, 0.001)],
+                )
+            }
+        })
+        .collect();
+    let network = NetworkStats {
+        protocols_per_db: BTreeMap::from([("db-1".to_owned(), 3)]),
+        negotiations: 2,
+        server_routines: 2,
+        sender_routines: 4,
+    };
+    run(Mode::Agora, queries, network)
+}
+
+/// 20 queries: booking costs 0.03, weather 0.02 or 0.021; query 5 times out.
+fn nl_only_run() -> RunRecord {
+    let queries = (0..20)
+        .map(|i| {
+            let cost = match pair(i).1 {
+                "booking" => 0.03,
+                _ => 0.02 + 0.001 * (i % 2) as f64,
+            };
+            query(
+                i,
+                i != 5,
+                &[("conversation", 1, cost / 2.0), ("querying", 1, cost / 2.0)],
+            )
+        })
+        .collect();
+    run(Mode::NlOnly, queries, NetworkStats::default())
+}
+
+fn counts() -> BTreeMap<(String, String), u64> {
+    BTreeMap::from([
+        (("s1".to_owned(), "weather".to_owned()), 25),
+        (("s2".to_owned(), "booking".to_owned()), 10),
+        (("s3".to_owned(), "translate".to_owned()), 5),
+    ])
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn moving_average_is_trailing_and_truncated_at_the_start() {
+    let values = [1.0, 2.0, 3.0, 4.0, 5.0];
+    assert_eq!(moving_average(&values, 2), vec![1.0, 1.5, 2.5, 3.5, 4.5]);
+    assert_eq!(moving_average(&values, 100), vec![1.0, 1.5, 2.0, 2.5, 3.0]);
+    let long: Vec<f64> = (0..250).map(f64::from).collect();
+    let average = moving_average(&long, 100);
+    // Point 150 averages 51..=150.
+    assert!(close(average[150], 100.5));
+    assert!(close(average[99], 49.5));
+    assert!(close(average[249], 199.5));
+}
+
+#[test]
+fn report_of_two_runs() {
+    let agora = agora_run();
+    let nl_only = nl_only_run();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let input = ReportInput {
+        name: "synthetic".to_owned(),
+        agora: Some(&agora),
+        nl_only: Some(&nl_only),
+        screenplay_counts: counts(),
+    };
+    let summary = write_report(&out, &input).unwrap();
+
+    for file in [
+        "report.md",
+        "summary.json",
+        "per_query.csv",
+        "curves.csv",
+        "cost_per_query.svg",
+        "routine_share.svg",
+        "llm_calls_per_query.svg",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+
+    // Totals are the sums of the records.
+    let a = summary.agora.as_ref().unwrap();
+    let n = summary.nl_only.as_ref().unwrap();
+    assert_eq!(a.llm_totals, agora.totals);
+    assert_eq!(n.llm_totals, nl_only.totals);
+    assert_eq!(a.queries, 30);
+    assert_eq!(a.successes, 30);
+    assert_eq!(n.successes, 19);
+    assert!(close(n.success_rate, 19.0 / 20.0));
+    // Queries 12, 16, 20, 24 and 28 use no LLM.
+    assert_eq!(a.routine_only, 5);
+    assert!(!a.stored_totals_differ);
+
+    // The ratio is over the first 20 queries.
+    let ratio = summary.cost_ratio.as_ref().unwrap();
+    assert_eq!(ratio.prefix_queries, 20);
+    let agora_prefix: f64 = agora.queries[..20].iter().map(|q| q.llm.cost_usd).sum();
+    assert!(close(ratio.agora_cost_usd, agora_prefix));
+    assert!(close(ratio.nl_only_cost_usd, nl_only.totals.cost_usd));
+    assert!(close(
+        ratio.ratio.unwrap(),
+        nl_only.totals.cost_usd / agora_prefix
+    ));
+    assert!(close(ratio.paper_ratio, 36.23 / 7.67));
+
+    // Categories: querying is counted with conversation.
+    let shares = summary.agora_categories.as_ref().unwrap();
+    let conversation = shares
+        .rows
+        .iter()
+        .find(|r| r.category == "conversation")
+        .unwrap();
+    let expected = 10.0 * 0.0065 + 15.0 * 0.003;
+    assert!(close(conversation.cost_usd, expected));
+    assert!(close(conversation.share, expected / agora.totals.cost_usd));
+    assert_eq!(conversation.paper_share, Some(0.54));
+    assert!(close(shares.rows.iter().map(|r| r.share).sum::<f64>(), 1.0));
+
+    // The estimate: 7 booking samples at 0.03; 13 weather samples, 7 at 0.021 and 6 at 0.02;
+    // translate has none and takes the overall mean.
+    let estimate = summary.nl_only_estimate.as_ref().unwrap();
+    let weather_mean = (7.0 * 0.021 + 6.0 * 0.02) / 13.0;
+    let overall_mean = (7.0 * 0.03 + 7.0 * 0.021 + 6.0 * 0.02) / 20.0;
+    assert!(close(estimate.overall_mean_usd, overall_mean));
+    assert!(close(
+        estimate.estimated_cost_usd,
+        25.0 * weather_mean + 10.0 * 0.03 + 5.0 * overall_mean
+    ));
+    assert_eq!(estimate.screenplay_queries, 40);
+    assert_eq!(estimate.unsampled_pairs, 1);
+    assert_eq!(estimate.unsampled_queries, 5);
+    let weather = estimate.pairs.iter().find(|p| p.task == "weather").unwrap();
+    assert_eq!(weather.samples, 13);
+    assert_eq!(weather.min_usd, Some(0.02));
+    assert_eq!(weather.max_usd, Some(0.021));
+    let booking = estimate.pairs.iter().find(|p| p.task == "booking").unwrap();
+    assert!(close(booking.std_usd.unwrap(), 0.0));
+    // The Agora run did not cover the 40-query screenplay.
+    assert_eq!(estimate.estimated_ratio_vs_agora, None);
+
+    // curves.csv: the window (100) is longer than the runs, so point i averages 0..=i.
+    let curves = std::fs::read_to_string(out.join("curves.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = curves
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 30);
+    let cell = |row: usize, column: usize| rows[row][column].parse::<f64>().unwrap();
+    assert!(close(cell(0, 1), agora.queries[0].llm.cost_usd));
+    assert!(close(cell(29, 1), agora.totals.cost_usd / 30.0));
+    assert!(close(cell(19, 2), nl_only.totals.cost_usd / 20.0));
+    assert!(close(cell(29, 3), 5.0 / 30.0));
+    assert!(close(cell(0, 4), 6.0));
+    assert_eq!(rows[25][2], "", "nl-only has no query 25");
+
+    // per_query.csv: one row per query and mode.
+    let per_query = std::fs::read_to_string(out.join("per_query.csv")).unwrap();
+    assert_eq!(per_query.lines().count(), 1 + 30 + 20);
+    assert!(per_query.lines().next().unwrap().contains("cost_querying"));
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for needle in [
+        "54 %",
+        "22 %",
+        "17 %",
+        "6 %",
+        "4.72×",
+        "ESTIMATE",
+        "first 20 queries",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}");
+    }
+    for plot in [
+        "cost_per_query.svg",
+        "routine_share.svg",
+        "llm_calls_per_query.svg",
+    ] {
+        assert!(
+            md.contains(&format!("]({plot})")),
+            "report.md does not link {plot}"
+        );
+    }
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["cost_ratio"]["prefix_queries"], 20);
+}
+
+#[test]
+fn report_of_one_mode_only() {
+    let agora = agora_run();
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "agora-only".to_owned(),
+        agora: Some(&agora),
+        nl_only: None,
+        screenplay_counts: counts(),
+    };
+    let summary = write_report(dir.path(), &input).unwrap();
+    assert!(summary.cost_ratio.is_none());
+    assert!(summary.nl_only_estimate.is_none());
+    assert!(dir.path().join("report.md").is_file());
+}
