@@ -25,6 +25,7 @@ mod requests;
 mod routines;
 mod sender_memory;
 mod sender_routines;
+mod service_db;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
@@ -37,3 +38,7 @@ pub use records::{
 };
 pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
 pub use sender_routines::{SenderExample, SenderKey, SenderRoutine, SenderRoutineAttempt};
+pub use service_db::{
+    MAX_ROWS, MAX_STATEMENT_BYTES, STATEMENT_TIME_LIMIT, ServiceDatabase, ServiceDbError,
+    ServiceTable,
+};
