@@ -1,9 +1,18 @@
 //! `agora demo weather`: the paper's weather demo on loopback (see `agora_server::demo`).
+//! `agora demo network`: the paper's 100-agent network (see `agora_network`), and
+//! `agora demo network-report`: the report from run records.
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
+use agora_network::demo::{LlmChoice, NetworkDemo, run_demo};
+use agora_network::report::{ReportInput, write_report};
+use agora_network::spec::{counts_by_server_task, embedded_screenplay};
+use agora_network::{Mode, RunRecord};
 use agora_server::LlmSettings;
 use agora_server::demo::{self, WeatherDemo};
+use anyhow::Context;
 use anyhow::bail;
 use clap::Subcommand;
 
@@ -29,6 +38,58 @@ pub enum DemoCommand {
         #[arg(long, default_value = ".agora/demo-weather-report.json")]
         report: PathBuf,
     },
+    /// The paper's 100-agent network (15 servers, 85 users, 8 helpers, 3 protocol databases)
+    /// replays its screenplay; writes a run record (JSON) for `network-report`.
+    Network {
+        /// Queries of the 1000-query screenplay to run (the first N).
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+        /// `agora` (the paper's thresholds) or `nl-only` (every threshold infinite).
+        #[arg(long, default_value = "agora", value_parser = ["agora", "nl-only"])]
+        mode: String,
+        /// `local` (start the installed local model), an http(s) base URL of an
+        /// OpenAI-compatible server, `openai` ($OPENAI_API_KEY), or `replay:FILE` (a cassette,
+        /// offline; an unrecorded call fails the run).
+        #[arg(long, default_value = "local")]
+        llm: String,
+        /// Record every LLM call to this cassette (JSONL). Resumable: what the file holds is
+        /// replayed, then the run continues live and appends.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Where the network's stores go (emptied first).
+        #[arg(long, default_value = ".agora/demo-network")]
+        dir: PathBuf,
+        /// The run record to write.
+        #[arg(long, default_value = ".agora/demo-network-run.json")]
+        out: PathBuf,
+        /// The mock tools' seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Seconds before a query counts as failed (the run goes on).
+        #[arg(long, default_value_t = 900)]
+        query_timeout_secs: u64,
+        /// No progress bar (log a line per query instead).
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// Writes the network demo's report (report.md, CSV, SVG plots) from run records.
+    NetworkReport {
+        /// The run record of the `agora` mode.
+        #[arg(long)]
+        agora: Option<PathBuf>,
+        /// The run record of the `nl-only` mode.
+        #[arg(long)]
+        nl_only: Option<PathBuf>,
+        /// The report's folder (`demo/network/reports/<run>`).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn read_run(path: &PathBuf) -> anyhow::Result<RunRecord> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
@@ -65,6 +126,84 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             .await?;
             demo::print_summary(&result);
             println!("\nReport: {}", report.display());
+            Ok(())
+        }
+        DemoCommand::Network {
+            queries,
+            mode,
+            llm,
+            record,
+            dir,
+            out,
+            seed,
+            query_timeout_secs,
+            no_progress,
+        } => {
+            let mode = if mode == "nl-only" {
+                Mode::NlOnly
+            } else {
+                Mode::Agora
+            };
+            let run = run_demo(NetworkDemo {
+                queries,
+                mode,
+                llm: LlmChoice::parse(&llm)?,
+                record,
+                dir,
+                seed,
+                query_timeout: Duration::from_secs(query_timeout_secs.max(1)),
+                progress: !no_progress,
+            })
+            .await?;
+            if let Some(parent) = out.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&out, serde_json::to_string_pretty(&run)? + "\n")
+                .with_context(|| format!("writing {}", out.display()))?;
+            println!(
+                "{} mode, {} queries: {}/{} succeeded; {} LLM calls, {} prompt + {} completion \
+                 tokens, ${:.4}; {} negotiations, {} server and {} sender routines; {:.0} s.",
+                mode.as_str(),
+                run.queries.len(),
+                run.successes(),
+                run.queries.len(),
+                run.totals.calls,
+                run.totals.prompt_tokens,
+                run.totals.completion_tokens,
+                run.totals.cost_usd,
+                run.network.negotiations,
+                run.network.server_routines,
+                run.network.sender_routines,
+                run.wall_secs
+            );
+            println!("Run record: {}", out.display());
+            Ok(())
+        }
+        DemoCommand::NetworkReport {
+            agora,
+            nl_only,
+            out,
+        } => {
+            if agora.is_none() && nl_only.is_none() {
+                bail!("give --agora, --nl-only or both");
+            }
+            let agora = agora.as_ref().map(read_run).transpose()?;
+            let nl_only = nl_only.as_ref().map(read_run).transpose()?;
+            let name = out
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "report".into());
+            let summary = write_report(
+                &out,
+                &ReportInput {
+                    name,
+                    agora: agora.as_ref(),
+                    nl_only: nl_only.as_ref(),
+                    screenplay_counts: counts_by_server_task(&embedded_screenplay()?),
+                },
+            )?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            println!("Report: {}", out.join("report.md").display());
             Ok(())
         }
     }

@@ -78,7 +78,7 @@ enum Command {
         #[command(subcommand)]
         command: protocol_db_cmd::ProtocolDbCommand,
     },
-    /// Demos: the paper's weather scenario.
+    /// Demos: the paper's weather scenario and its 100-agent network.
     Demo {
         #[command(subcommand)]
         command: demo_cmd::DemoCommand,

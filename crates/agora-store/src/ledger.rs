@@ -64,6 +64,29 @@ impl Store {
         rows.iter().map(call_from_row).collect()
     }
 
+    /// The calls recorded after the row `after_id` (0 for all), oldest first, each with its row
+    /// id: a reader that keeps the last id it saw reads only what is new.
+    pub async fn llm_calls_after(
+        &self,
+        after_id: i64,
+    ) -> Result<Vec<(i64, LlmCallRecord)>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT id, {CALL_COLUMNS} FROM llm_calls WHERE id > $1 ORDER BY id"
+        ))
+        .bind(after_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("llm_calls_after: select"))?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row
+                    .try_get("id")
+                    .map_err(StoreError::db("llm_calls_after: read id"))?;
+                Ok((id, call_from_row(row)?))
+            })
+            .collect()
+    }
+
     /// Totals per (node, category, model), sorted by node, then category, then model.
     pub async fn ledger_totals(&self) -> Result<Vec<LedgerTotals>, StoreError> {
         let rows = sqlx::query(

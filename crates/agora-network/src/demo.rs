@@ -1,0 +1,130 @@
+//! `agora demo network`: builds the LLM (local model, OpenAI, or a cassette replay, optionally
+//! recording), runs the screenplay and writes the run record.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_server::runtime::build_llm;
+use agora_server::{LlmBackend, LlmSettings, RoutineRuntimeSettings, build_routine_engine};
+use anyhow::{Context, bail};
+
+use crate::record::{Mode, RunRecord};
+use crate::run::{RunOptions, run_screenplay};
+use crate::spec::{NetworkSpec, embedded_screenplay};
+
+/// Which LLM answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmChoice {
+    /// The installed local model (started if `url` is none).
+    Local {
+        /// An already running OpenAI-compatible server.
+        url: Option<String>,
+    },
+    /// OpenAI's API (`$OPENAI_API_KEY`).
+    OpenAi,
+    /// A recorded cassette, offline; any unrecorded call fails the run.
+    Replay(PathBuf),
+}
+
+impl LlmChoice {
+    /// Parses `local`, `openai`, `replay:FILE` or an `http(s)://` base URL.
+    pub fn parse(text: &str) -> anyhow::Result<LlmChoice> {
+        Ok(match text {
+            "local" => LlmChoice::Local { url: None },
+            "openai" => LlmChoice::OpenAi,
+            url if url.starts_with("http://") || url.starts_with("https://") => LlmChoice::Local {
+                url: Some(url.to_string()),
+            },
+            other => match other.strip_prefix("replay:") {
+                Some(file) if !file.is_empty() => LlmChoice::Replay(PathBuf::from(file)),
+                _ => bail!(
+                    "--llm must be local, openai, replay:FILE or an http(s) base URL, not {other:?}"
+                ),
+            },
+        })
+    }
+}
+
+/// A demo run's settings.
+#[derive(Debug, Clone)]
+pub struct NetworkDemo {
+    /// Queries of the screenplay to run.
+    pub queries: usize,
+    /// Thresholds.
+    pub mode: Mode,
+    /// The LLM.
+    pub llm: LlmChoice,
+    /// Record every LLM call to this cassette, resuming from what it holds.
+    pub record: Option<PathBuf>,
+    /// Where the network's stores go (emptied first).
+    pub dir: PathBuf,
+    /// The mock tools' seed.
+    pub seed: u64,
+    /// Longest a query may take.
+    pub query_timeout: Duration,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// Runs the demo and returns the run record.
+pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
+    if demo.queries == 0 {
+        bail!("--queries must be at least 1");
+    }
+    let spec = Arc::new(NetworkSpec::embedded()?);
+    let entries = embedded_screenplay()?;
+    let mut settings = LlmSettings {
+        timeout_secs: demo.query_timeout.as_secs().max(1),
+        record: demo.record.clone(),
+        ..LlmSettings::default()
+    };
+    let native_tools = match &demo.llm {
+        LlmChoice::Local { url } => {
+            settings.local.url = url.clone();
+            false
+        }
+        LlmChoice::OpenAi => {
+            settings.backend = LlmBackend::Openai;
+            settings.max_concurrency = 4;
+            true
+        }
+        LlmChoice::Replay(file) => {
+            settings.backend = LlmBackend::Replay;
+            settings.replay = Some(file.clone());
+            false
+        }
+    };
+    let (llm, llm_description, local_server) = build_llm(&settings).await?;
+    std::fs::create_dir_all(&demo.dir)
+        .with_context(|| format!("creating {}", demo.dir.display()))?;
+    let routine_engine = build_routine_engine(
+        &RoutineRuntimeSettings {
+            artifact_dir: Some(demo.dir.with_extension("artifacts")),
+            ..RoutineRuntimeSettings::default()
+        },
+        "sqlite://:memory:",
+    )
+    .context("starting the routine runtime (AGORA_JS_ENGINE)")?;
+    let result = run_screenplay(
+        spec,
+        &entries,
+        llm,
+        Some(routine_engine),
+        RunOptions {
+            queries: demo.queries,
+            mode: demo.mode,
+            dir: demo.dir.clone(),
+            seed: demo.seed,
+            query_timeout: demo.query_timeout,
+            llm_description,
+            progress: demo.progress,
+            native_tools,
+        },
+    )
+    .await;
+    if let Some(server) = local_server {
+        server.stop().await;
+    }
+    result
+}
