@@ -2,15 +2,16 @@
 //! recording), runs the screenplay and writes the run record.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError};
 use agora_server::runtime::build_llm;
 use agora_server::{LlmBackend, LlmSettings, RoutineRuntimeSettings, build_routine_engine};
 use anyhow::{Context, bail};
 
 use crate::record::{Mode, RunRecord};
-use crate::run::{RunOptions, run_screenplay};
+use crate::run::{Halt, RunOptions, run_screenplay};
 use crate::spec::{NetworkSpec, embedded_screenplay};
 
 /// Which LLM answers.
@@ -67,6 +68,37 @@ pub struct NetworkDemo {
     pub progress: bool,
 }
 
+/// The replayed LLM, noting the first call its cassette could not answer.
+struct ReplayGuard {
+    inner: Arc<dyn Llm>,
+    missed: Mutex<Option<String>>,
+}
+
+#[async_trait::async_trait]
+impl Llm for ReplayGuard {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let result = self.inner.chat(request).await;
+        if let Err(error @ LlmError::NotRecorded { .. }) = &result
+            && let Ok(mut missed) = self.missed.lock()
+            && missed.is_none()
+        {
+            let asked = request
+                .messages
+                .last()
+                .map(|m| m.content.chars().take(200).collect::<String>())
+                .unwrap_or_default();
+            *missed = Some(format!(
+                "the cassette holds no answer for a call ({error}); it asked: {asked}"
+            ));
+        }
+        result
+    }
+
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+}
+
 /// Runs the demo and returns the run record.
 pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
     if demo.queries == 0 {
@@ -95,7 +127,19 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
             false
         }
     };
-    let (llm, llm_description, local_server) = build_llm(&settings).await?;
+    let (mut llm, llm_description, local_server) = build_llm(&settings).await?;
+    let mut halt: Option<Halt> = None;
+    if matches!(demo.llm, LlmChoice::Replay(_)) {
+        let guard = Arc::new(ReplayGuard {
+            inner: llm,
+            missed: Mutex::new(None),
+        });
+        let watched = guard.clone();
+        halt = Some(Arc::new(move || {
+            watched.missed.lock().ok().and_then(|missed| missed.clone())
+        }));
+        llm = guard;
+    }
     std::fs::create_dir_all(&demo.dir)
         .with_context(|| format!("creating {}", demo.dir.display()))?;
     let routine_engine = build_routine_engine(
@@ -120,6 +164,7 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
             llm_description,
             progress: demo.progress,
             native_tools,
+            halt,
         },
     )
     .await;

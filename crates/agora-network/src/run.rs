@@ -43,7 +43,13 @@ pub struct RunOptions {
     pub progress: bool,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
+    /// Asked after every query: a reason stops the run with an error (a replay whose cassette
+    /// lacked a call, for instance).
+    pub halt: Option<Halt>,
 }
+
+/// See [`RunOptions::halt`].
+pub type Halt = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// Runs the first `options.queries` queries of `entries` on a fresh network.
 pub async fn run_screenplay(
@@ -158,18 +164,31 @@ pub async fn run_screenplay(
                     records.iter().filter(|r| !r.success).count() + usize::from(!record.success)
                 ));
                 if !options.progress {
-                    tracing::info!(
-                        index = record.index,
-                        user = %record.user,
-                        server = %record.server,
-                        task = %record.task,
-                        success = record.success,
-                        path = %record.path,
-                        calls = record.llm.calls,
-                        "query done"
+                    println!(
+                        "{:>4} {:<10} -> {:<15} {:<18} {:<4} {:<9} {:>3} calls {:>6} tok ${:.4} {:>6.1} s{}",
+                        record.index,
+                        record.user,
+                        record.server,
+                        record.task,
+                        if record.success { "ok" } else { "FAIL" },
+                        record.path,
+                        record.llm.calls,
+                        record.llm.prompt_tokens + record.llm.completion_tokens,
+                        record.llm.cost_usd,
+                        record.wall_ms as f64 / 1000.0,
+                        record
+                            .error
+                            .as_deref()
+                            .map(|e| format!("  {}", e.chars().take(120).collect::<String>()))
+                            .unwrap_or_default()
                     );
                 }
                 records.push(record);
+                if let Some(reason) = options.halt.as_ref().and_then(|halt| halt()) {
+                    progress.abandon();
+                    network.stop().await;
+                    anyhow::bail!("stopped after query {}: {reason}", query.index);
+                }
             }
         }
     }

@@ -30,11 +30,13 @@ const SENDER_RULES: &str = "Rules:\n\
     - Keep it small and exact. Do not repeat what is already agreed.\n\
     - When the receiver asks for a change, adopt it unless the task cannot work with it.\n\
     - Answer every turn with JSON: \"message\" is what you say to the receiver now.\n\
-    - \"final_protocol\" stays null until the receiver has agreed to a complete proposal. Then give \
-    it as {\"name\": a short CamelCase name, \"description\": one sentence, \"document\": the full \
-    protocol text}, and make \"message\" a one-line closing note. The document lists every field \
-    of the request and of the reply with its type and its unit, format or allowed values, gives \
-    one example request and one example reply, and says what the reply is on an error.";
+    - Once the receiver has answered, first say whether its last message accepts your proposal \
+    as it stands: \"receiver_agreed\" is \"yes\" or \"no\". With \"no\", \"final_protocol\" \
+    is null. With \"yes\", give it as {\"name\": a short CamelCase name, \"description\": one \
+    sentence, \"document\": the full protocol text}, and make \"message\" a one-line closing \
+    note. The document lists every field of the request and of the reply with its type and its \
+    unit, format or allowed values, gives one example request and one example reply, and says \
+    what the reply is on an error.";
 
 /// The receiver negotiator's instructions; the node's description and tools follow.
 const RECEIVER_SYSTEM: &str = "You negotiate a protocol for an AI agent (the receiver) with \
@@ -86,30 +88,57 @@ pub(crate) fn receiver_system(description: &str, tools: &[ToolSpec]) -> Message 
     ))
 }
 
-/// The sender turn's schema.
-pub(crate) fn sender_schema() -> Value {
+/// The schema of the sender's opening turn: a proposal, no final protocol yet.
+pub(crate) fn sender_opening_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
             "message": {"type": "string"},
-            "final_protocol": {
-                "anyOf": [
-                    {"type": "null"},
-                    {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string"},
-                            "description": {"type": "string"},
-                            "document": {"type": "string"}
-                        },
-                        "required": ["name", "description", "document"],
-                        "additionalProperties": false
-                    }
-                ]
-            }
+            "final_protocol": {"type": "null"}
         },
         "required": ["message", "final_protocol"],
         "additionalProperties": false
+    })
+}
+
+/// The schema of the sender's later turns. The model first says whether the receiver agreed,
+/// and the grammar then requires the final protocol (or forbids it): a small model left to
+/// choose between a null and an object kept writing null after the receiver had agreed, round
+/// after round.
+pub(crate) fn sender_schema() -> Value {
+    let draft = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "document": {"type": "string"}
+        },
+        "required": ["name", "description", "document"],
+        "additionalProperties": false
+    });
+    json!({
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "receiver_agreed": {"type": "string", "enum": ["no"]},
+                    "message": {"type": "string"},
+                    "final_protocol": {"type": "null"}
+                },
+                "required": ["receiver_agreed", "message", "final_protocol"],
+                "additionalProperties": false
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "receiver_agreed": {"type": "string", "enum": ["yes"]},
+                    "message": {"type": "string"},
+                    "final_protocol": draft
+                },
+                "required": ["receiver_agreed", "message", "final_protocol"],
+                "additionalProperties": false
+            }
+        ]
     })
 }
 

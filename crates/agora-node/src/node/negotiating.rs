@@ -72,8 +72,13 @@ impl Node {
         let mut messages = prompt::sender_opening(task);
         let mut receiver_answered = false;
         for round in 1..=config.max_rounds {
+            let schema = if receiver_answered {
+                prompt::sender_schema()
+            } else {
+                prompt::sender_opening_schema()
+            };
             let request = ChatRequest::new(messages.clone())
-                .json_schema("negotiation_turn", prompt::sender_schema())
+                .json_schema("negotiation_turn", schema)
                 .max_tokens(config.max_sender_tokens);
             let response = self
                 .inner

@@ -1,0 +1,93 @@
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+//! `agora demo network` replays the first queries of the committed agora-mode cassette offline,
+//! writes its run record, and `agora demo network-report` turns it into a report; a cassette
+//! that lacks a call fails the run loudly.
+//!
+//! Needs `AGORA_JS_ENGINE` (set by `scripts/test.sh`) for the routines in the cassette.
+
+use std::path::Path;
+use std::process::Command;
+
+fn agora() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agora"))
+}
+
+fn cassette() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/cassettes/agora.jsonl")
+}
+
+#[test]
+fn the_network_demo_replays_a_cassette_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.json");
+    let output = agora()
+        .args([
+            "demo",
+            "network",
+            "--queries",
+            "6",
+            "--no-progress",
+            "--llm",
+        ])
+        .arg(format!("replay:{}", cassette().display()))
+        .arg("--dir")
+        .arg(dir.path().join("network"))
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("agora mode, 6 queries"), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    assert_eq!(record["queries"].as_array().unwrap().len(), 6);
+    assert!(record["totals"]["calls"].as_u64().unwrap() > 0);
+
+    let report = dir.path().join("report");
+    let output = agora()
+        .args(["demo", "network-report", "--agora"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(markdown.contains("54"), "{markdown}");
+}
+
+#[test]
+fn a_cassette_missing_a_call_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let output = agora()
+        .args([
+            "demo",
+            "network",
+            "--queries",
+            "1",
+            "--no-progress",
+            "--llm",
+        ])
+        .arg(format!("replay:{}", empty.display()))
+        .arg("--dir")
+        .arg(dir.path().join("network"))
+        .arg("--out")
+        .arg(dir.path().join("run.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("the cassette holds no answer"), "{stderr}");
+}

@@ -1,0 +1,103 @@
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+//! The recorded runs committed under `demo/network/` replay offline to their committed numbers.
+//!
+//! Each run record (`runs/<mode>.json`) was written by `agora demo network --record
+//! cassettes/<mode>.jsonl` on the local model. Replaying the cassette on a fresh network, with the
+//! real routine runtime, must give every query the same outcome, path, LLM calls, tokens and
+//! cost, and the same totals: the report is built from those records, so this is what ties the
+//! committed report to the committed cassette. Any LLM call the cassette does not hold fails the
+//! replay (`ReplayLlm`), so a change to a prompt shows up here.
+//!
+//! Needs `AGORA_JS_ENGINE` (the routines the model wrote are JavaScript), like every test that
+//! runs real routines: `scripts/test.sh` sets it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_llm::ReplayLlm;
+use agora_network::RunRecord;
+use agora_network::run::{RunOptions, run_screenplay};
+use agora_network::spec::{NetworkSpec, embedded_screenplay};
+use agora_server::{RoutineRuntimeSettings, build_routine_engine};
+
+fn demo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network")
+}
+
+async fn replay(mode: &str) {
+    let dir = demo_dir();
+    let record_path = dir.join(format!("runs/{mode}.json"));
+    let Ok(text) = std::fs::read_to_string(&record_path) else {
+        panic!("no committed run record {}", record_path.display());
+    };
+    let recorded: RunRecord = serde_json::from_str(&text).unwrap();
+    let cassette = dir.join(format!("cassettes/{mode}.jsonl"));
+    let llm = Arc::new(ReplayLlm::open(&cassette).unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let engine = build_routine_engine(
+        &RoutineRuntimeSettings {
+            artifact_dir: Some(work.path().join("artifacts")),
+            ..RoutineRuntimeSettings::default()
+        },
+        "sqlite://:memory:",
+    )
+    .unwrap();
+    let replayed = run_screenplay(
+        Arc::new(NetworkSpec::embedded().unwrap()),
+        &embedded_screenplay().unwrap(),
+        llm,
+        Some(engine),
+        RunOptions {
+            queries: recorded.queries.len(),
+            mode: recorded.mode,
+            dir: work.path().join("network"),
+            seed: 42,
+            query_timeout: Duration::from_secs(120),
+            llm_description: "replay".into(),
+            progress: false,
+            native_tools: false,
+            halt: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(replayed.queries.len(), recorded.queries.len());
+    for (got, want) in replayed.queries.iter().zip(&recorded.queries) {
+        let query = format!(
+            "query {} ({} -> {} {})",
+            want.index, want.user, want.server, want.task
+        );
+        assert_eq!(got.success, want.success, "{query}: {:?}", got.error);
+        assert_eq!(got.path, want.path, "{query}");
+        assert_eq!(got.llm.calls, want.llm.calls, "{query}");
+        assert_eq!(got.llm.prompt_tokens, want.llm.prompt_tokens, "{query}");
+        assert_eq!(
+            got.llm.completion_tokens, want.llm.completion_tokens,
+            "{query}"
+        );
+        assert!(
+            (got.llm.cost_usd - want.llm.cost_usd).abs() < 1e-9,
+            "{query}"
+        );
+    }
+    assert_eq!(replayed.totals.calls, recorded.totals.calls);
+    assert_eq!(replayed.totals.prompt_tokens, recorded.totals.prompt_tokens);
+    assert_eq!(
+        replayed.totals.completion_tokens,
+        recorded.totals.completion_tokens
+    );
+    assert!((replayed.totals.cost_usd - recorded.totals.cost_usd).abs() < 1e-6);
+    assert_eq!(replayed.network, recorded.network);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_agora_run_replays_to_its_numbers() {
+    replay("agora").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_nl_only_run_replays_to_its_numbers() {
+    replay("nl-only").await;
+}
