@@ -60,6 +60,17 @@ pub enum RespondError {
     Unreadable(String),
 }
 
+/// Whether a protocol exchange is in JSON objects: the request body is one and the document
+/// speaks of JSON. The final answer is then held to a JSON object by the grammar, because a
+/// small model otherwise answers such a request in prose ("no"), which the protocol's programs
+/// on the other side cannot read.
+fn json_exchange(document: &VerifiedDocument, body: &str) -> bool {
+    matches!(
+        serde_json::from_str::<Value>(body.trim()),
+        Ok(Value::Object(_))
+    ) && document.text().to_ascii_lowercase().contains("json")
+}
+
 /// The responder's inputs that do not change between steps.
 pub struct Responder<'a> {
     /// The ledger-recording LLM.
@@ -92,6 +103,9 @@ impl Responder<'_> {
         }
         let answer_schema = match subject {
             Subject::Natural => json!({"type": "string"}),
+            Subject::Protocol(document) if json_exchange(document, message) => {
+                json!({"type": "object"})
+            }
             Subject::Protocol(_) => json!({}),
         };
         let mut tool_calls = Vec::new();

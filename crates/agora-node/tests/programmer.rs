@@ -356,13 +356,18 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     node.programmer_idle().await;
     assert_eq!(implementing_calls(&node).await, 4);
     assert_eq!(paths(&node).await.last(), Some(&RequestPath::Llm));
-    // Two more are: the next job sees the examples recorded since the last one.
+    // After a job that found nothing the wait doubles: two more are not enough either...
     ask(&node, "Rome", 4).await;
+    node.programmer_idle().await;
+    assert_eq!(implementing_calls(&node).await, 4);
+    // ...four are: the next job sees the examples recorded since the last one.
+    ask(&node, "Quito", 5).await;
+    ask(&node, "Perth", 6).await;
     node.programmer_idle().await;
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
     assert_eq!(attempts.len(), 8, "a second job of four attempts");
     assert_ne!(attempts[4].job, attempts[3].job);
-    assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 2);
+    assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

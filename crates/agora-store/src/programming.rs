@@ -196,6 +196,23 @@ impl Store {
             .map_err(StoreError::db("examples_since_last_attempt: read"))
     }
 
+    /// Programmer runs (jobs) for `hash` since its last attempt that passed: the node waits for
+    /// more examples after each run that found no routine.
+    pub async fn failed_jobs_since_success(&self, hash: &ProtocolHash) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(COUNT(DISTINCT job) AS BIGINT) AS n FROM routine_attempts \
+             WHERE protocol_hash = $1 AND id > \
+             (SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM routine_attempts \
+              WHERE protocol_hash = $1 AND outcome = 'passed')",
+        )
+        .bind(hash.to_hex())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(StoreError::db("failed_jobs_since_success"))?;
+        row.try_get("n")
+            .map_err(StoreError::db("failed_jobs_since_success: read"))
+    }
+
     /// Records an attempt; returns its id.
     pub async fn add_attempt(&self, attempt: &RoutineAttempt) -> Result<i64, StoreError> {
         let _writer = self.writer().await;

@@ -206,6 +206,28 @@ impl Store {
             .map_err(StoreError::db("sender_examples_since_last_attempt: read"))
     }
 
+    /// Sender routine jobs for `key` since its last attempt that passed (see
+    /// [`Store::failed_jobs_since_success`]).
+    pub async fn sender_failed_jobs_since_success(
+        &self,
+        key: &SenderKey,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(COUNT(DISTINCT job) AS BIGINT) AS n FROM sender_routine_attempts \
+             WHERE target = $1 AND task = $2 AND protocol_hash = $3 AND id > \
+             (SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM sender_routine_attempts \
+              WHERE target = $1 AND task = $2 AND protocol_hash = $3 AND outcome = 'passed')",
+        )
+        .bind(&key.target)
+        .bind(&key.task)
+        .bind(key.protocol_hash.to_hex())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(StoreError::db("sender_failed_jobs_since_success"))?;
+        row.try_get("n")
+            .map_err(StoreError::db("sender_failed_jobs_since_success: read"))
+    }
+
     /// Stores a routine that passed, active, disabling the key's other routines; returns its id.
     pub async fn add_sender_routine(
         &self,

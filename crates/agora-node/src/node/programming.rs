@@ -78,7 +78,14 @@ impl Node {
         if self.inner.routines.active(&hash).is_some() || self.inner.programmer.is_pending(&hash) {
             return;
         }
-        let threshold = self.inner.config.thresholds.implementation.max(1);
+        let failed = match self.inner.store.failed_jobs_since_success(&hash).await {
+            Ok(failed) => failed,
+            Err(error) => {
+                tracing::error!(%error, "could not count the programmer's failed runs");
+                return;
+            }
+        };
+        let threshold = backed_off(self.inner.config.thresholds.implementation.max(1), failed);
         match self.inner.store.examples_since_last_attempt(&hash).await {
             Ok(count) if count as u64 >= threshold => {
                 self.enqueue(Job {
@@ -339,5 +346,29 @@ async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job>) {
         );
         node.program(job).instrument(span).await;
         node.inner.programmer.release(&job.hash);
+    }
+}
+
+/// The examples to wait for before another programmer run, after `failed` runs in a row found no
+/// routine: the threshold doubles with each (up to 64 times), so a protocol the model cannot
+/// program costs a few runs, not one per request.
+pub(super) fn backed_off(threshold: u64, failed: i64) -> u64 {
+    let doublings = failed.clamp(0, 6) as u32;
+    threshold.saturating_mul(1 << doublings)
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::backed_off;
+
+    #[test]
+    fn the_wait_doubles_with_each_failed_run_and_is_capped() {
+        assert_eq!(backed_off(1, 0), 1);
+        assert_eq!(backed_off(1, 1), 2);
+        assert_eq!(backed_off(3, 2), 12);
+        assert_eq!(backed_off(1, 6), 64);
+        assert_eq!(backed_off(1, 50), 64);
+        assert_eq!(backed_off(1, -1), 1);
+        assert_eq!(backed_off(u64::MAX / 2, 6), u64::MAX);
     }
 }

@@ -105,9 +105,19 @@ impl Node {
                 return;
             }
         }
-        let threshold = self.inner.config.sender.sender_routine_threshold.max(1);
+        let failed = match store.sender_failed_jobs_since_success(&key).await {
+            Ok(failed) => failed,
+            Err(error) => {
+                tracing::error!(%error, "could not count the failed sender routine jobs");
+                return;
+            }
+        };
+        let threshold = super::programming::backed_off(
+            self.inner.config.sender.sender_routine_threshold.max(1) as u64,
+            failed,
+        );
         match store.sender_examples_since_last_attempt(&key).await {
-            Ok(count) if count >= threshold => self.enqueue_sender_job(SenderJob {
+            Ok(count) if count.max(0) as u64 >= threshold => self.enqueue_sender_job(SenderJob {
                 key,
                 task: task.clone(),
                 reason: SenderJobReason::Threshold,
