@@ -1,8 +1,9 @@
 //! Replaying the screenplay on a running network.
 //!
 //! Queries run one at a time, in screenplay order, with a protocol database sync wherever the
-//! screenplay has one (after every 10 queries). After each query the runner waits until no node
-//! is still writing a routine the query triggered, then reads every node's new ledger rows: each
+//! screenplay has one (after every 10 queries). Routine writing a query triggers waits until the
+//! query is done (a job gate shared with every node); then the runner waits until no node is
+//! still writing a routine, then reads every node's new ledger rows: each
 //! LLM call is attributed to the query that caused it, wherever in the network it was made
 //! (user, server, helper, the server behind a helper). Running one query at a time (the paper ran
 //! 20 workers) keeps that attribution exact and the LLM calls in a fixed order, which is what
@@ -73,6 +74,10 @@ pub async fn run_screenplay(
         },
     )
     .await?;
+    let gate = Arc::new(tokio::sync::RwLock::new(()));
+    for agent in network.agents() {
+        agent.node.share_job_gate(gate.clone());
+    }
     let mut ledger = LedgerReader::default();
     let progress = if options.progress {
         let bar = ProgressBar::new(options.queries as u64);
@@ -107,6 +112,9 @@ pub async fn run_screenplay(
                 let task = spec.task(&query.task)?;
                 let data = spec.normalize_data(&query.task, &query.data);
                 let began = Instant::now();
+                // Background routine writing waits until the query is done (see
+                // `Node::share_job_gate`), so a replay meets the calls in the recorded order.
+                let hold = gate.clone().write_owned().await;
                 let outcome = tokio::time::timeout(
                     options.query_timeout,
                     user.node.run_task(&server.url, &task, &data),
@@ -125,6 +133,7 @@ pub async fn run_screenplay(
                     ),
                 };
                 negotiations += steps.iter().filter(|s| s.starts_with("negotiated")).count() as u64;
+                drop(hold);
                 if tokio::time::timeout(options.query_timeout, network.idle())
                     .await
                     .is_err()

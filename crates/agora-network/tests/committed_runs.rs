@@ -10,7 +10,8 @@
 //! replay (`ReplayLlm`), so a change to a prompt shows up here.
 //!
 //! Needs `AGORA_JS_ENGINE` (the routines the model wrote are JavaScript), like every test that
-//! runs real routines: `scripts/test.sh` sets it.
+//! runs real routines: `scripts/test.sh` sets it, and runs these in its slow phase (they take
+//! minutes: every routine candidate the model wrote is built again and examined).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -93,11 +94,13 @@ async fn replay(mode: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 100 queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_agora_run_replays_to_its_numbers() {
     replay("agora").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_nl_only_run_replays_to_its_numbers() {
     replay("nl-only").await;
 }

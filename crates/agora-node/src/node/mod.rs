@@ -105,6 +105,9 @@ struct Inner {
     programmer: ProgrammerQueue,
     sender_routines: crate::sender::routine::SenderRoutines,
     negotiation: crate::negotiation::NegotiationSignal,
+    /// Held by a driver to keep background routine writing for later (see
+    /// [`Node::share_job_gate`]).
+    job_gate: std::sync::OnceLock<Arc<tokio::sync::RwLock<()>>>,
 }
 
 /// What answering produced, before bookkeeping.
@@ -164,7 +167,25 @@ impl Node {
                 programmer: ProgrammerQueue::new(),
                 sender_routines: crate::sender::routine::SenderRoutines::new(),
                 negotiation: Default::default(),
+                job_gate: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// Shares a gate with a driver: background routine writing (the programmer's and the sender
+    /// routines' jobs) starts a job only while it can read-lock the gate, so a driver holding the
+    /// write lock keeps jobs waiting. The network demo holds it during each query, so routines
+    /// are written between queries and a run replays from a cassette in the same order. Without
+    /// a gate jobs start at once. Returns false if the node already has one.
+    pub fn share_job_gate(&self, gate: Arc<tokio::sync::RwLock<()>>) -> bool {
+        self.inner.job_gate.set(gate).is_ok()
+    }
+
+    /// Waits until the job gate, if any, lets a background job start.
+    pub(super) async fn job_permit(&self) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+        match self.inner.job_gate.get() {
+            Some(gate) => Some(gate.clone().read_owned().await),
+            None => None,
         }
     }
 

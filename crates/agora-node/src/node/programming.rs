@@ -344,7 +344,9 @@ async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job>) {
             protocol_hash = %job.hash,
             reason = job.reason.as_str()
         );
+        let permit = node.job_permit().await;
         node.program(job).instrument(span).await;
+        drop(permit);
         node.inner.programmer.release(&job.hash);
     }
 }

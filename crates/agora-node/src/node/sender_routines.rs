@@ -445,7 +445,9 @@ async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<SenderJob>) {
             task = %job.key.task,
             reason = job.reason.as_str()
         );
+        let permit = node.job_permit().await;
         node.program_sender(&job).instrument(span).await;
+        drop(permit);
         node.inner.sender_routines.queue.release(&job.key);
     }
 }
