@@ -12,7 +12,7 @@
 //! A query fails when the user's task errs (the output must be valid against the task's output
 //! schema) or takes longer than the query timeout; the run goes on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,7 @@ pub async fn run_screenplay(
         ProgressBar::hidden()
     };
     let mut records: Vec<QueryRecord> = Vec::new();
-    let mut negotiations = 0u64;
+    let (mut calls_so_far, mut failures) = (0u64, 0u64);
     for entry in entries {
         if records.len() >= options.queries {
             break;
@@ -120,19 +120,17 @@ pub async fn run_screenplay(
                     user.node.run_task(&server.url, &task, &data),
                 )
                 .await;
-                let (success, error, steps) = match outcome {
-                    Ok(Ok(run)) => (true, None, run.steps),
-                    Ok(Err(error)) => (false, Some(error.to_string()), Vec::new()),
+                let (success, error) = match outcome {
+                    Ok(Ok(_)) => (true, None),
+                    Ok(Err(error)) => (false, Some(error.to_string())),
                     Err(_) => (
                         false,
                         Some(format!(
                             "timed out after {} s",
                             options.query_timeout.as_secs()
                         )),
-                        Vec::new(),
                     ),
                 };
-                negotiations += steps.iter().filter(|s| s.starts_with("negotiated")).count() as u64;
                 drop(hold);
                 if tokio::time::timeout(options.query_timeout, network.idle())
                     .await
@@ -163,14 +161,12 @@ pub async fn run_screenplay(
                     by_category,
                 };
                 progress.inc(1);
-                let done = records.len() as f64 + 1.0;
-                let calls: u64 =
-                    records.iter().map(|r| r.llm.calls).sum::<u64>() + record.llm.calls;
+                calls_so_far += record.llm.calls;
+                failures += u64::from(!record.success);
                 progress.set_message(format!(
-                    "LLM calls: {} this query, {:.1}/query; {} failed",
+                    "LLM calls: {} this query, {:.1}/query; {failures} failed",
                     record.llm.calls,
-                    calls as f64 / done,
-                    records.iter().filter(|r| !r.success).count() + usize::from(!record.success)
+                    calls_so_far as f64 / (records.len() + 1) as f64,
                 ));
                 if !options.progress {
                     println!(
@@ -202,7 +198,7 @@ pub async fn run_screenplay(
         }
     }
     progress.finish();
-    let network_stats = stats(&network, negotiations).await?;
+    let network_stats = stats(&network).await?;
     network.stop().await;
     let mut run = RunRecord {
         mode: options.mode,
@@ -266,7 +262,7 @@ impl LedgerReader {
     }
 }
 
-async fn stats(network: &Network, negotiations: u64) -> anyhow::Result<NetworkStats> {
+async fn stats(network: &Network) -> anyhow::Result<NetworkStats> {
     let mut protocols_per_db = BTreeMap::new();
     for (id, db) in &network.databases {
         let counts = db.running.db.counts().await?;
@@ -283,39 +279,37 @@ async fn stats(network: &Network, negotiations: u64) -> anyhow::Result<NetworkSt
             .filter(|r| r.status == RoutineStatus::Active && r.origin == RoutineOrigin::Llm)
             .count() as u64;
     }
+    // Senders' side: active routines, and negotiations from every run's steps, once per
+    // (target, task) whatever rungs its runs took.
     let mut sender_routines = 0;
-    let mut helper_negotiations = 0;
+    let mut negotiations = 0;
     for agent in network.users.values().chain(network.helpers.values()) {
-        sender_routines += agent
-            .node
-            .store()
+        let store = agent.node.store();
+        sender_routines += store
             .sender_routines()
             .await?
             .iter()
             .filter(|r| r.active)
             .count() as u64;
-    }
-    for helper in network.helpers.values() {
-        for totals in helper.node.store().sender_totals().await? {
-            for run in helper
-                .node
-                .store()
-                .sender_runs(&totals.target, &totals.task, 100_000)
-                .await?
-            {
-                if run.rung == totals.rung {
-                    helper_negotiations += run
-                        .steps
-                        .split(',')
-                        .filter(|s| s.trim_start().starts_with("negotiated"))
-                        .count() as u64;
-                }
+        let keys: BTreeSet<(String, String)> = store
+            .sender_totals()
+            .await?
+            .into_iter()
+            .map(|totals| (totals.target, totals.task))
+            .collect();
+        for (target, task) in keys {
+            for run in store.sender_runs(&target, &task, i64::MAX).await? {
+                negotiations += run
+                    .steps
+                    .split(',')
+                    .filter(|step| step.starts_with("negotiated"))
+                    .count() as u64;
             }
         }
     }
     Ok(NetworkStats {
         protocols_per_db,
-        negotiations: negotiations + helper_negotiations,
+        negotiations,
         server_routines,
         sender_routines,
     })
