@@ -7,8 +7,9 @@
 //! last programmer run, a job is queued (see `crate::programmer`). The job asks the LLM
 //! (ledger category `implementing`) for a JavaScript routine, builds it with the routine
 //! engine, examines it on every kept example with recorded tool results, and sends failures
-//! back for up to `repair_attempts` repairs. Only a candidate that passes is stored and
-//! activated; every attempt is kept with its source, report and tokens.
+//! back for up to `repair_attempts` repairs; a repair that repeats an earlier candidate ends the
+//! job (at temperature 0 the model would only repeat it again). Only a candidate that passes is
+//! stored and activated; every attempt is kept with its source, report and tokens.
 //!
 //! An LLM-written routine that has failed `max_routine_failures` times is disabled and the
 //! programmer runs again, now with the failing requests among the examples (the fallback
@@ -206,6 +207,7 @@ impl Node {
             .saturating_sub(config.examples_in_prompt.max(1))..];
         let job_id = uuid::Uuid::new_v4().simple().to_string();
         let mut messages = prompt::first_messages(&document, &tools, shown);
+        let mut tried: Vec<String> = Vec::new();
 
         for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
             let context = QueryContext::new(format!("programmer-{job_id}-{attempt}"), Some(hash));
@@ -241,6 +243,14 @@ impl Node {
             };
             let source = prompt::extract_code(&response.content);
             record.source = Some(source.clone());
+            if tried.contains(&source) {
+                // At temperature 0 a model that repeats itself will go on repeating itself.
+                record.outcome = "repeated".into();
+                record.report = "the model wrote a candidate it had already written".into();
+                self.keep_attempt(record, &context).await;
+                break;
+            }
+            tried.push(source.clone());
             let problem = match engine
                 .build(&RoutineSource::JavaScript(source.clone()))
                 .await

@@ -330,6 +330,7 @@ impl Node {
             .saturating_sub(config.examples_in_prompt.max(1))..];
         let job_id = uuid::Uuid::new_v4().simple().to_string();
         let mut messages = routine::first_messages(&document, &job.task, shown);
+        let mut tried: Vec<String> = Vec::new();
 
         for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
             let context = QueryContext::new(
@@ -368,6 +369,14 @@ impl Node {
             };
             let source = extract_code(&response.content);
             record.source = Some(source.clone());
+            if tried.contains(&source) {
+                // At temperature 0 a model that repeats itself will go on repeating itself.
+                record.outcome = "repeated".into();
+                record.report = "the model wrote a candidate it had already written".into();
+                self.keep_sender_attempt(record, &context).await;
+                break;
+            }
+            tried.push(source.clone());
             let built = match engine
                 .build(&RoutineSource::JavaScript(source.clone()))
                 .await

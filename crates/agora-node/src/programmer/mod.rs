@@ -7,6 +7,7 @@
 //! memory: what a job needs (the examples) is in the store, so a job lost to a restart is asked
 //! for again by the protocol's next LLM-answered request.
 
+pub(crate) mod dataflow;
 pub(crate) mod exam;
 pub(crate) mod prompt;
 

@@ -11,6 +11,7 @@ use agora_protocol::VerifiedDocument;
 use agora_store::Example;
 use serde_json::Value;
 
+use super::dataflow;
 use super::exam::recorded_calls;
 use crate::tools::{ToolSpec, catalogue};
 
@@ -71,8 +72,45 @@ pub(crate) fn first_messages(
         }
         user.push_str(&format!("Reply: {}\n\n", clip(&example.reply)));
     }
+    let drafts = examples.iter().map(|example| {
+        dataflow::receiver_draft(
+            &example.body,
+            &recorded_calls(&example.tool_calls),
+            &example.reply,
+        )
+    });
+    user.push_str(&traced_drafts(drafts));
     user.push_str("Write handle(body) now.");
     vec![Message::system(RULES), Message::user(user)]
+}
+
+/// The examples' traced code (see [`dataflow`]), one block per distinct draft, naming the
+/// examples it covers; empty when no example could be traced.
+pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> String {
+    let mut distinct: Vec<(String, Vec<usize>)> = Vec::new();
+    for (index, draft) in drafts.enumerate() {
+        let Some(draft) = draft else { continue };
+        match distinct.iter_mut().find(|(seen, _)| *seen == draft) {
+            Some((_, examples)) => examples.push(index + 1),
+            None => distinct.push((draft, vec![index + 1])),
+        }
+    }
+    let mut text = String::new();
+    for (draft, examples) in distinct {
+        let names: Vec<String> = examples.iter().map(|n| n.to_string()).collect();
+        let label = if examples.len() == 1 {
+            "Example"
+        } else {
+            "Examples"
+        };
+        text.push_str(&format!(
+            "{label} {} written as code, each value traced to the request or a tool result (a \
+             literal is a value found in neither: keep it if it is a constant, compute it if it \
+             is not):\n```javascript\n{draft}\n```\n\n",
+            names.join(", ")
+        ));
+    }
+    text
 }
 
 /// The conversation continued with a failed candidate and what went wrong.
@@ -144,7 +182,7 @@ mod tests {
             protocol_hash: document.hash(),
             query_id: "q".into(),
             body: r#"{"x": 1}"#.into(),
-            tool_calls: serde_json::json!([{"tool": "t", "arguments": {"a": 1}, "result": {"r": 2}}]),
+            tool_calls: serde_json::json!([{"tool": "t", "arguments": {"a": 5}, "result": {"r": 2}}]),
             reply: r#"{"x": 1}"#.into(),
             created_at_ms: 0,
         };
@@ -152,10 +190,16 @@ mod tests {
         let user = &messages[1].content;
         assert!(user.contains("Reply with the body."));
         assert!(
-            user.contains(r#"callTool("t", {"a":1}) returned {"r":2}"#),
+            user.contains(r#"callTool("t", {"a":5}) returned {"r":2}"#),
             "{user}"
         );
         assert!(user.contains(r#"Reply: {"x": 1}"#));
+        assert!(
+            user.contains("Example 1 written as code")
+                && user.contains(r#"const r1 = callTool("t", { a: 5 });"#)
+                && user.contains("return { x: request.x };"),
+            "{user}"
+        );
         let repaired = repair_messages(messages, "function handle(b) {}", "It failed.");
         assert_eq!(repaired.len(), 4);
         assert!(repaired[3].content.starts_with("It failed."));

@@ -21,8 +21,8 @@ use agora_protocol::VerifiedDocument;
 use agora_store::{SenderExample, SenderKey};
 use serde_json::Value;
 
-use crate::programmer::ProgrammerQueue;
 use crate::programmer::exam::{RecordedTools, json_equivalent};
+use crate::programmer::{ProgrammerQueue, dataflow, prompt};
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 use crate::task::Task;
 
@@ -279,6 +279,15 @@ pub(crate) fn first_messages(
             clip(&example.output.to_string()),
         ));
     }
+    let drafts = examples.iter().map(|example| {
+        Some(dataflow::sender_draft(
+            &example.data,
+            &example.body,
+            &example.reply,
+            &example.output,
+        ))
+    });
+    user.push_str(&prompt::traced_drafts(drafts));
     user.push_str("Write handle(input) now.");
     vec![Message::system(RULES), Message::user(user)]
 }
