@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use agora_network::demo::{LlmChoice, NetworkDemo, run_demo};
+use agora_network::demo::{LlmChoice, NetworkDemo, run_demo, write_run};
 use agora_network::report::{ReportInput, write_report};
 use agora_network::spec::{counts_by_server_task, embedded_screenplay};
 use agora_network::{Mode, RunRecord};
@@ -153,13 +153,10 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 seed,
                 query_timeout: Duration::from_secs(query_timeout_secs.max(1)),
                 progress: !no_progress,
+                checkpoint: Some(out.clone()),
             })
             .await?;
-            if let Some(parent) = out.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(&out, serde_json::to_string_pretty(&run)? + "\n")
-                .with_context(|| format!("writing {}", out.display()))?;
+            write_run(&out, &run)?;
             println!(
                 "{} mode, {} queries: {}/{} succeeded; {} LLM calls, {} prompt + {} completion \
                  tokens, ${:.4}; {} negotiations, {} server and {} sender routines; {:.0} s.",

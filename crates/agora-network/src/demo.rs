@@ -1,7 +1,7 @@
 //! `agora demo network`: builds the LLM (local model, OpenAI, or a cassette replay, optionally
 //! recording), runs the screenplay and writes the run record.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use agora_server::{LlmBackend, LlmSettings, RoutineRuntimeSettings, build_routin
 use anyhow::{Context, bail};
 
 use crate::record::{Mode, RunRecord};
-use crate::run::{Halt, RunOptions, run_screenplay};
+use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay};
 use crate::spec::{NetworkSpec, embedded_screenplay};
 
 /// Which LLM answers.
@@ -66,6 +66,23 @@ pub struct NetworkDemo {
     pub query_timeout: Duration,
     /// Show a progress bar.
     pub progress: bool,
+    /// Write the run record here at every protocol database sync (every 10 queries), so a run
+    /// that dies leaves the queries it finished; the caller writes the final one.
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// Writes a run record as pretty JSON, through a temporary file and a rename, so a reader (or a
+/// crash) never sees half a record.
+pub fn write_run(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let partial = path.with_extension("json.partial");
+    std::fs::write(&partial, serde_json::to_string_pretty(run)? + "\n")
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// The replayed LLM, noting the first call its cassette could not answer.
@@ -165,6 +182,9 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
             progress: demo.progress,
             native_tools,
             halt,
+            checkpoint: demo.checkpoint.clone().map(|path| -> Checkpoint {
+                Arc::new(move |run: &RunRecord| write_run(&path, run))
+            }),
         },
     )
     .await;

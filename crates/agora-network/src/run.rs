@@ -47,10 +47,16 @@ pub struct RunOptions {
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
+    /// Given the record of the queries done so far at every protocol database sync (every 10
+    /// queries), so that a run killed with its session leaves what it finished.
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// See [`RunOptions::halt`].
 pub type Halt = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// See [`RunOptions::checkpoint`].
+pub type Checkpoint = Arc<dyn Fn(&RunRecord) -> anyhow::Result<()> + Send + Sync>;
 
 /// Runs the first `options.queries` queries of `entries` on a fresh network.
 pub async fn run_screenplay(
@@ -99,7 +105,17 @@ pub async fn run_screenplay(
             break;
         }
         match entry {
-            Entry::Sync(db) => sync(&network, db).await,
+            Entry::Sync(db) => {
+                sync(&network, db).await;
+                if let Some(checkpoint) = &options.checkpoint
+                    && !records.is_empty()
+                {
+                    let so_far = run_record(&options, records.clone(), &network, started).await?;
+                    if let Err(error) = checkpoint(&so_far) {
+                        tracing::warn!(%error, "could not write the checkpoint");
+                    }
+                }
+            }
             Entry::Query(query) => {
                 let user = network
                     .users
@@ -198,16 +214,26 @@ pub async fn run_screenplay(
         }
     }
     progress.finish();
-    let network_stats = stats(&network).await?;
+    let run = run_record(&options, records, &network, started).await;
     network.stop().await;
+    run
+}
+
+/// The record of the queries done, with the network as it is now.
+async fn run_record(
+    options: &RunOptions,
+    queries: Vec<QueryRecord>,
+    network: &Network,
+    started: Instant,
+) -> anyhow::Result<RunRecord> {
     let mut run = RunRecord {
         mode: options.mode,
-        llm: options.llm_description,
+        llm: options.llm_description.clone(),
         queries_planned: options.queries,
-        queries: records,
+        queries,
         totals: CallTotals::default(),
         by_category: BTreeMap::new(),
-        network: network_stats,
+        network: stats(network).await?,
         wall_secs: started.elapsed().as_secs_f64(),
     };
     run.recompute_totals();

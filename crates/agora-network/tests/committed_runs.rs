@@ -60,6 +60,7 @@ async fn replay(mode: &str) {
             progress: false,
             native_tools: false,
             halt: None,
+            checkpoint: None,
         },
     )
     .await

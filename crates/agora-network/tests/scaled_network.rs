@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use agora_llm::{ChatRequest, Llm, OutputFormat, RecordingLlm, ReplayLlm, Role};
 use agora_network::run::{RunOptions, run_screenplay};
-use agora_network::spec::{NETWORK_JSON, NetworkSpec, parse_screenplay};
+use agora_network::spec::{Entry, NETWORK_JSON, NetworkSpec, parse_screenplay};
 use agora_network::{CallTotals, Mode, RunRecord};
 use agora_node::{RoutineEngine, RoutineError, ToolHost};
 use agora_testkit::{
@@ -400,7 +400,9 @@ async fn run(
 ) -> RunRecord {
     let entries = parse_screenplay(&Value::from(screenplay()).to_string()).unwrap();
     let routine_engine: Arc<dyn RoutineEngine> = Arc::new(engine.clone());
-    run_screenplay(
+    let checkpoints: Arc<std::sync::Mutex<Vec<RunRecord>>> = Arc::default();
+    let kept = checkpoints.clone();
+    let run = run_screenplay(
         Arc::new(network()),
         &entries,
         llm,
@@ -415,10 +417,34 @@ async fn run(
             progress: false,
             native_tools: false,
             halt: None,
+            checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
+                kept.lock().unwrap().push(so_far.clone());
+                Ok(())
+            })),
         },
     )
     .await
-    .unwrap()
+    .unwrap();
+    // A checkpoint at every sync, each the record of the queries done by then.
+    let checkpoints = checkpoints.lock().unwrap();
+    let syncs = entries
+        .iter()
+        .filter(|entry| matches!(entry, Entry::Sync(_)))
+        .count();
+    assert_eq!(checkpoints.len(), syncs);
+    for checkpoint in checkpoints.iter() {
+        let done = checkpoint.queries.len();
+        assert!(done > 0 && done <= run.queries.len());
+        assert_eq!(
+            serde_json::to_value(&checkpoint.queries).unwrap(),
+            serde_json::to_value(&run.queries[..done]).unwrap()
+        );
+        assert_eq!(
+            checkpoint.totals.calls,
+            sum(run.queries[..done].iter().map(|q| &q.llm)).calls
+        );
+    }
+    run
 }
 
 fn sum<'a>(items: impl Iterator<Item = &'a CallTotals>) -> CallTotals {
