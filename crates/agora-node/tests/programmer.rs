@@ -324,7 +324,7 @@ async fn the_repair_prompt_carries_the_failing_example() {
         "{first}"
     );
     // The example is also shown as code, each value traced to where it came from.
-    assert!(first.contains("Example 1 written as code"), "{first}");
+    assert!(first.contains("Example 1 as code"), "{first}");
     assert!(
         first.contains(r#"const r1 = callTool("weather_forecast", { location: request.location"#),
         "{first}"

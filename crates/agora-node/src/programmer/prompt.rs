@@ -95,8 +95,11 @@ pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> Str
             None => distinct.push((draft, vec![index + 1])),
         }
     }
+    if distinct.is_empty() {
+        return String::new();
+    }
     let mut text = String::new();
-    for (draft, examples) in distinct {
+    for (draft, examples) in &distinct {
         let names: Vec<String> = examples.iter().map(|n| n.to_string()).collect();
         let label = if examples.len() == 1 {
             "Example"
@@ -104,12 +107,16 @@ pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> Str
             "Examples"
         };
         text.push_str(&format!(
-            "{label} {} written as code, each value traced to the request or a tool result (a \
-             literal is a value found in neither: keep it if it is a constant, compute it if it \
-             is not):\n```javascript\n{draft}\n```\n\n",
+            "{label} {} as code (each value is read from where it came from; a literal matched \
+             nothing):\n```javascript\n{draft}\n```\n",
             names.join(", ")
         ));
     }
+    text.push_str(if distinct.len() == 1 {
+        "If this code fits every example, answer with it unchanged.\n\n"
+    } else {
+        "Merge these into one handle that fits every example.\n\n"
+    });
     text
 }
 
@@ -195,7 +202,7 @@ mod tests {
         );
         assert!(user.contains(r#"Reply: {"x": 1}"#));
         assert!(
-            user.contains("Example 1 written as code")
+            user.contains("Example 1 as code")
                 && user.contains(r#"const r1 = callTool("t", { a: 5 });"#)
                 && user.contains("return { x: request.x };"),
             "{user}"
