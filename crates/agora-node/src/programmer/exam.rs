@@ -7,7 +7,10 @@
 //! and `1` versus `1.0` ignored). Where the protocol document declares a JSON Schema for its
 //! reply, a reply valid against it that carries the same tool-derived values (the recorded
 //! reply's values that came from a tool result) passes too, so wording a free-text field
-//! differently from the LLM is not a failure.
+//! differently from the LLM is not a failure. Without a schema, a JSON reply passes when it has
+//! the recorded members with the recorded values, except that a member holding a sentence (four
+//! words or more) may hold any other non-empty text: the LLM's wording of a message is not part
+//! of the protocol, its status and data are.
 
 use std::sync::{Arc, Mutex};
 
@@ -289,13 +292,40 @@ pub(crate) fn grade(
             missed.join("; ")
         ));
     }
-    Err(differences)
+    // Without a schema the recorded reply is the schema: the same members, the same values,
+    // except that a sentence written for people may be worded differently.
+    if same_but_wording(&expected_json, &got_json) {
+        return Ok(());
+    }
+    let mut found = Vec::new();
+    collect_differences("", &expected_json, &got_json, true, &mut found);
+    found.truncate(5);
+    Err(found.join("; "))
 }
+
+/// Whether `got` has `expected`'s members with its values, a sentence inside an object excepted
+/// (it may be any non-empty text).
+pub(crate) fn same_but_wording(expected: &Value, got: &Value) -> bool {
+    let mut found = Vec::new();
+    collect_differences("", expected, got, true, &mut found);
+    found.is_empty()
+}
+
+/// Whether a recorded value is a sentence written for people (four words or more), which a
+/// routine may word differently.
+fn is_prose(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|text| text.split_whitespace().count() >= PROSE_WORDS)
+}
+
+/// Words from which a recorded string counts as prose (see [`is_prose`]).
+const PROSE_WORDS: usize = 4;
 
 /// Where two JSON values differ, in words (at most a few places).
 fn differences(expected: &Value, got: &Value) -> String {
     let mut found = Vec::new();
-    collect_differences("", expected, got, &mut found);
+    collect_differences("", expected, got, false, &mut found);
     if found.is_empty() {
         return "the replies differ".to_string();
     }
@@ -303,14 +333,28 @@ fn differences(expected: &Value, got: &Value) -> String {
     found.join("; ")
 }
 
-fn collect_differences(path: &str, expected: &Value, got: &Value, found: &mut Vec<String>) {
+/// Where `got` differs from `expected`; with `free_text`, a recorded sentence (inside an
+/// object) matches any non-empty string.
+fn collect_differences(
+    path: &str,
+    expected: &Value,
+    got: &Value,
+    free_text: bool,
+    found: &mut Vec<String>,
+) {
     let here = if path.is_empty() { "the reply" } else { path };
     match (expected, got) {
+        _ if free_text
+            && !path.is_empty()
+            && is_prose(expected)
+            && got.as_str().is_some_and(|text| !text.trim().is_empty()) => {}
         (Value::Object(x), Value::Object(y)) => {
             for (key, x_value) in x {
                 let child = format!("{path}.{key}");
                 match y.get(key) {
-                    Some(y_value) => collect_differences(&child, x_value, y_value, found),
+                    Some(y_value) => {
+                        collect_differences(&child, x_value, y_value, free_text, found)
+                    }
                     None => found.push(format!("{child} is missing (expected {x_value})")),
                 }
             }
@@ -430,6 +474,60 @@ mod tests {
             arguments,
             result: Ok(result),
         }
+    }
+
+    #[test]
+    fn without_a_schema_a_sentence_may_be_worded_differently_but_nothing_else() {
+        let expected =
+            r#"{"status": "failure", "message": "The shop is not open on May 5, 2024."}"#;
+        assert!(
+            grade(
+                expected,
+                r#"{"status": "failure", "message": "Closed on 2024-05-05, sorry."}"#,
+                &[],
+                None
+            )
+            .is_ok()
+        );
+        let error = grade(
+            expected,
+            r#"{"status": "success", "message": "Closed on 2024-05-05, sorry."}"#,
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(error, r#".status should be "failure", not "success""#);
+        assert!(
+            grade(
+                expected,
+                r#"{"status": "failure", "message": ""}"#,
+                &[],
+                None
+            )
+            .is_err()
+        );
+        assert!(grade(expected, r#"{"status": "failure"}"#, &[], None).is_err());
+        assert!(
+            grade(
+                expected,
+                r#"{"status": "failure", "message": 3}"#,
+                &[],
+                None
+            )
+            .is_err()
+        );
+        // Short strings are values, not sentences; a whole prose reply is never free.
+        assert!(
+            grade(
+                r#"{"room": "twin suite"}"#,
+                r#"{"room": "double"}"#,
+                &[],
+                None
+            )
+            .is_err()
+        );
+        assert!(grade("It is sunny in Oslo today.", "Sunny in Oslo.", &[], None).is_err());
+        assert!(grade(r#""It is sunny in Oslo today.""#, r#""Sunny.""#, &[], None).is_err());
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!
 //! A candidate passes when, on every recorded example, encoding the data gives the body sent
 //! (as JSON: key order, whitespace and number spelling ignored; as trimmed text for non-JSON
-//! bodies) and decoding the reply gives the recorded output (as JSON) that also validates
-//! against the task's output schema.
+//! bodies) and decoding the reply gives the recorded output (as JSON; a sentence inside it may be
+//! worded differently, as in the receiver's exam) that also validates against the task's output
+//! schema.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use agora_protocol::VerifiedDocument;
 use agora_store::{SenderExample, SenderKey};
 use serde_json::Value;
 
-use crate::programmer::exam::{RecordedTools, json_equivalent};
+use crate::programmer::exam::{RecordedTools, json_equivalent, same_but_wording};
 use crate::programmer::{ProgrammerQueue, dataflow, prompt};
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 use crate::task::Task;
@@ -238,7 +239,7 @@ pub(crate) async fn examine(
         let got = run(routine, &input, limits).await;
         let problem = match &got {
             Ok(text) => match read_output(task, text) {
-                Ok(output) if json_equivalent(&output, &example.output) => None,
+                Ok(output) if same_but_wording(&example.output, &output) => None,
                 Ok(_) => Some("the output differs from the expected output".to_string()),
                 Err(problem) => Some(problem),
             },
