@@ -61,14 +61,32 @@ pub enum RespondError {
 }
 
 /// Whether a protocol exchange is in JSON objects: the request body is one and the document
-/// speaks of JSON. The final answer is then held to a JSON object by the grammar, because a
-/// small model otherwise answers such a request in prose ("no"), which the protocol's programs
-/// on the other side cannot read.
+/// speaks of JSON or writes out an object's members (`reply: {temperature: number}`). The final
+/// answer is then held to a JSON object by the grammar, because a small model otherwise answers
+/// such a request in prose ("no"), which the protocol's programs on the other side cannot read.
 fn json_exchange(document: &VerifiedDocument, body: &str) -> bool {
+    let text = document.text();
     matches!(
         serde_json::from_str::<Value>(body.trim()),
         Ok(Value::Object(_))
-    ) && document.text().to_ascii_lowercase().contains("json")
+    ) && (text.to_ascii_lowercase().contains("json") || writes_out_an_object(text))
+}
+
+/// Whether `text` has a `{` followed by a member name and a colon, quoted or not.
+fn writes_out_an_object(text: &str) -> bool {
+    text.match_indices('{').any(|(at, _)| {
+        let rest = text[at + 1..].trim_start();
+        let rest = rest.strip_prefix('"').unwrap_or(rest);
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if name_len == 0 {
+            return false;
+        }
+        let after = &rest[name_len..];
+        let after = after.strip_prefix('"').unwrap_or(after);
+        after.trim_start().starts_with(':')
+    })
 }
 
 /// The responder's inputs that do not change between steps.
@@ -316,5 +334,25 @@ fn clip_to(text: &str, max: usize) -> String {
         let mut cut: String = text.chars().take(max).collect();
         cut.push('…');
         cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_that_writes_out_an_object_makes_a_json_exchange() {
+        let shapes = VerifiedDocument::from_text(
+            "request: {location: string, date: string}, reply: {temperature: number}",
+        );
+        assert!(json_exchange(&shapes, r#"{"location": "Vienna"}"#));
+        assert!(!json_exchange(&shapes, "Weather in Vienna?"));
+        let quoted = VerifiedDocument::from_text(r#"Reply with { "open": "yes" | "no" }."#);
+        assert!(json_exchange(&quoted, r#"{"date": "2024-01-01"}"#));
+        let json = VerifiedDocument::from_text("Send a JSON object, get one back.");
+        assert!(json_exchange(&json, r#"{"a": 1}"#));
+        let prose = VerifiedDocument::from_text("Ask in English; {braces} are not members.");
+        assert!(!json_exchange(&prose, r#"{"a": 1}"#));
     }
 }
