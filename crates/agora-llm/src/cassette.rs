@@ -19,6 +19,12 @@
 //! Replayed responses keep their recorded usage and latency, so the ledger
 //! of a replayed run equals the recorded one.
 //!
+//! A call the endpoint refused for good (an API error that is not transient,
+//! such as a prompt over the context size, or an undecodable answer) is
+//! recorded as `{"key", "request", "error"}` and replayed as the same error,
+//! because the run went on without that answer. Transient failures (endpoint
+//! down, timeout, 5xx, 429) are not recorded: a resumed recording asks again.
+//!
 //! Crash safety: a write is one line ending in `\n`, so a crash can only
 //! tear the last line. Loading ignores a torn last line with a warning;
 //! recording truncates it away before appending.
@@ -45,12 +51,15 @@ pub fn request_key(request: &ChatRequest) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// One line of a cassette, as read.
+/// One line of a cassette, as read: a response or a recorded refusal.
 #[derive(Deserialize)]
 struct Entry {
     key: String,
     request: ChatRequest,
-    response: ChatResponse,
+    #[serde(default)]
+    response: Option<ChatResponse>,
+    #[serde(default)]
+    error: Option<RecordedError>,
 }
 
 /// One line of a cassette, as written (borrows, to avoid clones).
@@ -58,24 +67,76 @@ struct Entry {
 struct EntryRef<'a> {
     key: &'a str,
     request: &'a ChatRequest,
-    response: &'a ChatResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response: Option<&'a ChatResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RecordedError>,
 }
+
+/// A refusal worth recording: one the same request would meet again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum RecordedError {
+    Api {
+        status: Option<u16>,
+        message: String,
+    },
+    BadResponse {
+        message: String,
+    },
+}
+
+impl RecordedError {
+    /// The error to record, if `error` is one (see the module docs).
+    fn of(error: &LlmError) -> Option<RecordedError> {
+        if error.is_transient() {
+            return None;
+        }
+        match error {
+            LlmError::Api { status, message } => Some(RecordedError::Api {
+                status: *status,
+                message: message.clone(),
+            }),
+            LlmError::BadResponse(message) => Some(RecordedError::BadResponse {
+                message: message.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn to_error(&self) -> LlmError {
+        match self {
+            RecordedError::Api { status, message } => LlmError::Api {
+                status: *status,
+                message: message.clone(),
+            },
+            RecordedError::BadResponse { message } => LlmError::BadResponse(message.clone()),
+        }
+    }
+}
+
+/// A recorded outcome.
+type Answer = Result<ChatResponse, RecordedError>;
 
 /// The recorded answers of a cassette, consumed in order per key.
 #[derive(Debug, Default)]
 struct Answers {
-    queues: Mutex<HashMap<String, VecDeque<ChatResponse>>>,
+    queues: Mutex<HashMap<String, VecDeque<Answer>>>,
 }
 
 impl Answers {
-    fn push(&self, key: String, response: ChatResponse) {
+    fn push(&self, key: String, answer: Answer) {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues.entry(key).or_default().push_back(response);
+        queues.entry(key).or_default().push_back(answer);
     }
 
-    fn take(&self, key: &str) -> Option<ChatResponse> {
+    /// The next recorded outcome for `key`, as the call's result.
+    fn take(&self, key: &str) -> Option<Result<ChatResponse, LlmError>> {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues.get_mut(key).and_then(VecDeque::pop_front)
+        queues
+            .get_mut(key)
+            .and_then(VecDeque::pop_front)
+            .map(|answer| answer.map_err(|error| error.to_error()))
     }
 
     fn remaining(&self) -> usize {
@@ -126,8 +187,20 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, LlmError> {
                 if key != entry.key {
                     mismatched_keys += 1;
                 }
-                first_model.get_or_insert_with(|| entry.response.model.clone());
-                answers.push(key, entry.response);
+                let answer = match (entry.response, entry.error) {
+                    (Some(response), None) => Ok(response),
+                    (None, Some(error)) => Err(error),
+                    _ => {
+                        return Err(LlmError::Cassette(format!(
+                            "{}: line {line_number} must hold a response or an error",
+                            path.display()
+                        )));
+                    }
+                };
+                if let Ok(response) = &answer {
+                    first_model.get_or_insert_with(|| response.model.clone());
+                }
+                answers.push(key, answer);
                 valid_len = offset as u64;
                 needs_newline = !has_newline;
             }
@@ -204,7 +277,9 @@ impl ReplayLlm {
 impl Llm for ReplayLlm {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let key = request_key(request);
-        self.answers.take(&key).ok_or(LlmError::NotRecorded { key })
+        self.answers
+            .take(&key)
+            .unwrap_or(Err(LlmError::NotRecorded { key }))
     }
 
     /// The model of the first recorded call ("replay" for an empty cassette),
@@ -303,12 +378,13 @@ impl RecordingLlm {
         &self,
         key: &str,
         request: &ChatRequest,
-        response: &ChatResponse,
+        answer: Result<&ChatResponse, &RecordedError>,
     ) -> Result<(), LlmError> {
         let mut line = serde_json::to_string(&EntryRef {
             key,
             request,
-            response,
+            response: answer.ok(),
+            error: answer.err(),
         })
         .map_err(|error| LlmError::Cassette(format!("encoding an entry: {error}")))?;
         line.push('\n');
@@ -344,12 +420,21 @@ impl RecordingLlm {
 impl Llm for RecordingLlm {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let key = request_key(request);
-        if let Some(response) = self.answers.take(&key) {
-            return Ok(response);
+        if let Some(answer) = self.answers.take(&key) {
+            return answer;
         }
-        let response = self.inner.chat(request).await?;
-        self.append(&key, request, &response).await?;
-        Ok(response)
+        match self.inner.chat(request).await {
+            Ok(response) => {
+                self.append(&key, request, Ok(&response)).await?;
+                Ok(response)
+            }
+            Err(error) => {
+                if let Some(recorded) = RecordedError::of(&error) {
+                    self.append(&key, request, Err(&recorded)).await?;
+                }
+                Err(error)
+            }
+        }
     }
 
     fn model(&self) -> String {

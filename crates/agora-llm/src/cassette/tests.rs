@@ -70,7 +70,8 @@ fn line(request: &ChatRequest, response: &ChatResponse) -> String {
     let mut line = serde_json::to_string(&EntryRef {
         key: &key,
         request,
-        response,
+        response: Some(response),
+        error: None,
     })
     .expect("entries serialize");
     line.push('\n');
@@ -346,4 +347,64 @@ async fn concurrent_recording_writes_whole_lines() {
     }
     let replay = ReplayLlm::open(&path).expect("every line parses");
     assert_eq!(replay.remaining(), 16);
+}
+
+/// An inner model that refuses every call with an HTTP 400 (a prompt over the context size).
+struct RefusingLlm;
+
+#[async_trait::async_trait]
+impl Llm for RefusingLlm {
+    async fn chat(&self, _request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Err(LlmError::Api {
+            status: Some(400),
+            message: "request exceeds the available context size".into(),
+        })
+    }
+
+    fn model(&self) -> String {
+        "refusing".into()
+    }
+}
+
+#[tokio::test]
+async fn a_lasting_refusal_is_recorded_and_replayed_as_the_same_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("refusals.jsonl");
+    let recording = RecordingLlm::open(&path, Arc::new(RefusingLlm)).expect("creates");
+    let live = recording.chat(&ask("too long")).await.expect_err("refused");
+    let text = std::fs::read_to_string(&path).expect("exists");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains(r#""error":{"kind":"api","status":400"#),
+        "{text}"
+    );
+
+    let replay = ReplayLlm::open(&path).expect("loads");
+    let replayed = replay.chat(&ask("too long")).await.expect_err("replayed");
+    assert_eq!(replayed.to_string(), live.to_string());
+    assert!(matches!(
+        replay.chat(&ask("too long")).await,
+        Err(LlmError::NotRecorded { .. })
+    ));
+    // A resumed recording replays the refusal instead of asking again.
+    let resumed = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect("opens");
+    let again = resumed.chat(&ask("too long")).await.expect_err("replayed");
+    assert_eq!(again.to_string(), live.to_string());
+}
+
+#[test]
+fn a_line_with_neither_response_nor_error_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let request = ask("q");
+    let key = request_key(&request);
+    let text = format!(
+        "{}\n",
+        json!({"key": key, "request": serde_json::to_value(&request).unwrap()})
+    );
+    let path = write_cassette(&dir, &text);
+    let error = ReplayLlm::open(&path).expect_err("refused");
+    assert!(
+        error.to_string().contains("a response or an error"),
+        "{error}"
+    );
 }
