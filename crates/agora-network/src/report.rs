@@ -44,7 +44,7 @@ pub const PRICE_TABLE: [(&str, f64, f64); 3] = [
 
 /// What the report is computed from.
 pub struct ReportInput<'a> {
-    /// The run's name, e.g. `local-100`.
+    /// The run's name, e.g. `local`.
     pub name: String,
     /// The Agora run, if any.
     pub agora: Option<&'a RunRecord>,

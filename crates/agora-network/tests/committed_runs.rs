@@ -95,7 +95,7 @@ async fn replay(mode: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "replays 100 queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+#[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_agora_run_replays_to_its_numbers() {
     replay("agora").await;
 }
@@ -104,4 +104,38 @@ async fn the_committed_agora_run_replays_to_its_numbers() {
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_nl_only_run_replays_to_its_numbers() {
     replay("nl-only").await;
+}
+
+/// The committed report (`reports/local/`) was built from the committed run records: its totals
+/// are theirs. Together with the replays above, this ties the report to the cassettes.
+#[test]
+fn the_committed_report_carries_the_committed_runs_totals() {
+    let dir = demo_dir();
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/local/summary.json")).unwrap(),
+    )
+    .unwrap();
+    for (mode, key) in [("agora", "agora"), ("nl-only", "nl_only")] {
+        let run: RunRecord = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("runs/{mode}.json"))).unwrap(),
+        )
+        .unwrap();
+        let reported = &summary[key];
+        assert_eq!(reported["queries"], run.queries.len(), "{mode}");
+        assert_eq!(reported["successes"], run.successes(), "{mode}");
+        let totals = &reported["llm_totals"];
+        assert_eq!(totals["calls"], run.totals.calls, "{mode}");
+        assert_eq!(totals["prompt_tokens"], run.totals.prompt_tokens, "{mode}");
+        assert_eq!(
+            totals["completion_tokens"], run.totals.completion_tokens,
+            "{mode}"
+        );
+        let cost = totals["cost_usd"].as_f64().unwrap();
+        assert!((cost - run.totals.cost_usd).abs() < 1e-9, "{mode}: {cost}");
+        assert_eq!(
+            serde_json::to_value(&run.network).unwrap(),
+            reported["network"],
+            "{mode}"
+        );
+    }
 }
