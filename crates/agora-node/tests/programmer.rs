@@ -111,15 +111,32 @@ fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
     })
 }
 
-/// A candidate that drops two fields of the reply.
-async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
-    let request: Value = serde_json::from_str(&body).unwrap();
+/// The forecast for the request's place and date, from the weather tool.
+async fn forecast(body: &str, tools: &dyn ToolHost) -> Result<Value, RoutineError> {
+    let request: Value =
+        serde_json::from_str(body).map_err(|e| RoutineError::Failed(e.to_string()))?;
     let arguments = json!({"location": request["location"], "date": request["date"]});
     let forecast = tools
         .call_tool("weather_forecast", &arguments.to_string())
         .await
         .map_err(RoutineError::Failed)?;
-    let forecast: Value = serde_json::from_str(&forecast).unwrap();
+    Ok(serde_json::from_str(&forecast).unwrap())
+}
+
+/// What the weather agent replies.
+async fn good(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    let forecast = forecast(&body, tools.as_ref()).await?;
+    Ok(json!({
+        "temperature": forecast["temperature_c"],
+        "precipitation": forecast["precipitation_mm"],
+        "weatherCondition": forecast["condition"],
+    })
+    .to_string())
+}
+
+/// A candidate that drops two fields of the reply.
+async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    let forecast = forecast(&body, tools.as_ref()).await?;
     Ok(json!({"temperature": forecast["temperature_c"]}).to_string())
 }
 
@@ -128,22 +145,7 @@ async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routine
 /// "flaky" is right except for Atlantis, where it fails; anything else does not build.
 fn engine() -> ScriptedRoutineEngine {
     ScriptedRoutineEngine::new()
-        .routine("good", |body, tools| async move {
-            let request: Value =
-                serde_json::from_str(&body).map_err(|e| RoutineError::Failed(e.to_string()))?;
-            let arguments = json!({"location": request["location"], "date": request["date"]});
-            let forecast = tools
-                .call_tool("weather_forecast", &arguments.to_string())
-                .await
-                .map_err(RoutineError::Failed)?;
-            let forecast: Value = serde_json::from_str(&forecast).unwrap();
-            Ok(json!({
-                "temperature": forecast["temperature_c"],
-                "precipitation": forecast["precipitation_mm"],
-                "weatherCondition": forecast["condition"],
-            })
-            .to_string())
-        })
+        .routine("good", good)
         .routine("wrong", wrong)
         .routine("wrong again", wrong)
         .routine("wrong once more", wrong)
@@ -151,19 +153,7 @@ fn engine() -> ScriptedRoutineEngine {
             if body.contains("Atlantis") {
                 return Err(RoutineError::Failed("no such place".into()));
             }
-            let request: Value = serde_json::from_str(&body).unwrap();
-            let arguments = json!({"location": request["location"], "date": request["date"]});
-            let forecast = tools
-                .call_tool("weather_forecast", &arguments.to_string())
-                .await
-                .map_err(RoutineError::Failed)?;
-            let forecast: Value = serde_json::from_str(&forecast).unwrap();
-            Ok(json!({
-                "temperature": forecast["temperature_c"],
-                "precipitation": forecast["precipitation_mm"],
-                "weatherCondition": forecast["condition"],
-            })
-            .to_string())
+            good(body, tools).await
         })
 }
 
