@@ -41,6 +41,9 @@ impl Source {
 struct Paths {
     entries: Vec<(String, Value)>,
     roots: Vec<String>,
+    /// Source strings and numbers long enough to look for inside a string, longest first, with
+    /// the expression that reads each.
+    fragments: Vec<(String, String)>,
 }
 
 impl Paths {
@@ -70,7 +73,12 @@ impl Paths {
             }
         }
         let roots = sources.iter().map(|source| source.name.clone()).collect();
-        Self { entries, roots }
+        let fragments = fragments(&entries);
+        Self {
+            entries,
+            roots,
+            fragments,
+        }
     }
 
     /// The expression of a source value equal to `value`. Nulls, booleans and empty values
@@ -88,25 +96,25 @@ impl Paths {
             .find(|(_, candidate)| super::exam::json_equivalent(candidate, value))
             .map(|(path, _)| path.as_str())
     }
+}
 
-    /// Source strings and numbers long enough to look for inside a string, longest first.
-    fn fragments(&self) -> Vec<(String, &str)> {
-        let mut fragments: Vec<(String, &str)> = Vec::new();
-        for (path, value) in &self.entries {
-            let text = match value {
-                Value::String(text) => text.clone(),
-                Value::Number(number) => number.to_string(),
-                _ => continue,
-            };
-            if text.chars().count() >= MIN_SUBSTRING_CHARS
-                && !fragments.iter().any(|(seen, _)| *seen == text)
-            {
-                fragments.push((text, path.as_str()));
-            }
+/// See [`Paths::fragments`].
+fn fragments(entries: &[(String, Value)]) -> Vec<(String, String)> {
+    let mut fragments: Vec<(String, String)> = Vec::new();
+    for (path, value) in entries {
+        let text = match value {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            _ => continue,
+        };
+        if text.chars().count() >= MIN_SUBSTRING_CHARS
+            && !fragments.iter().any(|(seen, _)| *seen == text)
+        {
+            fragments.push((text, path.clone()));
         }
-        fragments.sort_by_key(|(text, _)| std::cmp::Reverse(text.chars().count()));
-        fragments
     }
+    fragments.sort_by_key(|(text, _)| std::cmp::Reverse(text.chars().count()));
+    fragments
 }
 
 fn traceable(value: &Value) -> bool {
@@ -185,9 +193,8 @@ fn build(value: &Value, paths: &Paths) -> String {
 
 /// A string with source values inside becomes a template string; otherwise a literal.
 fn string(text: &str, paths: &Paths) -> String {
-    let fragments = paths.fragments();
     let mut pieces: Vec<(String, bool)> = vec![(text.to_string(), false)];
-    for (fragment, path) in &fragments {
+    for (fragment, path) in &paths.fragments {
         let mut next = Vec::new();
         for (piece, traced) in pieces {
             if traced || !piece.contains(fragment.as_str()) {
