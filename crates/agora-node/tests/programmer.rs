@@ -140,12 +140,38 @@ async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routine
     Ok(json!({"temperature": forecast["temperature_c"]}).to_string())
 }
 
+/// A candidate whose check rejects Lima's request: the check is the middle line, which the node
+/// may take out (leaving [`UNGUARDED`], which behaves like "good").
+const GUARDED: &str =
+    "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const UNGUARDED: &str = "guarded\ngood";
+/// The same check in front of a candidate that is wrong anyway: taking it out does not help.
+const GUARDED_WRONG: &str =
+    "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\nwrong";
+
+async fn rejects_lima(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    if body.contains("Lima") {
+        return Ok(json!({"error": "Invalid forecast"}).to_string());
+    }
+    good(body, tools).await
+}
+
 /// The candidates, by key. "good" does what the weather agent does; "wrong" (and "wrong again",
 /// "wrong once more": other code, same behaviour) drops a field;
-/// "flaky" is right except for Atlantis, where it fails; anything else does not build.
+/// "flaky" is right except for Atlantis, where it fails; [`GUARDED`] rejects Lima; anything else
+/// does not build.
 fn engine() -> ScriptedRoutineEngine {
     ScriptedRoutineEngine::new()
         .routine("good", good)
+        .routine(GUARDED, rejects_lima)
+        .routine(UNGUARDED, good)
+        .routine(GUARDED_WRONG, |body, tools| async move {
+            if body.contains("Lima") {
+                return Ok(json!({"error": "Invalid forecast"}).to_string());
+            }
+            wrong(body, tools).await
+        })
+        .routine("guarded\nwrong", wrong)
         .routine("wrong", wrong)
         .routine("wrong again", wrong)
         .routine("wrong once more", wrong)
@@ -282,6 +308,49 @@ async fn a_failed_candidate_is_repaired_with_its_failure() {
     let reply = ask(&node, "Lima", 3).await;
     assert!(reply.body.is_some());
     assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_llm() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&[GUARDED]);
+    let node = node(dir.path(), &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, "passed");
+    assert_eq!(
+        attempts[0].report,
+        "2/2 examples passed; the node took out the check `if (!r1.precipitation_mm)`, which \
+         rejected a valid example"
+    );
+    assert_eq!(attempts[0].source.as_deref(), Some(UNGUARDED));
+    assert_eq!(implementing_calls(&node).await, 1);
+    ask(&node, "Lima", 3).await;
+    assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_is_kept_when_taking_it_out_does_not_help() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&[GUARDED_WRONG, "good"]);
+    let node = node(dir.path(), &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "passed"]);
+    assert_eq!(attempts[0].source.as_deref(), Some(GUARDED_WRONG));
+    assert!(
+        !attempts[0].report.contains("took out"),
+        "{}",
+        attempts[0].report
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,10 @@
 //! last programmer run, a job is queued (see `crate::programmer`). The job asks the LLM
 //! (ledger category `implementing`) for a JavaScript routine, builds it with the routine
 //! engine, examines it on every kept example with recorded tool results, and sends failures
-//! back for up to `repair_attempts` repairs; a repair that repeats an earlier candidate ends the
+//! back for up to `repair_attempts` repairs. A candidate that answers a valid example with an
+//! error reply from a check in its code (`if (!r.value) return { error: ... }`, which rejects
+//! a 0) gets that check taken out by the node (`programmer::guard`) and is examined again; the
+//! edit is kept only where more examples pass. A repair that repeats an earlier candidate ends the
 //! job (at temperature 0 the model would only repeat it again). Only a candidate that passes is
 //! stored and activated; every attempt is kept with its source, report and tokens.
 //!
@@ -28,9 +31,9 @@ use tracing::Instrument;
 
 use super::{Inner, Node};
 use crate::accounting::{Category, QueryContext};
-use crate::programmer::{Job, JobReason, PendingExample, exam, prompt};
+use crate::programmer::{Job, JobReason, PendingExample, exam, guard, prompt};
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
-use crate::routines::{RoutineLimits, RoutineSource};
+use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
 
 /// What one protocol request leaves for the programmer.
 pub(super) struct Lesson {
@@ -251,67 +254,70 @@ impl Node {
                 break;
             }
             tried.push(source.clone());
-            let problem = match engine
-                .build(&RoutineSource::JavaScript(source.clone()))
-                .await
+            let (source, problem) = match examine_candidate(
+                engine.as_ref(),
+                source,
+                &examples,
+                reply_schema.as_ref(),
+                limits,
+            )
+            .await
             {
-                Err(error) => {
+                Candidate::Unbuilt { report, problem } => {
                     record.outcome = "build_failed".into();
-                    record.report = error.to_string();
-                    format!("Your code does not build: {error}")
+                    record.report = report;
+                    (record.source.clone().unwrap_or_default(), problem)
                 }
-                Ok(component) => match engine.load(&component).await {
-                    Err(error) => {
-                        record.outcome = "build_failed".into();
-                        record.report = error.to_string();
-                        format!("Your code could not be loaded: {error}")
+                Candidate::Examined {
+                    source,
+                    component,
+                    report,
+                    checks_removed,
+                } => {
+                    record.source = Some(source.clone());
+                    record.report = report.summary();
+                    for condition in &checks_removed {
+                        record.report.push_str(&format!(
+                            "; the node took out the check `if ({condition})`, which rejected a \
+                             valid example"
+                        ));
                     }
-                    Ok(loaded) => {
-                        let report = exam::examine(
-                            loaded.as_ref(),
-                            &examples,
-                            reply_schema.as_ref(),
+                    if report.passed() {
+                        record.outcome = "passed".into();
+                        let spec = RoutineSpec {
+                            name: format!("llm-{}-{}", &hash.to_hex()[..8], &job_id[..8]),
+                            protocol: ProtocolInput::Hash(hash),
+                            source: RoutineSource::JavaScript(source.clone()),
+                            tools: granted.clone(),
                             limits,
-                        )
-                        .await;
-                        record.report = report.summary();
-                        if report.passed() {
-                            record.outcome = "passed".into();
-                            let spec = RoutineSpec {
-                                name: format!("llm-{}-{}", &hash.to_hex()[..8], &job_id[..8]),
-                                protocol: ProtocolInput::Hash(hash),
-                                source: RoutineSource::JavaScript(source.clone()),
-                                tools: granted.clone(),
-                                limits,
-                                origin: RoutineOrigin::Llm,
-                                activate: !self.human_routine_active(&hash).await,
-                            };
-                            let activate = spec.activate;
-                            match self.routines().add_built(spec, component).await {
-                                Ok(routine) => {
-                                    record.routine_id = Some(routine.id);
-                                    if !activate {
-                                        record.report.push_str(
-                                            "; stored disabled: a human-written routine serves \
-                                             this protocol",
-                                        );
-                                    }
-                                    tracing::info!(routine = %routine.name, attempt, active = activate, "the programmer wrote a routine");
+                            origin: RoutineOrigin::Llm,
+                            activate: !self.human_routine_active(&hash).await,
+                        };
+                        let activate = spec.activate;
+                        match self.routines().add_built(spec, component).await {
+                            Ok(routine) => {
+                                record.routine_id = Some(routine.id);
+                                if !activate {
+                                    record.report.push_str(
+                                        "; stored disabled: a human-written routine serves \
+                                         this protocol",
+                                    );
                                 }
-                                Err(error) => {
-                                    record
-                                        .report
-                                        .push_str(&format!("; could not be stored: {error}"));
-                                }
+                                tracing::info!(routine = %routine.name, attempt, active = activate, "the programmer wrote a routine");
                             }
-                            self.keep_attempt(record, &context).await;
-                            self.sync_after_change().await;
-                            return;
+                            Err(error) => {
+                                record
+                                    .report
+                                    .push_str(&format!("; could not be stored: {error}"));
+                            }
                         }
-                        record.outcome = "tests_failed".into();
-                        report.feedback()
+                        self.keep_attempt(record, &context).await;
+                        self.sync_after_change().await;
+                        return;
                     }
-                },
+                    record.outcome = "tests_failed".into();
+                    (source, report.feedback())
+                }
             };
             tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "routine candidate rejected");
             self.keep_attempt(record, &context).await;
@@ -367,6 +373,93 @@ async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job>) {
 pub(super) fn backed_off(threshold: u64, failed: i64) -> u64 {
     let doublings = failed.clamp(0, 6) as u32;
     threshold.saturating_mul(1 << doublings)
+}
+
+/// A candidate after the routine engine and the exam had it.
+enum Candidate {
+    /// It did not build or load: the error, and what the model is told.
+    Unbuilt { report: String, problem: String },
+    /// It was examined; `source` may have had rejecting checks taken out (`checks_removed`).
+    Examined {
+        source: String,
+        component: Vec<u8>,
+        report: exam::ExamReport,
+        checks_removed: Vec<String>,
+    },
+}
+
+/// Checks the programmer takes out of one candidate at most (see [`guard`]).
+const MAX_CHECKS_REMOVED: usize = 3;
+
+/// Builds, loads and examines `source`. While the candidate answers a valid example with an
+/// error reply that a check in its code returns, the check is taken out and the result examined
+/// again; an edit is kept only when more examples pass.
+async fn examine_candidate(
+    engine: &dyn RoutineEngine,
+    source: String,
+    examples: &[Example],
+    reply_schema: Option<&jsonschema::Validator>,
+    limits: RoutineLimits,
+) -> Candidate {
+    let (component, report) =
+        match build_and_examine(engine, &source, examples, reply_schema, limits).await {
+            Ok(examined) => examined,
+            Err(unbuilt) => return unbuilt,
+        };
+    let mut best = (source, component, report);
+    let mut checks_removed = Vec::new();
+    while checks_removed.len() < MAX_CHECKS_REMOVED {
+        let Some(message) = best
+            .2
+            .rejected_valid_request()
+            .as_ref()
+            .and_then(guard::error_text)
+        else {
+            break;
+        };
+        let Some((edited, condition)) = guard::without_rejecting_check(&best.0, &message) else {
+            break;
+        };
+        match build_and_examine(engine, &edited, examples, reply_schema, limits).await {
+            Ok((component, report)) if report.passed_count() > best.2.passed_count() => {
+                best = (edited, component, report);
+                checks_removed.push(condition);
+            }
+            _ => break,
+        }
+    }
+    let (source, component, report) = best;
+    Candidate::Examined {
+        source,
+        component,
+        report,
+        checks_removed,
+    }
+}
+
+async fn build_and_examine(
+    engine: &dyn RoutineEngine,
+    source: &str,
+    examples: &[Example],
+    reply_schema: Option<&jsonschema::Validator>,
+    limits: RoutineLimits,
+) -> Result<(Vec<u8>, exam::ExamReport), Candidate> {
+    let component = engine
+        .build(&RoutineSource::JavaScript(source.to_string()))
+        .await
+        .map_err(|error| Candidate::Unbuilt {
+            report: error.to_string(),
+            problem: format!("Your code does not build: {error}"),
+        })?;
+    let loaded = engine
+        .load(&component)
+        .await
+        .map_err(|error| Candidate::Unbuilt {
+            report: error.to_string(),
+            problem: format!("Your code could not be loaded: {error}"),
+        })?;
+    let report = exam::examine(loaded.as_ref(), examples, reply_schema, limits).await;
+    Ok((component, report))
 }
 
 #[cfg(test)]

@@ -161,10 +161,29 @@ impl ExamReport {
             .find(|(_, r)| r.failure.is_some())
     }
 
+    /// How many examples passed.
+    pub(crate) fn passed_count(&self) -> usize {
+        self.results.iter().filter(|r| r.failure.is_none()).count()
+    }
+
+    /// The error reply the candidate gave to the first example it failed, when that example's
+    /// recorded reply was no error: the candidate rejected a valid request.
+    pub(crate) fn rejected_valid_request(&self) -> Option<Value> {
+        let (_, result) = self.first_failure()?;
+        let reply = result.got.as_ref().ok()?;
+        if !reply_is_error(reply) || reply_is_error(&result.expected) {
+            return None;
+        }
+        serde_json::from_str(reply).ok()
+    }
+
     /// One paragraph for people: how many passed, and the first failure.
     pub(crate) fn summary(&self) -> String {
-        let passed = self.results.iter().filter(|r| r.failure.is_none()).count();
-        let mut text = format!("{passed}/{} examples passed", self.results.len());
+        let mut text = format!(
+            "{}/{} examples passed",
+            self.passed_count(),
+            self.results.len()
+        );
         if let Some((index, result)) = self.first_failure() {
             text.push_str(&format!(
                 "; example {} failed: {}",

@@ -9,6 +9,7 @@
 
 pub(crate) mod dataflow;
 pub(crate) mod exam;
+pub(crate) mod guard;
 pub(crate) mod prompt;
 
 use std::collections::HashSet;
