@@ -18,7 +18,7 @@ use agora_node::{
     Node, ProtocolInput, RoutineError, RoutineLimits, RoutineSource, RoutineSpec, ToolHost,
 };
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status};
-use agora_store::{RequestPath, RoutineOrigin, RoutineStatus};
+use agora_store::{RequestPath, RoutineAttempt, RoutineOrigin, RoutineStatus};
 use agora_testkit::{
     NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, last_user_message, schema_name, system_prompt,
     temp_dir, weather_tool,
@@ -231,6 +231,21 @@ async fn implementing_calls(node: &Node) -> usize {
         .count()
 }
 
+/// A node whose programmer (threshold 2) ran on a Paris and a Lima request with `candidates`,
+/// and its attempts.
+async fn programmed_after_paris_and_lima(
+    dir: &std::path::Path,
+    candidates: &[&'static str],
+) -> (Node, Vec<RoutineAttempt>) {
+    let programmer = Programmer::with(candidates);
+    let node = node(dir, &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    (node, attempts)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on() {
     let dir = temp_dir();
@@ -284,13 +299,7 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_candidate_is_repaired_with_its_failure() {
     let dir = temp_dir();
-    let programmer = Programmer::with(&["wrong", "good"]);
-    let node = node(dir.path(), &programmer, 2).await;
-    ask(&node, "Paris", 1).await;
-    ask(&node, "Lima", 2).await;
-    node.programmer_idle().await;
-
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &["wrong", "good"]).await;
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
     assert_eq!(outcomes, ["tests_failed", "passed"]);
     assert!(
@@ -313,13 +322,7 @@ async fn a_failed_candidate_is_repaired_with_its_failure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_llm() {
     let dir = temp_dir();
-    let programmer = Programmer::with(&[GUARDED]);
-    let node = node(dir.path(), &programmer, 2).await;
-    ask(&node, "Paris", 1).await;
-    ask(&node, "Lima", 2).await;
-    node.programmer_idle().await;
-
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &[GUARDED]).await;
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].outcome, "passed");
     assert_eq!(
@@ -336,13 +339,8 @@ async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_ll
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_is_kept_when_taking_it_out_does_not_help() {
     let dir = temp_dir();
-    let programmer = Programmer::with(&[GUARDED_WRONG, "good"]);
-    let node = node(dir.path(), &programmer, 2).await;
-    ask(&node, "Paris", 1).await;
-    ask(&node, "Lima", 2).await;
-    node.programmer_idle().await;
-
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let (node, attempts) =
+        programmed_after_paris_and_lima(dir.path(), &[GUARDED_WRONG, "good"]).await;
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
     assert_eq!(outcomes, ["tests_failed", "passed"]);
     assert_eq!(attempts[0].source.as_deref(), Some(GUARDED_WRONG));
@@ -351,6 +349,8 @@ async fn a_check_is_kept_when_taking_it_out_does_not_help() {
         "{}",
         attempts[0].report
     );
+    // Trying the edit cost no LLM call: one for the candidate, one for the repair.
+    assert_eq!(implementing_calls(&node).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
