@@ -23,7 +23,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agora_llm::ChatRequest;
+use agora_llm::{ChatRequest, Message};
 use agora_protocol::ProtocolHash;
 use agora_store::{Example, RoutineAttempt, RoutineOrigin, RoutineStatus};
 use tokio::sync::mpsc;
@@ -33,7 +33,7 @@ use super::{Inner, Node};
 use crate::accounting::{Category, QueryContext};
 use crate::programmer::{Job, JobReason, PendingExample, exam, guard, prompt};
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
-use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource};
 
 /// What one protocol request leaves for the programmer.
 pub(super) struct Lesson {
@@ -230,30 +230,25 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            let request = ChatRequest::new(messages.clone()).max_tokens(config.max_tokens);
-            let response = match self
-                .inner
-                .accountant
-                .chat(Category::Implementing, &context, &request)
+            let source = match self
+                .next_candidate(&context, &messages, config.max_tokens, &mut tried)
                 .await
             {
-                Ok(response) => response,
-                Err(error) => {
-                    record.report = format!("the LLM failed: {error}");
+                Turn::Code(source) => source,
+                Turn::Repeated(source) => {
+                    record.source = Some(source);
+                    record.outcome = "repeated".into();
+                    record.report = REPEATED.into();
+                    self.keep_attempt(record, &context).await;
+                    break;
+                }
+                Turn::LlmFailed(report) => {
+                    record.report = report;
                     self.keep_attempt(record, &context).await;
                     return;
                 }
             };
-            let source = prompt::extract_code(&response.content);
             record.source = Some(source.clone());
-            if tried.contains(&source) {
-                // At temperature 0 a model that repeats itself will go on repeating itself.
-                record.outcome = "repeated".into();
-                record.report = "the model wrote a candidate it had already written".into();
-                self.keep_attempt(record, &context).await;
-                break;
-            }
-            tried.push(source.clone());
             let (source, problem) = match examine_candidate(
                 engine.as_ref(),
                 source,
@@ -263,10 +258,10 @@ impl Node {
             )
             .await
             {
-                Candidate::Unbuilt { report, problem } => {
+                Candidate::Unbuilt(unbuilt) => {
                     record.outcome = "build_failed".into();
-                    record.report = report;
-                    (record.source.clone().unwrap_or_default(), problem)
+                    record.report = unbuilt.report;
+                    (record.source.clone().unwrap_or_default(), unbuilt.problem)
                 }
                 Candidate::Examined {
                     source,
@@ -375,10 +370,80 @@ pub(super) fn backed_off(threshold: u64, failed: i64) -> u64 {
     threshold.saturating_mul(1 << doublings)
 }
 
+/// What the model's turn in a programmer conversation gave.
+pub(super) enum Turn {
+    /// Code this job has not seen yet.
+    Code(String),
+    /// Code the model already wrote in this job.
+    Repeated(String),
+    /// The LLM call failed (the report says how).
+    LlmFailed(String),
+}
+
+/// The report of a [`Turn::Repeated`] attempt.
+pub(super) const REPEATED: &str = "the model wrote a candidate it had already written";
+
+impl Node {
+    /// Asks the model (ledger category `implementing`) for the next candidate and checks that it
+    /// is new: at temperature 0 a model that repeats itself would go on repeating itself. New
+    /// code is added to `tried`.
+    pub(super) async fn next_candidate(
+        &self,
+        context: &QueryContext,
+        messages: &[Message],
+        max_tokens: u32,
+        tried: &mut Vec<String>,
+    ) -> Turn {
+        let request = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
+        match self
+            .inner
+            .accountant
+            .chat(Category::Implementing, context, &request)
+            .await
+        {
+            Err(error) => Turn::LlmFailed(format!("the LLM failed: {error}")),
+            Ok(response) => {
+                let source = prompt::extract_code(&response.content);
+                if tried.contains(&source) {
+                    Turn::Repeated(source)
+                } else {
+                    tried.push(source.clone());
+                    Turn::Code(source)
+                }
+            }
+        }
+    }
+}
+
+/// Code that did not build or load: the error, and what the model is told.
+pub(super) struct Unbuilt {
+    pub(super) report: String,
+    pub(super) problem: String,
+}
+
+/// Builds JavaScript `source` into a component and loads it.
+pub(super) async fn build_and_load(
+    engine: &dyn RoutineEngine,
+    source: &str,
+) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
+    let component = engine
+        .build(&RoutineSource::JavaScript(source.to_string()))
+        .await
+        .map_err(|error| Unbuilt {
+            report: error.to_string(),
+            problem: format!("Your code does not build: {error}"),
+        })?;
+    let loaded = engine.load(&component).await.map_err(|error| Unbuilt {
+        report: error.to_string(),
+        problem: format!("Your code could not be loaded: {error}"),
+    })?;
+    Ok((component, loaded))
+}
+
 /// A candidate after the routine engine and the exam had it.
 enum Candidate {
-    /// It did not build or load: the error, and what the model is told.
-    Unbuilt { report: String, problem: String },
+    /// It did not build or load.
+    Unbuilt(Unbuilt),
     /// It was examined; `source` may have had rejecting checks taken out (`checks_removed`).
     Examined {
         source: String,
@@ -444,20 +509,9 @@ async fn build_and_examine(
     reply_schema: Option<&jsonschema::Validator>,
     limits: RoutineLimits,
 ) -> Result<(Vec<u8>, exam::ExamReport), Candidate> {
-    let component = engine
-        .build(&RoutineSource::JavaScript(source.to_string()))
+    let (component, loaded) = build_and_load(engine, source)
         .await
-        .map_err(|error| Candidate::Unbuilt {
-            report: error.to_string(),
-            problem: format!("Your code does not build: {error}"),
-        })?;
-    let loaded = engine
-        .load(&component)
-        .await
-        .map_err(|error| Candidate::Unbuilt {
-            report: error.to_string(),
-            problem: format!("Your code could not be loaded: {error}"),
-        })?;
+        .map_err(Candidate::Unbuilt)?;
     let report = exam::examine(loaded.as_ref(), examples, reply_schema, limits).await;
     Ok((component, report))
 }

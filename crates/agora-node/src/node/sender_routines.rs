@@ -21,17 +21,17 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agora_llm::ChatRequest;
 use agora_protocol::VerifiedDocument;
 use agora_store::{SenderExample, SenderKey, SenderRoutineAttempt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use super::programming::{REPEATED, Turn, build_and_load};
 use super::{Inner, Node};
-use crate::accounting::{Category, QueryContext};
-use crate::programmer::prompt::{extract_code, repair_messages};
-use crate::routines::{LoadedRoutine, RoutineLimits, RoutineSource};
+use crate::accounting::QueryContext;
+use crate::programmer::prompt::repair_messages;
+use crate::routines::{LoadedRoutine, RoutineLimits};
 use crate::sender::routine::{self, SenderJob, SenderJobReason};
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
@@ -353,45 +353,31 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            let request = ChatRequest::new(messages.clone()).max_tokens(config.max_tokens);
-            let response = match self
-                .inner
-                .accountant
-                .chat(Category::Implementing, &context, &request)
+            let source = match self
+                .next_candidate(&context, &messages, config.max_tokens, &mut tried)
                 .await
             {
-                Ok(response) => response,
-                Err(error) => {
-                    record.report = format!("the LLM failed: {error}");
+                Turn::Code(source) => source,
+                Turn::Repeated(source) => {
+                    record.source = Some(source);
+                    record.outcome = "repeated".into();
+                    record.report = REPEATED.into();
+                    self.keep_sender_attempt(record, &context).await;
+                    break;
+                }
+                Turn::LlmFailed(report) => {
+                    record.report = report;
                     self.keep_sender_attempt(record, &context).await;
                     return;
                 }
             };
-            let source = extract_code(&response.content);
             record.source = Some(source.clone());
-            if tried.contains(&source) {
-                // At temperature 0 a model that repeats itself will go on repeating itself.
-                record.outcome = "repeated".into();
-                record.report = "the model wrote a candidate it had already written".into();
-                self.keep_sender_attempt(record, &context).await;
-                break;
-            }
-            tried.push(source.clone());
-            let built = match engine
-                .build(&RoutineSource::JavaScript(source.clone()))
-                .await
-            {
-                Ok(component) => match engine.load(&component).await {
-                    Ok(loaded) => Ok((component, loaded)),
-                    Err(error) => Err(format!("Your code could not be loaded: {error}")),
-                },
-                Err(error) => Err(format!("Your code does not build: {error}")),
-            };
+            let built = build_and_load(engine.as_ref(), &source).await;
             let problem = match built {
-                Err(problem) => {
+                Err(unbuilt) => {
                     record.outcome = "build_failed".into();
-                    record.report = problem.clone();
-                    problem
+                    record.report = unbuilt.report;
+                    unbuilt.problem
                 }
                 Ok((component, loaded)) => {
                     let report =

@@ -153,7 +153,8 @@ fn compact(value: &Value) -> String {
     clip(&value.to_string())
 }
 
-fn clip(text: &str) -> String {
+/// `text`, cut after [`MAX_EXAMPLE_CHARS`] characters (marked with `…`).
+pub(crate) fn clip(text: &str) -> String {
     if text.chars().count() <= MAX_EXAMPLE_CHARS {
         text.to_string()
     } else {

@@ -23,14 +23,13 @@ use agora_store::{SenderExample, SenderKey};
 use serde_json::Value;
 
 use crate::programmer::exam::{RecordedTools, json_equivalent, same_but_wording};
-use crate::programmer::{ProgrammerQueue, dataflow, prompt};
+use crate::programmer::prompt::{self, clip};
+use crate::programmer::{ProgrammerQueue, dataflow};
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 use crate::task::Task;
 
 /// Characters of a protocol document shown; longer documents are cut.
 const MAX_PD_CHARS: usize = 5000;
-/// Characters of one example's body, reply or output shown.
-const MAX_EXAMPLE_CHARS: usize = 600;
 
 const RULES: &str = "You are an expert JavaScript programmer. Write a function `handle(input)` \
 that lets a client talk to an agent with the protocol below, exactly like the examples.\n\
@@ -291,16 +290,6 @@ pub(crate) fn first_messages(
     user.push_str(&prompt::traced_drafts(drafts));
     user.push_str("Write handle(input) now.");
     vec![Message::system(RULES), Message::user(user)]
-}
-
-fn clip(text: &str) -> String {
-    if text.chars().count() <= MAX_EXAMPLE_CHARS {
-        text.to_string()
-    } else {
-        let mut cut: String = text.chars().take(MAX_EXAMPLE_CHARS).collect();
-        cut.push('…');
-        cut
-    }
 }
 
 #[cfg(test)]
