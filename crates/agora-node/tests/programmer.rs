@@ -145,6 +145,13 @@ async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routine
 const GUARDED: &str =
     "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
 const UNGUARDED: &str = "guarded\ngood";
+/// Two checks returning the same error; only the second one rejects Lima.
+const TWICE_GUARDED: &str = "twice\n  if (!request) { return { error: \"Invalid forecast\" }; }\n  \
+     if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const TWICE_GUARDED_FIRST_OUT: &str =
+    "twice\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const TWICE_GUARDED_SECOND_OUT: &str =
+    "twice\n  if (!request) { return { error: \"Invalid forecast\" }; }\ngood";
 /// The same check in front of a candidate that is wrong anyway: taking it out does not help.
 const GUARDED_WRONG: &str =
     "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\nwrong";
@@ -165,6 +172,9 @@ fn engine() -> ScriptedRoutineEngine {
         .routine("good", good)
         .routine(GUARDED, rejects_lima)
         .routine(UNGUARDED, good)
+        .routine(TWICE_GUARDED, rejects_lima)
+        .routine(TWICE_GUARDED_FIRST_OUT, rejects_lima)
+        .routine(TWICE_GUARDED_SECOND_OUT, good)
         .routine(GUARDED_WRONG, |body, tools| async move {
             if body.contains("Lima") {
                 return Ok(json!({"error": "Invalid forecast"}).to_string());
@@ -334,6 +344,25 @@ async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_ll
     assert_eq!(implementing_calls(&node).await, 1);
     ask(&node, "Lima", 3).await;
     assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
+    let dir = temp_dir();
+    let (_node, attempts) = programmed_after_paris_and_lima(dir.path(), &[TWICE_GUARDED]).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, "passed");
+    assert_eq!(
+        attempts[0].source.as_deref(),
+        Some(TWICE_GUARDED_SECOND_OUT)
+    );
+    assert!(
+        attempts[0].report.ends_with(
+            "took out the check `if (!r1.precipitation_mm)`, which rejected a valid example"
+        ),
+        "{}",
+        attempts[0].report
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -473,7 +473,7 @@ async fn examine_candidate(
         };
     let mut best = (source, component, report);
     let mut checks_removed = Vec::new();
-    while checks_removed.len() < MAX_CHECKS_REMOVED {
+    'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
         let Some(message) = best
             .2
             .rejected_valid_request()
@@ -482,16 +482,18 @@ async fn examine_candidate(
         else {
             break;
         };
-        let Some((edited, condition)) = guard::without_rejecting_check(&best.0, &message) else {
-            break;
-        };
-        match build_and_examine(engine, &edited, examples, reply_schema, limits).await {
-            Ok((component, report)) if report.passed_count() > best.2.passed_count() => {
+        // Several checks may return the same text: try each until one helps.
+        for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
+            if let Ok((component, report)) =
+                build_and_examine(engine, &edited, examples, reply_schema, limits).await
+                && report.passed_count() > best.2.passed_count()
+            {
                 best = (edited, component, report);
                 checks_removed.push(condition);
+                continue 'edits;
             }
-            _ => break,
         }
+        break;
     }
     let (source, component, report) = best;
     Candidate::Examined {

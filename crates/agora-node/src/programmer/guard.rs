@@ -4,20 +4,21 @@
 //! `if (!r1 || !r1.precipitation_mm) { return { error: "Invalid response" }; }`, which reject a
 //! perfectly valid request as soon as a value is `0` or empty. Told so, a 1.5B model tends to
 //! write the same check again, word for word. So when a candidate answers a valid example with an
-//! error reply, the programmer finds the `if` statement whose `return` produced that error (its
-//! text is in the statement) and takes the statement out; the result is examined like any other
-//! candidate, and kept only where it does better. Everything else in the code stays as the model
+//! error reply, the programmer finds the `if` statements whose `return` may have produced that
+//! error (its text is in the statement) and tries taking each out; an edit is examined like any
+//! other candidate, and kept only where it does better. Everything else in the code stays as the model
 //! wrote it.
 //!
 //! The scan knows just enough JavaScript to do this safely: string, template and regular
 //! comment text is skipped when matching brackets, and a check followed by `else` is left alone
 //! (taking it out would change what the `else` does).
 
-/// The code without the first `if` statement that returns `error_text`, and that statement's
-/// condition (for the report); `None` when no such statement exists.
-pub(crate) fn without_rejecting_check(source: &str, error_text: &str) -> Option<(String, String)> {
+/// One edit per `if` statement that returns `error_text`, in source order: the code without
+/// that statement, and the statement's condition (for the report). Empty when there is none.
+pub(crate) fn without_rejecting_checks(source: &str, error_text: &str) -> Vec<(String, String)> {
+    let mut edits = Vec::new();
     if error_text.trim().is_empty() {
-        return None;
+        return edits;
     }
     let code = Code::new(source);
     let mut from = 0;
@@ -34,9 +35,9 @@ pub(crate) fn without_rejecting_check(source: &str, error_text: &str) -> Option<
             continue;
         }
         let condition = source[statement.condition.clone()].trim().to_string();
-        return Some((code.cut(start, statement.body.end), condition));
+        edits.push((code.cut(start, statement.body.end), condition));
     }
-    None
+    edits
 }
 
 /// An `if` statement's parts, as byte ranges of the source.
@@ -249,10 +250,16 @@ mod tests {
   return { temperature: r1.temperature_c, precipitation: r1.precipitation_mm };
 }"#;
 
+    fn only(mut edits: Vec<(String, String)>) -> (String, String) {
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        edits.remove(0)
+    }
+
     #[test]
     fn the_check_returning_the_error_is_taken_out_and_the_rest_kept() {
-        let (code, condition) =
-            without_rejecting_check(GUARDED, "Invalid weather forecast response").unwrap();
+        let edits = without_rejecting_checks(GUARDED, "Invalid weather forecast response");
+        assert_eq!(edits.len(), 1);
+        let (code, condition) = edits.into_iter().next().unwrap();
         assert_eq!(
             condition,
             "!r1 || !r1.temperature_c || !r1.precipitation_mm || !r1.condition"
@@ -273,7 +280,7 @@ mod tests {
     #[test]
     fn a_check_without_braces_is_taken_out_up_to_its_semicolon() {
         let source = "function handle(b) {\n  const r = callTool(\"t\", {});\n  if (!r.n) return { error: \"no (n); here\" };\n  return { n: r.n };\n}";
-        let (code, condition) = without_rejecting_check(source, "no (n); here").unwrap();
+        let (code, condition) = only(without_rejecting_checks(source, "no (n); here"));
         assert_eq!(condition, "!r.n");
         assert_eq!(
             code,
@@ -284,7 +291,7 @@ mod tests {
     #[test]
     fn brackets_and_keywords_inside_strings_and_comments_are_not_code() {
         let source = "function handle(b) {\n  // if (x) { return { error: \"E\" }; }\n  const s = \"if (\";\n  if (b === \")}\") { return { error: \"E\" }; }\n  return s;\n}";
-        let (code, condition) = without_rejecting_check(source, "E").unwrap();
+        let (code, condition) = only(without_rejecting_checks(source, "E"));
         assert_eq!(condition, "b === \")}\"");
         assert_eq!(
             code,
@@ -296,13 +303,24 @@ mod tests {
     fn a_check_with_an_else_or_another_message_is_left_alone() {
         let with_else =
             "function handle(b) {\n  if (!b) { return { error: \"E\" }; } else { return b; }\n}";
-        assert!(without_rejecting_check(with_else, "E").is_none());
-        assert!(without_rejecting_check(GUARDED, "Something else entirely").is_none());
-        assert!(without_rejecting_check(GUARDED, " ").is_none());
-        assert!(without_rejecting_check("if (", "x").is_none());
-        assert!(without_rejecting_check("if (a) { return \"x\"", "x").is_none());
+        assert!(without_rejecting_checks(with_else, "E").is_empty());
+        assert!(without_rejecting_checks(GUARDED, "Something else entirely").is_empty());
+        assert!(without_rejecting_checks(GUARDED, " ").is_empty());
+        assert!(without_rejecting_checks("if (", "x").is_empty());
+        assert!(without_rejecting_checks("if (a) { return \"x\"", "x").is_empty());
         // A word that merely contains `if` is no keyword.
-        assert!(without_rejecting_check("const gif = (1); notif (a) return \"x\";", "x").is_none());
+        assert!(
+            without_rejecting_checks("const gif = (1); notif (a) return \"x\";", "x").is_empty()
+        );
+    }
+
+    #[test]
+    fn every_check_returning_the_same_text_is_an_edit_of_its_own() {
+        let source = "function handle(b) {\n  if (!b) return { error: \"Bad\" };\n  const r = callTool(\"t\", {});\n  if (!r.n) return { error: \"Bad\" };\n  return r;\n}";
+        let edits = without_rejecting_checks(source, "Bad");
+        let conditions: Vec<&str> = edits.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(conditions, ["!b", "!r.n"]);
+        assert!(!edits[1].0.contains("!r.n") && edits[1].0.contains("!b"));
     }
 
     #[test]
