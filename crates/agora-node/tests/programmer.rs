@@ -145,6 +145,11 @@ async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routine
 const GUARDED: &str =
     "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
 const UNGUARDED: &str = "guarded\ngood";
+/// A check that rejects Lima in front of code that is wrong except for Lima; without the check
+/// ([`HALF_UNGUARDED`]) one more example passes, but not all.
+const HALF_GUARDED: &str =
+    "half\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\nhalf";
+const HALF_UNGUARDED: &str = "half\nhalf";
 /// Two checks returning the same error; only the second one rejects Lima.
 const TWICE_GUARDED: &str = "twice\n  if (!request) { return { error: \"Invalid forecast\" }; }\n  \
      if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
@@ -173,6 +178,18 @@ fn engine() -> ScriptedRoutineEngine {
         .routine(GUARDED, rejects_lima)
         .routine(UNGUARDED, good)
         .routine(TWICE_GUARDED, rejects_lima)
+        .routine(HALF_GUARDED, |body, tools| async move {
+            if body.contains("Lima") {
+                return Ok(json!({"error": "Invalid forecast"}).to_string());
+            }
+            wrong(body, tools).await
+        })
+        .routine(HALF_UNGUARDED, |body, tools| async move {
+            if body.contains("Lima") {
+                return good(body, tools).await;
+            }
+            wrong(body, tools).await
+        })
         .routine(TWICE_GUARDED_FIRST_OUT, rejects_lima)
         .routine(TWICE_GUARDED_SECOND_OUT, good)
         .routine(GUARDED_WRONG, |body, tools| async move {
@@ -360,6 +377,23 @@ async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
         attempts[0].report.ends_with(
             "took out the check `if (!r1.precipitation_mm)`, which rejected a valid example"
         ),
+        "{}",
+        attempts[0].report
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_that_helps_but_does_not_pass_goes_to_the_repair_and_counts_as_tried() {
+    let dir = temp_dir();
+    // The model's repair gives back the node's edit: a repeat, which ends the job.
+    let (_node, attempts) =
+        programmed_after_paris_and_lima(dir.path(), &[HALF_GUARDED, HALF_UNGUARDED]).await;
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "repeated"]);
+    assert_eq!(attempts[0].source.as_deref(), Some(HALF_UNGUARDED));
+    assert!(
+        attempts[0].report.starts_with("1/2 examples passed")
+            && attempts[0].report.contains("took out the check"),
         "{}",
         attempts[0].report
     );

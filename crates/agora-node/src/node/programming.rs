@@ -270,6 +270,10 @@ impl Node {
                     checks_removed,
                 } => {
                     record.source = Some(source.clone());
+                    if !tried.contains(&source) {
+                        // An edit the node made: the model giving it back is a repeat too.
+                        tried.push(source.clone());
+                    }
                     record.report = report.summary();
                     for condition in &checks_removed {
                         record.report.push_str(&format!(

@@ -166,15 +166,19 @@ impl ExamReport {
         self.results.iter().filter(|r| r.failure.is_none()).count()
     }
 
-    /// The error reply the candidate gave to the first example it failed, when that example's
-    /// recorded reply was no error: the candidate rejected a valid request.
+    /// The first error reply the candidate gave to an example whose recorded reply was no error:
+    /// it rejected a valid request.
     pub(crate) fn rejected_valid_request(&self) -> Option<Value> {
-        let (_, result) = self.first_failure()?;
-        let reply = result.got.as_ref().ok()?;
-        if !reply_is_error(reply) || reply_is_error(&result.expected) {
-            return None;
-        }
-        serde_json::from_str(reply).ok()
+        self.results
+            .iter()
+            .filter(|result| result.failure.is_some())
+            .filter_map(|result| {
+                let reply = result.got.as_ref().ok()?;
+                (reply_is_error(reply) && !reply_is_error(&result.expected))
+                    .then(|| serde_json::from_str(reply).ok())
+                    .flatten()
+            })
+            .next()
     }
 
     /// One paragraph for people: how many passed, and the first failure.
