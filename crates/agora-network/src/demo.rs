@@ -162,6 +162,8 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
     let routine_engine = build_routine_engine(
         &RoutineRuntimeSettings {
             artifact_dir: Some(demo.dir.with_extension("artifacts")),
+            // A server's tools ask other agents, which may take as long as a query.
+            max_tool_wait_secs: Some(demo.query_timeout.as_secs().max(1)),
             ..RoutineRuntimeSettings::default()
         },
         "sqlite://:memory:",

@@ -33,6 +33,11 @@ pub struct RuntimeConfig {
     /// async executor every tick and is stopped at the first tick past its deadline, so this is
     /// also the precision of timeouts.
     pub epoch_tick: Duration,
+    /// The most time one run may spend waiting on its tool calls, all together. A routine's
+    /// own `RoutineLimits::timeout` counts only the time it runs, not these waits: a tool that
+    /// asks another agent may take seconds, and bounds itself (HTTP and query timeouts); this is
+    /// the backstop.
+    pub max_tool_wait: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -47,6 +52,7 @@ impl Default for RuntimeConfig {
             artifact_dir: None,
             js_engine: None,
             epoch_tick: Duration::from_millis(10),
+            max_tool_wait: Duration::from_secs(120),
         }
     }
 }

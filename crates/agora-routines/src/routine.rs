@@ -7,8 +7,12 @@
 //! Limits, per run:
 //! - **time**: the engine's epoch ticks every `epoch_tick`; at each tick the routine yields to
 //!   the async executor (so a busy loop cannot hold a tokio worker) and at the first tick past
-//!   `RoutineLimits::timeout` it is interrupted. An outer `tokio::time::timeout` covers time spent
-//!   waiting on tools, where no WebAssembly runs and no epoch check happens.
+//!   `RoutineLimits::timeout` of running time it is interrupted. Running time is wall time
+//!   minus the time spent waiting on tool calls ([`ToolClock`]): a tool that asks another agent
+//!   may take seconds, and is bounded by its own timeouts, so a routine calling it must not be
+//!   cut off for waiting. Waits together are capped at the runtime's `max_tool_wait`. An outer
+//!   timer, moved on by the waits, stops a run stuck in a tool past that, where no WebAssembly
+//!   runs and no epoch check happens.
 //! - **memory**: a `ResourceLimiter` refuses linear-memory growth past
 //!   `RoutineLimits::memory_bytes` and remembers that it did, so the outcome can be reported as
 //!   out-of-memory whether the guest traps or turns the failed allocation into an error.
@@ -16,7 +20,7 @@
 //!   `ToolHost` the node passes in (already restricted to the routine's granted tools). WASI is
 //!   linked with an empty context: no files, environment, arguments, stdio or network.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agora_node::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
@@ -45,6 +49,44 @@ pub(crate) struct RunState {
     started: Instant,
     timeout: Duration,
     timed_out: bool,
+    tool_clock: Arc<ToolClock>,
+}
+
+/// Time one run has spent waiting on tool calls: finished waits, and the one under way.
+#[derive(Default)]
+pub(crate) struct ToolClock {
+    waits: Mutex<(Duration, Option<Instant>)>,
+}
+
+impl ToolClock {
+    /// Time waited so far, the wait under way included.
+    fn waited(&self) -> Duration {
+        let Ok(waits) = self.waits.lock() else {
+            return Duration::ZERO;
+        };
+        waits.0 + waits.1.map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    /// Starts a wait, which lasts until the returned guard is dropped.
+    fn wait(self: &Arc<Self>) -> ToolWait {
+        if let Ok(mut waits) = self.waits.lock() {
+            waits.1 = Some(Instant::now());
+        }
+        ToolWait(Arc::clone(self))
+    }
+}
+
+/// A tool call under way (see [`ToolClock::wait`]).
+struct ToolWait(Arc<ToolClock>);
+
+impl Drop for ToolWait {
+    fn drop(&mut self) {
+        if let Ok(mut waits) = self.0.waits.lock()
+            && let Some(since) = waits.1.take()
+        {
+            waits.0 += since.elapsed();
+        }
+    }
 }
 
 impl WasiView for RunState {
@@ -59,6 +101,7 @@ impl WasiView for RunState {
 impl bindings::agora::routine::host::Host for RunState {
     async fn call_tool(&mut self, name: String, args: String) -> Result<String, String> {
         let tools = Arc::clone(&self.tools);
+        let _waiting = self.tool_clock.wait();
         tools.call_tool(&name, &args).await
     }
 }
@@ -142,6 +185,8 @@ impl LoadedRoutine for WasmRoutine {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let started = Instant::now();
+        let tool_clock = Arc::new(ToolClock::default());
         let mut store = Store::new(
             &self.shared.engine,
             RunState {
@@ -152,16 +197,21 @@ impl LoadedRoutine for WasmRoutine {
                     limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
                     refused: false,
                 },
-                started: Instant::now(),
+                started,
                 timeout: limits.timeout,
                 timed_out: false,
+                tool_clock: Arc::clone(&tool_clock),
             },
         );
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut ctx| {
             let state = ctx.data_mut();
-            if state.started.elapsed() >= state.timeout {
+            let running = state
+                .started
+                .elapsed()
+                .saturating_sub(state.tool_clock.waited());
+            if running >= state.timeout {
                 state.timed_out = true;
                 Ok(UpdateDeadline::Interrupt)
             } else {
@@ -174,20 +224,36 @@ impl LoadedRoutine for WasmRoutine {
             }
         });
 
-        // The epoch check stops running code at the deadline; this one also stops a routine
-        // waiting on a slow tool. Two ticks of grace let the epoch check win when it can.
+        // The epoch check stops running code at the deadline; this timer stops a routine stuck
+        // in a tool, where no epoch check happens. Its deadline moves on by the time waited on
+        // tools (up to `max_tool_wait`). Two ticks of grace let the epoch check win when it can.
         let grace = 2 * self.shared.epoch_tick;
-        let call = async {
-            let routine =
-                (self.pre.instantiate_async(&mut store).await).map_err(Failure::Instantiate)?;
-            routine
-                .call_handle(&mut store, body)
-                .await
-                .map_err(Failure::Call)
+        let max_tool_wait = self.shared.max_tool_wait;
+        let outcome: Outcome = {
+            let call = async {
+                let routine =
+                    (self.pre.instantiate_async(&mut store).await).map_err(Failure::Instantiate)?;
+                routine
+                    .call_handle(&mut store, body)
+                    .await
+                    .map_err(Failure::Call)
+            };
+            tokio::pin!(call);
+            let mut waited = Duration::ZERO;
+            loop {
+                let deadline = started + limits.timeout + grace + waited;
+                match tokio::time::timeout_at(deadline.into(), &mut call).await {
+                    Ok(result) => break Some(result),
+                    Err(_) => {
+                        let waited_now = tool_clock.waited().min(max_tool_wait);
+                        if waited_now <= waited {
+                            break None;
+                        }
+                        waited = waited_now;
+                    }
+                }
+            }
         };
-        let outcome: Outcome = tokio::time::timeout(limits.timeout + grace, call)
-            .await
-            .ok();
         let state = store.data();
         classify(
             outcome,

@@ -52,8 +52,33 @@ async fn an_infinite_loop_times_out_at_the_deadline() {
 }
 
 #[tokio::test]
-async fn a_slow_tool_counts_against_the_deadline() {
+async fn waiting_on_a_slow_tool_does_not_count_as_running_time() {
     let runtime = runtime();
+    let routine = load_js(&runtime, HOSTILE).await;
+    // Two waits of 300 ms each, longer together than the 200 ms the routine may run.
+    let started = Instant::now();
+    let result = routine
+        .run(
+            r#"{"mode":"slow-tools","ms":300}"#,
+            tools(),
+            limits(200, 64),
+        )
+        .await;
+    assert_eq!(
+        result.map(|reply| parse(&reply)),
+        Ok(json!(["done", "done"]))
+    );
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    still_serves(&routine).await;
+}
+
+#[tokio::test]
+async fn a_tool_that_keeps_the_routine_waiting_is_cut_off_at_the_wait_cap() {
+    let runtime = WasmRuntime::new(RuntimeConfig {
+        max_tool_wait: Duration::from_millis(300),
+        ..common::config()
+    })
+    .unwrap();
     let routine = load_js(&runtime, HOSTILE).await;
     let started = Instant::now();
     let result = routine
@@ -67,10 +92,35 @@ async fn a_slow_tool_counts_against_the_deadline() {
         result,
         Err(RoutineError::Timeout(Duration::from_millis(200)))
     );
+    let elapsed = started.elapsed();
     assert!(
-        started.elapsed() < Duration::from_millis(600),
-        "{:?}",
-        started.elapsed()
+        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(2000),
+        "{elapsed:?}"
+    );
+    still_serves(&routine).await;
+}
+
+#[tokio::test]
+async fn running_time_between_tool_waits_still_counts() {
+    let runtime = runtime();
+    let routine = load_js(&runtime, HOSTILE).await;
+    // A wait, then a busy loop: the loop alone must hit the 200 ms deadline.
+    let started = Instant::now();
+    let result = routine
+        .run(
+            r#"{"mode":"slow-tool-then-loop","ms":300}"#,
+            tools(),
+            limits(200, 64),
+        )
+        .await;
+    assert_eq!(
+        result,
+        Err(RoutineError::Timeout(Duration::from_millis(200)))
+    );
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(2000),
+        "{elapsed:?}"
     );
     still_serves(&routine).await;
 }

@@ -208,6 +208,10 @@ pub struct RoutineRuntimeSettings {
     pub max_concurrent: Option<usize>,
     /// Milliseconds between checks for routines changed by another process (the CLI).
     pub sync_interval_ms: u64,
+    /// Seconds one routine run may wait on its tool calls, all together (default 120). Waits
+    /// do not count against a routine's own deadline; tools bound themselves, this is the
+    /// backstop.
+    pub max_tool_wait_secs: Option<u64>,
 }
 
 impl Default for RoutineRuntimeSettings {
@@ -217,6 +221,7 @@ impl Default for RoutineRuntimeSettings {
             artifact_dir: None,
             max_concurrent: None,
             sync_interval_ms: 3000,
+            max_tool_wait_secs: None,
         }
     }
 }

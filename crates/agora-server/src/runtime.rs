@@ -110,6 +110,9 @@ pub fn build_routine_engine(
     if let Some(max_concurrent) = settings.max_concurrent {
         config.max_concurrent = max_concurrent;
     }
+    if let Some(secs) = settings.max_tool_wait_secs {
+        config.max_tool_wait = std::time::Duration::from_secs(secs);
+    }
     let runtime = WasmRuntime::new(config).context("starting the routine runtime")?;
     Ok(Arc::new(runtime))
 }

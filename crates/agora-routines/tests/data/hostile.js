@@ -42,6 +42,11 @@ function handle(body) {
       }
     case "slow-tool":
       return callTool("slow", { ms: request.ms });
+    case "slow-tools":
+      return [callTool("slow", { ms: request.ms }), callTool("slow", { ms: request.ms })];
+    case "slow-tool-then-loop":
+      callTool("slow", { ms: request.ms });
+      for (;;) {}
     default:
       return { ok: true, sum: callTool("add", { a: 2, b: 40 }).sum };
   }
