@@ -168,6 +168,16 @@ async fn rejects_lima(body: String, tools: Arc<dyn ToolHost>) -> Result<String, 
     good(body, tools).await
 }
 
+async fn rejects_lima_else_wrong(
+    body: String,
+    tools: Arc<dyn ToolHost>,
+) -> Result<String, RoutineError> {
+    if body.contains("Lima") {
+        return Ok(json!({"error": "Invalid forecast"}).to_string());
+    }
+    wrong(body, tools).await
+}
+
 /// The candidates, by key. "good" does what the weather agent does; "wrong" (and "wrong again",
 /// "wrong once more": other code, same behaviour) drops a field;
 /// "flaky" is right except for Atlantis, where it fails; [`GUARDED`] rejects Lima; anything else
@@ -178,12 +188,7 @@ fn engine() -> ScriptedRoutineEngine {
         .routine(GUARDED, rejects_lima)
         .routine(UNGUARDED, good)
         .routine(TWICE_GUARDED, rejects_lima)
-        .routine(HALF_GUARDED, |body, tools| async move {
-            if body.contains("Lima") {
-                return Ok(json!({"error": "Invalid forecast"}).to_string());
-            }
-            wrong(body, tools).await
-        })
+        .routine(HALF_GUARDED, rejects_lima_else_wrong)
         .routine(HALF_UNGUARDED, |body, tools| async move {
             if body.contains("Lima") {
                 return good(body, tools).await;
@@ -192,12 +197,7 @@ fn engine() -> ScriptedRoutineEngine {
         })
         .routine(TWICE_GUARDED_FIRST_OUT, rejects_lima)
         .routine(TWICE_GUARDED_SECOND_OUT, good)
-        .routine(GUARDED_WRONG, |body, tools| async move {
-            if body.contains("Lima") {
-                return Ok(json!({"error": "Invalid forecast"}).to_string());
-            }
-            wrong(body, tools).await
-        })
+        .routine(GUARDED_WRONG, rejects_lima_else_wrong)
         .routine("guarded\nwrong", wrong)
         .routine("wrong", wrong)
         .routine("wrong again", wrong)
