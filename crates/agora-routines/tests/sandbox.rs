@@ -51,24 +51,41 @@ async fn an_infinite_loop_times_out_at_the_deadline() {
     still_serves(&routine).await;
 }
 
+/// Runs `request` with a 200 ms limit; the outcome and the wall time it took.
+async fn timed(
+    routine: &Arc<dyn LoadedRoutine>,
+    request: serde_json::Value,
+) -> (Result<String, RoutineError>, Duration) {
+    let started = Instant::now();
+    let result = routine
+        .run(&request.to_string(), tools(), limits(200, 64))
+        .await;
+    (result, started.elapsed())
+}
+
+/// A timeout at the 200 ms limit, after between 0.5 and 2 s of wall time.
+fn assert_timed_out_late(result: Result<String, RoutineError>, elapsed: Duration) {
+    assert_eq!(
+        result,
+        Err(RoutineError::Timeout(Duration::from_millis(200)))
+    );
+    assert!(
+        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(2000),
+        "{elapsed:?}"
+    );
+}
+
 #[tokio::test]
 async fn waiting_on_a_slow_tool_does_not_count_as_running_time() {
     let runtime = runtime();
     let routine = load_js(&runtime, HOSTILE).await;
     // Two waits of 300 ms each, longer together than the 200 ms the routine may run.
-    let started = Instant::now();
-    let result = routine
-        .run(
-            r#"{"mode":"slow-tools","ms":300}"#,
-            tools(),
-            limits(200, 64),
-        )
-        .await;
+    let (result, elapsed) = timed(&routine, json!({"mode": "slow-tools", "ms": 300})).await;
     assert_eq!(
         result.map(|reply| parse(&reply)),
         Ok(json!(["done", "done"]))
     );
-    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
     still_serves(&routine).await;
 }
 
@@ -80,23 +97,8 @@ async fn a_tool_that_keeps_the_routine_waiting_is_cut_off_at_the_wait_cap() {
     })
     .unwrap();
     let routine = load_js(&runtime, HOSTILE).await;
-    let started = Instant::now();
-    let result = routine
-        .run(
-            r#"{"mode":"slow-tool","ms":5000}"#,
-            tools(),
-            limits(200, 64),
-        )
-        .await;
-    assert_eq!(
-        result,
-        Err(RoutineError::Timeout(Duration::from_millis(200)))
-    );
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(2000),
-        "{elapsed:?}"
-    );
+    let (result, elapsed) = timed(&routine, json!({"mode": "slow-tool", "ms": 5000})).await;
+    assert_timed_out_late(result, elapsed);
     still_serves(&routine).await;
 }
 
@@ -105,23 +107,9 @@ async fn running_time_between_tool_waits_still_counts() {
     let runtime = runtime();
     let routine = load_js(&runtime, HOSTILE).await;
     // A wait, then a busy loop: the loop alone must hit the 200 ms deadline.
-    let started = Instant::now();
-    let result = routine
-        .run(
-            r#"{"mode":"slow-tool-then-loop","ms":300}"#,
-            tools(),
-            limits(200, 64),
-        )
-        .await;
-    assert_eq!(
-        result,
-        Err(RoutineError::Timeout(Duration::from_millis(200)))
-    );
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(2000),
-        "{elapsed:?}"
-    );
+    let request = json!({"mode": "slow-tool-then-loop", "ms": 300});
+    let (result, elapsed) = timed(&routine, request).await;
+    assert_timed_out_late(result, elapsed);
     still_serves(&routine).await;
 }
 
