@@ -23,7 +23,8 @@ pub enum RoutineSource {
 /// Limits for one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoutineLimits {
-    /// Wall-clock deadline for one request.
+    /// Deadline for one request's running time: wall time, less the time spent waiting on
+    /// tool calls (an engine caps those waits separately).
     pub timeout: Duration,
     /// Most linear memory the routine may grow to, in bytes.
     pub memory_bytes: u64,
