@@ -251,7 +251,7 @@ impl Node {
             record.source = Some(source.clone());
             let (source, problem) = match examine_candidate(
                 engine.as_ref(),
-                source,
+                &source,
                 &examples,
                 reply_schema.as_ref(),
                 limits,
@@ -261,7 +261,7 @@ impl Node {
                 Candidate::Unbuilt(unbuilt) => {
                     record.outcome = "build_failed".into();
                     record.report = unbuilt.report;
-                    (record.source.clone().unwrap_or_default(), unbuilt.problem)
+                    (source, unbuilt.problem)
                 }
                 Candidate::Examined {
                     source,
@@ -465,17 +465,17 @@ const MAX_CHECKS_REMOVED: usize = 3;
 /// again; an edit is kept only when more examples pass.
 async fn examine_candidate(
     engine: &dyn RoutineEngine,
-    source: String,
+    source: &str,
     examples: &[Example],
     reply_schema: Option<&jsonschema::Validator>,
     limits: RoutineLimits,
 ) -> Candidate {
     let (component, report) =
-        match build_and_examine(engine, &source, examples, reply_schema, limits).await {
+        match build_and_examine(engine, source, examples, reply_schema, limits).await {
             Ok(examined) => examined,
             Err(unbuilt) => return unbuilt,
         };
-    let mut best = (source, component, report);
+    let mut best = (source.to_string(), component, report);
     let mut checks_removed = Vec::new();
     'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
         let Some(message) = best
