@@ -71,7 +71,16 @@ pub enum DemoCommand {
         /// No progress bar (log a line per query instead).
         #[arg(long)]
         no_progress: bool,
+        /// Processes hosting the agents: 1 hosts the whole network in this process; N > 1
+        /// splits the servers (each with its helper) and users over N worker processes, with
+        /// the protocol databases and the runner here. Not with --record.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        processes: u16,
     },
+    /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
+    /// stdin and stdout).
+    #[command(hide = true)]
+    NetworkWorker,
     /// Writes the network demo's report (report.md, CSV, SVG plots) from run records.
     NetworkReport {
         /// The run record of the `agora` mode.
@@ -138,6 +147,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             seed,
             query_timeout_secs,
             no_progress,
+            processes,
         } => {
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
@@ -154,6 +164,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 query_timeout: Duration::from_secs(query_timeout_secs.max(1)),
                 progress: !no_progress,
                 checkpoint: Some(out.clone()),
+                processes: usize::from(processes),
+                worker_program: None,
             })
             .await?;
             write_run(&out, &run)?;
@@ -176,6 +188,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             println!("Run record: {}", out.display());
             Ok(())
         }
+        DemoCommand::NetworkWorker => agora_network::worker::serve_worker().await,
         DemoCommand::NetworkReport {
             agora,
             nl_only,

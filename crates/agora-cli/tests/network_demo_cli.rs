@@ -4,6 +4,8 @@
 //! writes its run record, and `agora demo network-report` turns it into a report; a cassette
 //! that lacks a call fails the run loudly.
 //!
+//! The same replay with the agents split over worker processes gives the same queries.
+//!
 //! Needs `AGORA_JS_ENGINE` (set by `scripts/test.sh`) for the routines in the cassette.
 
 use std::path::Path;
@@ -90,4 +92,90 @@ fn a_cassette_missing_a_call_fails_the_run() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("the cassette holds no answer"), "{stderr}");
+}
+
+/// The per-query facts a replay must reproduce: outcome, ladder rung, LLM calls and tokens.
+fn query_facts(record: &serde_json::Value) -> Vec<(bool, String, u64, u64, u64)> {
+    record["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["success"].as_bool().unwrap(),
+                q["path"].as_str().unwrap().to_string(),
+                q["llm"]["calls"].as_u64().unwrap(),
+                q["llm"]["prompt_tokens"].as_u64().unwrap(),
+                q["llm"]["completion_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
+    // 30 queries reach across processes (a server's helper asking a server in another worker),
+    // a negotiation, a server routine and sender routines.
+    let queries = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.json");
+    let output = agora()
+        .args(["demo", "network", "--no-progress", "--processes", "3"])
+        .args(["--queries", &queries.to_string(), "--llm"])
+        .arg(format!("replay:{}", cassette().display()))
+        .arg("--dir")
+        .arg(dir.path().join("network"))
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    assert!(
+        record["llm"]
+            .as_str()
+            .unwrap()
+            .contains("3 worker processes"),
+        "{}",
+        record["llm"]
+    );
+    let committed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/agora.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let expected: Vec<_> = query_facts(&committed).into_iter().take(queries).collect();
+    assert_eq!(query_facts(&record), expected);
+    assert!(record["network"]["server_routines"].as_u64().unwrap() >= 1);
+    assert!(record["network"]["negotiations"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn worker_processes_refuse_to_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = agora()
+        .args(["demo", "network", "--no-progress", "--processes", "2"])
+        .args(["--llm", "http://127.0.0.1:9/v1", "--record"])
+        .arg(dir.path().join("cassette.jsonl"))
+        .arg("--dir")
+        .arg(dir.path().join("network"))
+        .arg("--out")
+        .arg(dir.path().join("run.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("--record needs the one-process mode"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("cassette.jsonl").exists());
 }

@@ -1,17 +1,20 @@
 //! `agora demo network`: builds the LLM (local model, OpenAI, or a cassette replay, optionally
-//! recording), runs the screenplay and writes the run record.
+//! recording), runs the screenplay (in this process, or with the agents in worker processes)
+//! and writes the run record.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError};
+use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, LocalServer};
+use agora_node::RoutineEngine;
 use agora_server::runtime::build_llm;
 use agora_server::{LlmBackend, LlmSettings, RoutineRuntimeSettings, build_routine_engine};
 use anyhow::{Context, bail};
 
+use crate::hosting::WorkerLaunch;
 use crate::record::{Mode, RunRecord};
-use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay};
+use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
 use crate::spec::{NetworkSpec, embedded_screenplay};
 
 /// Which LLM answers.
@@ -69,6 +72,12 @@ pub struct NetworkDemo {
     /// Write the run record here at every protocol database sync (every 10 queries), so a run
     /// that dies leaves the queries it finished; the caller writes the final one.
     pub checkpoint: Option<PathBuf>,
+    /// Processes hosting the agents: 1 hosts the whole network here; N > 1 starts N worker
+    /// processes (`agora demo network-worker`) that share the agents, and keeps the protocol
+    /// databases and the runner here.
+    pub processes: usize,
+    /// The `agora` executable workers are started from (this program when none).
+    pub worker_program: Option<PathBuf>,
 }
 
 /// Writes a run record as pretty JSON, through a temporary file and a rename, so a reader (or a
@@ -116,19 +125,33 @@ impl Llm for ReplayGuard {
     }
 }
 
-/// Runs the demo and returns the run record.
-pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
-    if demo.queries == 0 {
-        bail!("--queries must be at least 1");
-    }
-    let spec = Arc::new(NetworkSpec::embedded()?);
-    let entries = embedded_screenplay()?;
+/// The LLM a run uses, opened.
+pub struct OpenedLlm {
+    /// The client every node of this process shares.
+    pub llm: Arc<dyn Llm>,
+    /// The LLM, in words, for the record.
+    pub description: String,
+    /// The local model's server, when this process started it.
+    pub local_server: Option<LocalServer>,
+    /// Set for a replay: the first call the cassette could not answer.
+    pub halt: Option<Halt>,
+    /// The responder uses the endpoint's native tool calling (OpenAI).
+    pub native_tools: bool,
+}
+
+/// Opens the LLM `choice`, recording to `record` when given (resuming from what it holds);
+/// `timeout` bounds each call.
+pub async fn open_llm(
+    choice: &LlmChoice,
+    record: Option<PathBuf>,
+    timeout: Duration,
+) -> anyhow::Result<OpenedLlm> {
     let mut settings = LlmSettings {
-        timeout_secs: demo.query_timeout.as_secs().max(1),
-        record: demo.record.clone(),
+        timeout_secs: timeout.as_secs().max(1),
+        record,
         ..LlmSettings::default()
     };
-    let native_tools = match &demo.llm {
+    let native_tools = match choice {
         LlmChoice::Local { url } => {
             settings.local.url = url.clone();
             false
@@ -144,9 +167,9 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
             false
         }
     };
-    let (mut llm, llm_description, local_server) = build_llm(&settings).await?;
+    let (mut llm, description, local_server) = build_llm(&settings).await?;
     let mut halt: Option<Halt> = None;
-    if matches!(demo.llm, LlmChoice::Replay(_)) {
+    if matches!(choice, LlmChoice::Replay(_)) {
         let guard = Arc::new(ReplayGuard {
             inner: llm,
             missed: Mutex::new(None),
@@ -157,22 +180,54 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
         }));
         llm = guard;
     }
-    std::fs::create_dir_all(&demo.dir)
-        .with_context(|| format!("creating {}", demo.dir.display()))?;
-    let routine_engine = build_routine_engine(
+    Ok(OpenedLlm {
+        llm,
+        description,
+        local_server,
+        halt,
+        native_tools,
+    })
+}
+
+/// The routine runtime of a demo process; compiled routines are cached next to `dir`.
+pub fn demo_routine_engine(
+    dir: &Path,
+    query_timeout: Duration,
+) -> anyhow::Result<Arc<dyn RoutineEngine>> {
+    build_routine_engine(
         &RoutineRuntimeSettings {
-            artifact_dir: Some(demo.dir.with_extension("artifacts")),
+            artifact_dir: Some(dir.with_extension("artifacts")),
             // A server's tools ask other agents, which may take as long as a query.
-            max_tool_wait_secs: Some(demo.query_timeout.as_secs().max(1)),
+            max_tool_wait_secs: Some(query_timeout.as_secs().max(1)),
             ..RoutineRuntimeSettings::default()
         },
         "sqlite://:memory:",
     )
-    .context("starting the routine runtime (AGORA_JS_ENGINE)")?;
+    .context("starting the routine runtime (AGORA_JS_ENGINE)")
+}
+
+/// Runs the demo and returns the run record.
+pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
+    if demo.queries == 0 {
+        bail!("--queries must be at least 1");
+    }
+    let spec = Arc::new(NetworkSpec::embedded()?);
+    let entries = embedded_screenplay()?;
+    let checkpoint = demo
+        .checkpoint
+        .clone()
+        .map(|path| -> Checkpoint { Arc::new(move |run: &RunRecord| write_run(&path, run)) });
+    if demo.processes > 1 {
+        return run_in_workers(demo, spec, &entries, checkpoint).await;
+    }
+    let opened = open_llm(&demo.llm, demo.record.clone(), demo.query_timeout).await?;
+    std::fs::create_dir_all(&demo.dir)
+        .with_context(|| format!("creating {}", demo.dir.display()))?;
+    let routine_engine = demo_routine_engine(&demo.dir, demo.query_timeout)?;
     let result = run_screenplay(
         spec,
         &entries,
-        llm,
+        opened.llm,
         Some(routine_engine),
         RunOptions {
             queries: demo.queries,
@@ -180,13 +235,77 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
             dir: demo.dir.clone(),
             seed: demo.seed,
             query_timeout: demo.query_timeout,
-            llm_description,
+            llm_description: opened.description,
             progress: demo.progress,
-            native_tools,
-            halt,
-            checkpoint: demo.checkpoint.clone().map(|path| -> Checkpoint {
-                Arc::new(move |run: &RunRecord| write_run(&path, run))
-            }),
+            native_tools: opened.native_tools,
+            halt: opened.halt,
+            checkpoint,
+        },
+    )
+    .await;
+    if let Some(server) = opened.local_server {
+        server.stop().await;
+    }
+    result
+}
+
+/// `--processes N`: the agents in N worker processes (this program again), the protocol
+/// databases and the runner here.
+async fn run_in_workers(
+    demo: NetworkDemo,
+    spec: Arc<NetworkSpec>,
+    entries: &[crate::spec::Entry],
+    checkpoint: Option<Checkpoint>,
+) -> anyhow::Result<RunRecord> {
+    if demo.record.is_some() {
+        bail!(
+            "--record needs the one-process mode (--processes 1): a cassette is written by one \
+             process"
+        );
+    }
+    let program = match &demo.worker_program {
+        Some(program) => program.clone(),
+        None => std::env::current_exe().context("finding this program to start workers")?,
+    };
+    // Workers get the same LLM; a local model is started once, here, and shared.
+    let mut local_server = None;
+    let (llm, description) = match &demo.llm {
+        LlmChoice::Local { url: Some(url) } => (url.clone(), format!("local model at {url}")),
+        LlmChoice::Local { url: None } => {
+            let opened = open_llm(&demo.llm, None, demo.query_timeout).await?;
+            let server = opened
+                .local_server
+                .context("the local model server did not start")?;
+            let url = server.base_url();
+            local_server = Some(server);
+            (url, opened.description)
+        }
+        LlmChoice::OpenAi => ("openai".to_string(), "OpenAI".to_string()),
+        LlmChoice::Replay(file) => (
+            format!("replay:{}", file.display()),
+            format!("replay of {}", file.display()),
+        ),
+    };
+    let launch = WorkerLaunch {
+        program,
+        processes: demo.processes,
+        llm,
+    };
+    let result = run_screenplay_in_workers(
+        spec,
+        entries,
+        &launch,
+        RunOptions {
+            queries: demo.queries,
+            mode: demo.mode,
+            dir: demo.dir.clone(),
+            seed: demo.seed,
+            query_timeout: demo.query_timeout,
+            llm_description: format!("{description}, {} worker processes", demo.processes),
+            progress: demo.progress,
+            native_tools: matches!(demo.llm, LlmChoice::OpenAi),
+            halt: None,
+            checkpoint,
         },
     )
     .await;

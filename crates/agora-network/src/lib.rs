@@ -4,18 +4,22 @@
 //!   screenplay, embedded from `demo/network/`.
 //! - `tools`: the servers' built-in demo tools: seeded mocks, SQL over the server's own
 //!   database, and external tools that go through a helper node to another server.
-//! - `network`: one process hosting every node on loopback, sharing one LLM and one routine
-//!   runtime.
+//! - `network`: building the nodes on loopback: the protocol databases, and the agents of one
+//!   process (all of them, or a shard), sharing one LLM client and one routine runtime.
+//! - `hosting`: where the agents run, as the runner sees it: in this process, or in worker
+//!   processes driven over their stdin and stdout; `worker`: the worker process's side.
 //! - `run`: replaying the screenplay, attributing every LLM call to its query.
 //! - `record`: what a run leaves behind; `report`: the report computed from run records.
 //! - `demo`: `agora demo network`'s entry point (the LLM, recording, the run).
 
 pub mod demo;
+pub mod hosting;
 pub mod network;
 pub mod record;
 pub mod report;
 pub mod run;
 pub mod spec;
 pub mod tools;
+pub mod worker;
 
 pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};

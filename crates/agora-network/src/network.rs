@@ -1,18 +1,24 @@
-//! One process hosting the whole network on loopback.
+//! Building the network's nodes on loopback: the protocol databases and the agents.
 //!
 //! Every agent is a real agora node with its own SQLite store, served over HTTP on its own
 //! 127.0.0.1 port: the 15 servers (their tools, and a SQLite database each where the paper had
 //! one), the 85 users, one helper per server with external tools (the server's outbound side:
 //! it runs the external tool as a task against the other server), and the 3 protocol databases,
-//! peered in a line. All nodes share one LLM client (whose pool bounds the calls in flight) and
-//! one WebAssembly routine runtime (one wasmtime engine).
+//! peered in a line. The agents of one process share one LLM client (whose pool bounds the calls
+//! in flight) and one WebAssembly routine runtime (one wasmtime engine).
+//!
+//! One process may host every agent ([`Shard::WHOLE`]) or a share of them (see `hosting`): a
+//! [`Shard`] picks servers and users by their position in the spec, and a server always lives
+//! with its helper, whose node its external tools drive. Ports are bound before any node is
+//! built ([`ServerPorts`]), so every URL is known first, whichever process holds the port.
 //!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use agora_fetch::Fetcher;
 use agora_llm::{Llm, PriceTable};
@@ -23,12 +29,15 @@ use agora_server::protocol_db::{
 };
 use agora_server::runtime::{fetch_policy, open_store};
 use agora_server::{AppState, FetchSettings, serve_state};
-use agora_store::{ServiceDatabase, ServiceTable};
+use agora_store::{RoutineOrigin, RoutineStatus, ServiceDatabase, ServiceTable};
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::{Mutex, OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 
-use crate::record::Mode;
+use crate::record::{CallTotals, Mode};
 use crate::spec::{NetworkSpec, ToolSpecEntry};
 use crate::tools::{ExternalTool, MockKind, MockTool, SqlTool};
 
@@ -71,6 +80,26 @@ pub struct NetworkOptions {
     pub native_tools: bool,
 }
 
+/// Which agents one process hosts: the servers (each with its helper) and the users whose
+/// position in the spec is `index` modulo `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// This share's number, from 0.
+    pub index: usize,
+    /// How many shares the agents are split into.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Every agent.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Whether the agent at `position` (among the spec's servers, or among its users) is here.
+    pub fn hosts(self, position: usize) -> bool {
+        position % self.count.max(1) == self.index
+    }
+}
+
 /// A running agent.
 #[derive(Clone)]
 pub struct Agent {
@@ -92,138 +121,52 @@ pub struct Database {
     pub running: Arc<RunningProtocolDb>,
 }
 
-/// The running network.
-pub struct Network {
-    /// The description it was built from.
-    pub spec: Arc<NetworkSpec>,
-    /// Servers by id.
-    pub servers: BTreeMap<String, Agent>,
-    /// Users by id.
-    pub users: BTreeMap<String, Agent>,
-    /// Helpers by the id of the server they serve.
-    pub helpers: BTreeMap<String, Agent>,
-    /// Protocol databases by id.
+/// Empties `dir` (a previous run's stores) and makes the folders the stores go in.
+pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    for sub in ["servers", "users", "helpers", "protocol-dbs", "service-dbs"] {
+        let path = dir.join(sub);
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The running protocol databases, peered as the spec says.
+pub struct ProtocolDbs {
+    spec: Arc<NetworkSpec>,
+    /// By id.
     pub databases: BTreeMap<String, Database>,
-    /// The servers' own SQL databases.
-    service_dbs: Vec<ServiceDatabase>,
-    shutdown: CancellationToken,
 }
 
-impl Network {
-    /// Every agent node: servers, helpers, users.
-    pub fn agents(&self) -> impl Iterator<Item = &Agent> {
-        self.servers
-            .values()
-            .chain(self.helpers.values())
-            .chain(self.users.values())
-    }
-
-    /// Waits until no node has a routine being written.
-    pub async fn idle(&self) {
-        for agent in self.agents() {
-            agent.node.programmer_idle().await;
-            agent.node.sender_routines_idle().await;
-        }
-    }
-
-    /// Stops serving and closes every store.
-    pub async fn stop(self) {
-        self.shutdown.cancel();
-        for agent in self.agents() {
-            agent.node.store().close().await;
-        }
-        for db in &self.service_dbs {
-            db.close().await;
-        }
-    }
-}
-
-fn loopback_fetch() -> FetchSettings {
-    FetchSettings {
-        allow_networks: vec!["127.0.0.0/8".into()],
-        ..FetchSettings::default()
-    }
-}
-
-async fn bind() -> anyhow::Result<(TcpListener, String)> {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("binding a loopback port")?;
-    let url = format!("http://{}", listener.local_addr()?);
-    Ok((listener, url))
-}
-
-fn apply_mode(config: &mut NodeConfig, mode: Mode) {
-    // The paper's thresholds: explore after 3 conversations, negotiate after 5 (or when the
-    // server asks, after 10 natural-language conversations), routines at the first use.
-    config.sender.explore_threshold = 3;
-    config.sender.negotiate_threshold = 5;
-    config.sender.sender_routine_threshold = 1;
-    config.negotiation.receiver_threshold = 10;
-    config.thresholds.implementation = 1;
-    if mode == Mode::NlOnly {
-        config.sender.explore_threshold = NEVER;
-        config.sender.negotiate_threshold = NEVER;
-        config.sender.sender_routine_threshold = NEVER;
-        config.negotiation.receiver_threshold = NEVER as u64;
-        config.thresholds.implementation = NEVER as u64;
-        config.programmer.enabled = false;
-    }
-}
-
-struct Listening {
-    listener: TcpListener,
-    url: String,
-}
-
-impl Network {
-    /// Builds and starts the whole network.
-    pub async fn start(spec: Arc<NetworkSpec>, options: NetworkOptions) -> anyhow::Result<Network> {
-        let dir = &options.dir;
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).with_context(|| format!("emptying {}", dir.display()))?;
-        }
-        for sub in ["servers", "users", "helpers", "protocol-dbs", "service-dbs"] {
-            std::fs::create_dir_all(dir.join(sub))?;
-        }
-        let shutdown = CancellationToken::new();
-
-        // Ports first: every URL is known before any node is built.
-        let mut db_ports = BTreeMap::new();
+impl ProtocolDbs {
+    /// Starts every protocol database of `spec`, its store under `dir` (see [`prepare_dir`]);
+    /// they serve until `shutdown`.
+    pub async fn start(
+        spec: Arc<NetworkSpec>,
+        dir: &Path,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<ProtocolDbs> {
+        // Ports first: each database knows its peers' URLs when it is built.
+        let mut ports = BTreeMap::new();
         for db in &spec.protocol_dbs {
             let (listener, url) = bind().await?;
-            db_ports.insert(db.id.clone(), Listening { listener, url });
+            ports.insert(db.id.clone(), Listening { listener, url });
         }
-        let mut server_ports = BTreeMap::new();
-        for server in &spec.servers {
-            let (listener, url) = bind().await?;
-            server_ports.insert(server.id.clone(), Listening { listener, url });
-        }
-        let server_urls: BTreeMap<String, String> = server_ports
-            .iter()
-            .map(|(id, l)| (id.clone(), format!("{}/", l.url)))
-            .collect();
-        let server_url = |id: &str| -> anyhow::Result<String> {
-            server_urls
-                .get(id)
-                .cloned()
-                .with_context(|| format!("no server {id}"))
-        };
-
-        // Protocol databases, peered as the spec says.
-        let mut databases = BTreeMap::new();
-        let db_urls: BTreeMap<String, String> = db_ports
+        let urls: BTreeMap<String, String> = ports
             .iter()
             .map(|(id, l)| (id.clone(), l.url.clone()))
             .collect();
+        let mut databases = BTreeMap::new();
         for db in &spec.protocol_dbs {
-            let Some(listening) = db_ports.remove(&db.id) else {
+            let Some(listening) = ports.remove(&db.id) else {
                 continue;
             };
             let peers = db
                 .peers
                 .iter()
-                .filter_map(|peer| db_urls.get(peer).cloned())
+                .filter_map(|peer| urls.get(peer).cloned())
                 .collect();
             let config = ProtocolDbServerConfig {
                 listen: listening.listener.local_addr()?,
@@ -257,23 +200,204 @@ impl Network {
                 },
             );
         }
-        let db_url = |id: &str| -> anyhow::Result<String> {
-            Ok(databases
-                .get(id)
-                .with_context(|| format!("no protocol database {id}"))?
-                .url
-                .clone())
+        Ok(ProtocolDbs { spec, databases })
+    }
+
+    /// Each database's base URL, by id.
+    pub fn urls(&self) -> BTreeMap<String, String> {
+        self.databases
+            .iter()
+            .map(|(id, db)| (id.clone(), db.url.clone()))
+            .collect()
+    }
+
+    /// The screenplay's sync entry for `db`: its neighbours pull what it has (the paper's
+    /// databases pushed to their peers; ours pull, so the neighbours do).
+    pub async fn sync(&self, db: &str) {
+        let Some(spec) = self.spec.protocol_dbs.iter().find(|d| d.id == db) else {
+            return;
         };
+        for peer in &spec.peers {
+            if let Some(peer) = self.databases.get(peer) {
+                let report = peer.running.db.sync_now().await;
+                if report.errors() > 0 {
+                    tracing::warn!(db = %peer.id, errors = report.errors(), "sync had errors");
+                }
+            }
+        }
+    }
+
+    /// The protocols each database holds (its own and its peers').
+    pub async fn protocol_counts(&self) -> anyhow::Result<BTreeMap<String, u64>> {
+        let mut counts = BTreeMap::new();
+        for (id, db) in &self.databases {
+            let held = db.running.db.counts().await?;
+            counts.insert(id.clone(), (held.local + held.from_peers).max(0) as u64);
+        }
+        Ok(counts)
+    }
+}
+
+/// The listening ports of one shard's servers, bound before any node is built.
+pub struct ServerPorts {
+    listening: BTreeMap<String, Listening>,
+}
+
+impl ServerPorts {
+    /// Binds a loopback port for each server in `shard`.
+    pub async fn bind(spec: &NetworkSpec, shard: Shard) -> anyhow::Result<ServerPorts> {
+        let mut listening = BTreeMap::new();
+        for (position, server) in spec.servers.iter().enumerate() {
+            if shard.hosts(position) {
+                let (listener, url) = bind().await?;
+                listening.insert(server.id.clone(), Listening { listener, url });
+            }
+        }
+        Ok(ServerPorts { listening })
+    }
+
+    /// Each bound server's base URL (with a trailing `/`), by id.
+    pub fn urls(&self) -> BTreeMap<String, String> {
+        self.listening
+            .iter()
+            .map(|(id, l)| (id.clone(), format!("{}/", l.url)))
+            .collect()
+    }
+}
+
+/// One query for a user agent: run `task` against `server` with `data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskQuery {
+    /// The user's id.
+    pub user: String,
+    /// The target server's id.
+    pub server: String,
+    /// The task type.
+    pub task: String,
+    /// The task data, normalised to the task's input schema.
+    pub data: Value,
+}
+
+/// How a query went, as the user saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    /// A valid output arrived in time.
+    pub success: bool,
+    /// Why not.
+    pub error: Option<String>,
+    /// The rung of the sender's ladder the query took (`natural`, `protocol`, `routine`, ...).
+    pub path: String,
+}
+
+/// LLM use read from the ledgers: in all, and by category.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerUsage {
+    /// Every call.
+    pub totals: CallTotals,
+    /// By call category.
+    pub by_category: BTreeMap<String, CallTotals>,
+}
+
+impl LedgerUsage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &LedgerUsage) {
+        self.totals.add(&other.totals);
+        for (category, usage) in &other.by_category {
+            self.by_category
+                .entry(category.clone())
+                .or_default()
+                .add(usage);
+        }
+    }
+}
+
+/// What the agents built and negotiated, counted over some agents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCounts {
+    /// Active LLM-written routines on servers.
+    pub server_routines: u64,
+    /// Active sender routines on users and helpers.
+    pub sender_routines: u64,
+    /// Negotiations, once per (target, task) and run step.
+    pub negotiations: u64,
+}
+
+impl AgentCounts {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &AgentCounts) {
+        self.server_routines += other.server_routines;
+        self.sender_routines += other.sender_routines;
+        self.negotiations += other.negotiations;
+    }
+}
+
+/// The agents one process hosts, and what the screenplay's runner asks of them.
+pub struct Agents {
+    spec: Arc<NetworkSpec>,
+    /// Servers by id.
+    pub servers: BTreeMap<String, Agent>,
+    /// Users by id.
+    pub users: BTreeMap<String, Agent>,
+    /// Helpers by the id of the server they serve.
+    pub helpers: BTreeMap<String, Agent>,
+    /// Every server's URL, hosted here or not.
+    server_urls: BTreeMap<String, String>,
+    /// The servers' own SQL databases.
+    service_dbs: Vec<ServiceDatabase>,
+    /// Background jobs (routine writing) wait while a query holds it (`Node::share_job_gate`).
+    gate: Arc<RwLock<()>>,
+    held: Mutex<Option<OwnedRwLockWriteGuard<()>>>,
+    /// The last ledger row read, by agent id.
+    ledger_read: Mutex<BTreeMap<String, i64>>,
+    shutdown: CancellationToken,
+}
+
+impl Agents {
+    /// Builds and starts the agents of `shard`. `ports` holds the shard's servers' ports;
+    /// `server_urls` every server's URL (with a trailing `/`); `db_urls` every protocol
+    /// database's. Stores go under `options.dir` (see [`prepare_dir`]).
+    pub async fn start(
+        spec: Arc<NetworkSpec>,
+        options: &NetworkOptions,
+        shard: Shard,
+        mut ports: ServerPorts,
+        server_urls: BTreeMap<String, String>,
+        db_urls: &BTreeMap<String, String>,
+    ) -> anyhow::Result<Agents> {
+        let dir = &options.dir;
+        let shutdown = CancellationToken::new();
+        let server_url = |id: &str| -> anyhow::Result<String> {
+            server_urls
+                .get(id)
+                .cloned()
+                .with_context(|| format!("no server {id}"))
+        };
+        let db_url = |id: &str| -> anyhow::Result<String> {
+            db_urls
+                .get(id)
+                .cloned()
+                .with_context(|| format!("no protocol database {id}"))
+        };
+        let hosted: BTreeSet<&str> = spec
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| shard.hosts(*position))
+            .map(|(_, server)| server.id.as_str())
+            .collect();
 
         let builder = AgentBuilder {
             dir: dir.clone(),
-            options: &options,
+            options,
             shutdown: shutdown.clone(),
         };
 
         // Helpers: senders for their server's external tools.
         let mut helpers = BTreeMap::new();
         for server in spec.helpers() {
+            if !hosted.contains(server.id.as_str()) {
+                continue;
+            }
             let id = format!("{}_helper", server.id);
             let mut config = NodeConfig {
                 name: id.clone(),
@@ -306,6 +430,9 @@ impl Network {
         let mut servers = BTreeMap::new();
         let mut service_dbs = Vec::new();
         for server in &spec.servers {
+            if !hosted.contains(server.id.as_str()) {
+                continue;
+            }
             let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
             if let Some(kind) = &server.database {
                 let schema = spec
@@ -387,7 +514,8 @@ impl Network {
                 description: server.description.clone(),
                 ..NodeConfig::default()
             };
-            let listening = server_ports
+            let listening = ports
+                .listening
                 .remove(&server.id)
                 .with_context(|| format!("no port for {}", server.id))?;
             let agent = builder
@@ -405,7 +533,10 @@ impl Network {
 
         // Users: their tasks are whatever the screenplay gives them.
         let mut users = BTreeMap::new();
-        for user in &spec.users {
+        for (position, user) in spec.users.iter().enumerate() {
+            if !shard.hosts(position) {
+                continue;
+            }
             let mut config = NodeConfig {
                 name: user.id.clone(),
                 description: format!("{}, a personal assistant agent.", user.id),
@@ -425,16 +556,211 @@ impl Network {
             users.insert(user.id.clone(), agent);
         }
 
-        Ok(Network {
+        let gate = Arc::new(RwLock::new(()));
+        let agents = Agents {
             spec,
             servers,
             users,
             helpers,
-            databases,
+            server_urls,
             service_dbs,
+            gate,
+            held: Mutex::new(None),
+            ledger_read: Mutex::new(BTreeMap::new()),
             shutdown,
+        };
+        for agent in agents.agents() {
+            agent.node.share_job_gate(agents.gate.clone());
+        }
+        Ok(agents)
+    }
+
+    /// Every agent node here: servers, helpers, users.
+    pub fn agents(&self) -> impl Iterator<Item = &Agent> {
+        self.servers
+            .values()
+            .chain(self.helpers.values())
+            .chain(self.users.values())
+    }
+
+    /// Holds background jobs (routine writing) back until [`Agents::release_jobs`], so that a
+    /// query's LLM calls come in a fixed order whatever the jobs do.
+    pub async fn hold_jobs(&self) {
+        let mut held = self.held.lock().await;
+        if held.is_none() {
+            *held = Some(self.gate.clone().write_owned().await);
+        }
+    }
+
+    /// Lets held jobs go.
+    pub async fn release_jobs(&self) {
+        self.held.lock().await.take();
+    }
+
+    /// Runs one query on its user (hosted here), giving up after `timeout`.
+    pub async fn run_task(
+        &self,
+        query: &TaskQuery,
+        timeout: Duration,
+    ) -> anyhow::Result<TaskOutcome> {
+        let user = self
+            .users
+            .get(&query.user)
+            .with_context(|| format!("no user {} here", query.user))?;
+        let server_url = self
+            .server_urls
+            .get(&query.server)
+            .with_context(|| format!("no server {}", query.server))?;
+        let task = self.spec.task(&query.task)?;
+        let outcome =
+            tokio::time::timeout(timeout, user.node.run_task(server_url, &task, &query.data)).await;
+        let (success, error) = match outcome {
+            Ok(Ok(_)) => (true, None),
+            Ok(Err(error)) => (false, Some(error.to_string())),
+            Err(_) => (
+                false,
+                Some(format!("timed out after {} s", timeout.as_secs())),
+            ),
+        };
+        let path = user
+            .node
+            .store()
+            .sender_runs(server_url, &task.name, 1)
+            .await?
+            .pop()
+            .map(|run| run.rung)
+            .unwrap_or_default();
+        Ok(TaskOutcome {
+            success,
+            error,
+            path,
         })
     }
+
+    /// Waits until no node here has a routine being written.
+    pub async fn idle(&self) {
+        for agent in self.agents() {
+            agent.node.programmer_idle().await;
+            agent.node.sender_routines_idle().await;
+        }
+    }
+
+    /// The LLM calls in every ledger here that are new since the last read.
+    pub async fn read_ledgers(&self) -> anyhow::Result<LedgerUsage> {
+        let mut usage = LedgerUsage::default();
+        let mut read = self.ledger_read.lock().await;
+        for agent in self.agents() {
+            let last = read.entry(agent.id.clone()).or_insert(0);
+            for (id, call) in agent.node.store().llm_calls_after(*last).await? {
+                *last = id;
+                let one = CallTotals {
+                    calls: 1,
+                    prompt_tokens: call.prompt_tokens.max(0) as u64,
+                    completion_tokens: call.completion_tokens.max(0) as u64,
+                    cost_usd: call.cost_usd,
+                    latency_ms: call.latency_ms.max(0) as u64,
+                };
+                usage.totals.add(&one);
+                usage
+                    .by_category
+                    .entry(call.category)
+                    .or_default()
+                    .add(&one);
+            }
+        }
+        Ok(usage)
+    }
+
+    /// Routines and negotiations over the agents here.
+    pub async fn counts(&self) -> anyhow::Result<AgentCounts> {
+        let mut counts = AgentCounts::default();
+        for server in self.servers.values() {
+            counts.server_routines += server
+                .node
+                .store()
+                .routines()
+                .await?
+                .iter()
+                .filter(|r| r.status == RoutineStatus::Active && r.origin == RoutineOrigin::Llm)
+                .count() as u64;
+        }
+        // Senders' side: active routines, and negotiations from every run's steps, once per
+        // (target, task) whatever rungs its runs took.
+        for agent in self.users.values().chain(self.helpers.values()) {
+            let store = agent.node.store();
+            counts.sender_routines += store
+                .sender_routines()
+                .await?
+                .iter()
+                .filter(|r| r.active)
+                .count() as u64;
+            let keys: BTreeSet<(String, String)> = store
+                .sender_totals()
+                .await?
+                .into_iter()
+                .map(|totals| (totals.target, totals.task))
+                .collect();
+            for (target, task) in keys {
+                for run in store.sender_runs(&target, &task, i64::MAX).await? {
+                    counts.negotiations += run
+                        .steps
+                        .split(',')
+                        .filter(|step| step.starts_with("negotiated"))
+                        .count() as u64;
+                }
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Stops serving and closes every store.
+    pub async fn stop(&self) {
+        self.shutdown.cancel();
+        for agent in self.agents() {
+            agent.node.store().close().await;
+        }
+        for db in &self.service_dbs {
+            db.close().await;
+        }
+    }
+}
+
+fn loopback_fetch() -> FetchSettings {
+    FetchSettings {
+        allow_networks: vec!["127.0.0.0/8".into()],
+        ..FetchSettings::default()
+    }
+}
+
+async fn bind() -> anyhow::Result<(TcpListener, String)> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding a loopback port")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    Ok((listener, url))
+}
+
+fn apply_mode(config: &mut NodeConfig, mode: Mode) {
+    // The paper's thresholds: explore after 3 conversations, negotiate after 5 (or when the
+    // server asks, after 10 natural-language conversations), routines at the first use.
+    config.sender.explore_threshold = 3;
+    config.sender.negotiate_threshold = 5;
+    config.sender.sender_routine_threshold = 1;
+    config.negotiation.receiver_threshold = 10;
+    config.thresholds.implementation = 1;
+    if mode == Mode::NlOnly {
+        config.sender.explore_threshold = NEVER;
+        config.sender.negotiate_threshold = NEVER;
+        config.sender.sender_routine_threshold = NEVER;
+        config.negotiation.receiver_threshold = NEVER as u64;
+        config.thresholds.implementation = NEVER as u64;
+        config.programmer.enabled = false;
+    }
+}
+
+struct Listening {
+    listener: TcpListener,
+    url: String,
 }
 
 struct AgentBuilder<'a> {

@@ -1,9 +1,10 @@
 //! Replaying the screenplay on a running network.
 //!
 //! Queries run one at a time, in screenplay order, with a protocol database sync wherever the
-//! screenplay has one (after every 10 queries). Routine writing a query triggers waits until the
-//! query is done (a job gate shared with every node); then the runner waits until no node is
-//! still writing a routine, then reads every node's new ledger rows: each
+//! screenplay has one (after every 10 queries), on a network hosted by this process or by worker
+//! processes (see `hosting`). Routine writing a query triggers waits until the query is done (a
+//! job gate shared with every node of a process, held in every process); then the runner waits
+//! until no node is still writing a routine, then reads every node's new ledger rows: each
 //! LLM call is attributed to the query that caused it, wherever in the network it was made
 //! (user, server, helper, the server behind a helper). Running one query at a time (the paper ran
 //! 20 workers) keeps that attribution exact and the LLM calls in a fixed order, which is what
@@ -12,17 +13,16 @@
 //! A query fails when the user's task errs (the output must be valid against the task's output
 //! schema) or takes longer than the query timeout; the run goes on.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agora_llm::Llm;
 use agora_node::RoutineEngine;
-use agora_store::{RoutineOrigin, RoutineStatus};
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::network::{Network, NetworkOptions};
+use crate::hosting::{Hosting, WorkerLaunch, WorkerSetup};
+use crate::network::{NetworkOptions, TaskQuery};
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
 use crate::spec::{Entry, NetworkSpec};
 
@@ -58,7 +58,8 @@ pub type Halt = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 /// See [`RunOptions::checkpoint`].
 pub type Checkpoint = Arc<dyn Fn(&RunRecord) -> anyhow::Result<()> + Send + Sync>;
 
-/// Runs the first `options.queries` queries of `entries` on a fresh network.
+/// Runs the first `options.queries` queries of `entries` on a fresh network hosted by this
+/// process, every node sharing `llm` and `routine_engine`.
 pub async fn run_screenplay(
     spec: Arc<NetworkSpec>,
     entries: &[Entry],
@@ -67,9 +68,9 @@ pub async fn run_screenplay(
     options: RunOptions,
 ) -> anyhow::Result<RunRecord> {
     let started = Instant::now();
-    let network = Network::start(
+    let hosting = Hosting::one_process(
         spec.clone(),
-        NetworkOptions {
+        &NetworkOptions {
             dir: options.dir.clone(),
             mode: options.mode,
             llm,
@@ -80,11 +81,55 @@ pub async fn run_screenplay(
         },
     )
     .await?;
-    let gate = Arc::new(tokio::sync::RwLock::new(()));
-    for agent in network.agents() {
-        agent.node.share_job_gate(gate.clone());
-    }
-    let mut ledger = LedgerReader::default();
+    run_on(hosting, spec, entries, options, started).await
+}
+
+/// Runs the first `options.queries` queries of `entries` on a fresh network whose agents live in
+/// worker processes (see [`crate::hosting`]); the protocol databases and the runner stay here.
+pub async fn run_screenplay_in_workers(
+    spec: Arc<NetworkSpec>,
+    entries: &[Entry],
+    launch: &WorkerLaunch,
+    options: RunOptions,
+) -> anyhow::Result<RunRecord> {
+    let started = Instant::now();
+    let hosting = Hosting::workers(
+        spec.clone(),
+        launch,
+        WorkerSetup {
+            shard: crate::network::Shard::WHOLE,
+            dir: options.dir.clone(),
+            mode: options.mode,
+            llm: launch.llm.clone(),
+            seed: options.seed,
+            query_timeout_secs: options.query_timeout.as_secs().max(1),
+            native_tools: options.native_tools,
+            db_urls: BTreeMap::new(),
+        },
+    )
+    .await?;
+    run_on(hosting, spec, entries, options, started).await
+}
+
+async fn run_on(
+    mut hosting: Hosting,
+    spec: Arc<NetworkSpec>,
+    entries: &[Entry],
+    options: RunOptions,
+    started: Instant,
+) -> anyhow::Result<RunRecord> {
+    let result = run_queries(&mut hosting, &spec, entries, &options, started).await;
+    hosting.stop().await;
+    result
+}
+
+async fn run_queries(
+    hosting: &mut Hosting,
+    spec: &NetworkSpec,
+    entries: &[Entry],
+    options: &RunOptions,
+    started: Instant,
+) -> anyhow::Result<RunRecord> {
     let progress = if options.progress {
         let bar = ProgressBar::new(options.queries as u64);
         bar.set_style(
@@ -106,75 +151,44 @@ pub async fn run_screenplay(
         }
         match entry {
             Entry::Sync(db) => {
-                sync(&network, db).await;
+                hosting.dbs().sync(db).await;
                 if let Some(checkpoint) = &options.checkpoint
                     && !records.is_empty()
                 {
-                    let so_far = run_record(&options, records.clone(), &network, started).await?;
+                    let so_far = run_record(options, records.clone(), hosting, started).await?;
                     if let Err(error) = checkpoint(&so_far) {
                         tracing::warn!(%error, "could not write the checkpoint");
                     }
                 }
             }
             Entry::Query(query) => {
-                let user = network
-                    .users
-                    .get(&query.user)
-                    .with_context(|| format!("no user {}", query.user))?;
-                let server = network
-                    .servers
-                    .get(&query.server)
-                    .with_context(|| format!("no server {}", query.server))?;
-                let task = spec.task(&query.task)?;
-                let data = spec.normalize_data(&query.task, &query.data);
+                let task_query = TaskQuery {
+                    user: query.user.clone(),
+                    server: query.server.clone(),
+                    task: query.task.clone(),
+                    data: spec.normalize_data(&query.task, &query.data),
+                };
                 let began = Instant::now();
                 // Background routine writing waits until the query is done (see
                 // `Node::share_job_gate`), so a replay meets the calls in the recorded order.
-                let hold = gate.clone().write_owned().await;
-                let outcome = tokio::time::timeout(
-                    options.query_timeout,
-                    user.node.run_task(&server.url, &task, &data),
-                )
-                .await;
-                let (success, error) = match outcome {
-                    Ok(Ok(_)) => (true, None),
-                    Ok(Err(error)) => (false, Some(error.to_string())),
-                    Err(_) => (
-                        false,
-                        Some(format!(
-                            "timed out after {} s",
-                            options.query_timeout.as_secs()
-                        )),
-                    ),
-                };
-                drop(hold);
-                if tokio::time::timeout(options.query_timeout, network.idle())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(query = query.index, "routine writing still running");
-                }
+                hosting.hold_jobs().await?;
+                let outcome = hosting.run_task(&task_query, options.query_timeout).await;
+                hosting.release_jobs().await?;
+                let outcome = outcome?;
+                hosting.idle(options.query_timeout).await?;
                 let wall_ms = began.elapsed().as_millis() as u64;
-                let (llm, by_category) = ledger.read_new(&network).await?;
-                let path = user
-                    .node
-                    .store()
-                    .sender_runs(&server.url, &task.name, 1)
-                    .await?
-                    .pop()
-                    .map(|run| run.rung)
-                    .unwrap_or_default();
+                let (usage, missed) = hosting.read_ledgers().await?;
                 let record = QueryRecord {
                     index: query.index,
                     user: query.user.clone(),
                     server: query.server.clone(),
                     task: query.task.clone(),
-                    success,
-                    error,
-                    path,
+                    success: outcome.success,
+                    error: outcome.error,
+                    path: outcome.path,
                     wall_ms,
-                    llm,
-                    by_category,
+                    llm: usage.totals,
+                    by_category: usage.by_category,
                 };
                 progress.inc(1);
                 calls_so_far += record.llm.calls;
@@ -205,27 +219,26 @@ pub async fn run_screenplay(
                     );
                 }
                 records.push(record);
-                if let Some(reason) = options.halt.as_ref().and_then(|halt| halt()) {
+                let halted = options.halt.as_ref().and_then(|halt| halt()).or(missed);
+                if let Some(reason) = halted {
                     progress.abandon();
-                    network.stop().await;
                     anyhow::bail!("stopped after query {}: {reason}", query.index);
                 }
             }
         }
     }
     progress.finish();
-    let run = run_record(&options, records, &network, started).await;
-    network.stop().await;
-    run
+    run_record(options, records, hosting, started).await
 }
 
 /// The record of the queries done, with the network as it is now.
 async fn run_record(
     options: &RunOptions,
     queries: Vec<QueryRecord>,
-    network: &Network,
+    hosting: &mut Hosting,
     started: Instant,
 ) -> anyhow::Result<RunRecord> {
+    let counts = hosting.counts().await?;
     let mut run = RunRecord {
         mode: options.mode,
         llm: options.llm_description.clone(),
@@ -233,110 +246,14 @@ async fn run_record(
         queries,
         totals: CallTotals::default(),
         by_category: BTreeMap::new(),
-        network: stats(network).await?,
+        network: NetworkStats {
+            protocols_per_db: hosting.dbs().protocol_counts().await?,
+            negotiations: counts.negotiations,
+            server_routines: counts.server_routines,
+            sender_routines: counts.sender_routines,
+        },
         wall_secs: started.elapsed().as_secs_f64(),
     };
     run.recompute_totals();
     Ok(run)
-}
-
-/// The screenplay's sync entry for `db`: its neighbours pull what it has (the paper's databases
-/// pushed to their peers; ours pull, so the neighbours do).
-async fn sync(network: &Network, db: &str) {
-    let Some(spec) = network.spec.protocol_dbs.iter().find(|d| d.id == db) else {
-        return;
-    };
-    for peer in &spec.peers {
-        if let Some(peer) = network.databases.get(peer) {
-            let report = peer.running.db.sync_now().await;
-            if report.errors() > 0 {
-                tracing::warn!(db = %peer.id, errors = report.errors(), "sync had errors");
-            }
-        }
-    }
-}
-
-/// Reads each node's ledger rows that are new since the last read.
-#[derive(Default)]
-struct LedgerReader {
-    last_ids: BTreeMap<String, i64>,
-}
-
-impl LedgerReader {
-    async fn read_new(
-        &mut self,
-        network: &Network,
-    ) -> anyhow::Result<(CallTotals, BTreeMap<String, CallTotals>)> {
-        let mut totals = CallTotals::default();
-        let mut by_category: BTreeMap<String, CallTotals> = BTreeMap::new();
-        for agent in network.agents() {
-            let last = self.last_ids.entry(agent.id.clone()).or_insert(0);
-            for (id, call) in agent.node.store().llm_calls_after(*last).await? {
-                *last = id;
-                let usage = CallTotals {
-                    calls: 1,
-                    prompt_tokens: call.prompt_tokens.max(0) as u64,
-                    completion_tokens: call.completion_tokens.max(0) as u64,
-                    cost_usd: call.cost_usd,
-                    latency_ms: call.latency_ms.max(0) as u64,
-                };
-                totals.add(&usage);
-                by_category.entry(call.category).or_default().add(&usage);
-            }
-        }
-        Ok((totals, by_category))
-    }
-}
-
-async fn stats(network: &Network) -> anyhow::Result<NetworkStats> {
-    let mut protocols_per_db = BTreeMap::new();
-    for (id, db) in &network.databases {
-        let counts = db.running.db.counts().await?;
-        protocols_per_db.insert(id.clone(), (counts.local + counts.from_peers).max(0) as u64);
-    }
-    let mut server_routines = 0;
-    for server in network.servers.values() {
-        server_routines += server
-            .node
-            .store()
-            .routines()
-            .await?
-            .iter()
-            .filter(|r| r.status == RoutineStatus::Active && r.origin == RoutineOrigin::Llm)
-            .count() as u64;
-    }
-    // Senders' side: active routines, and negotiations from every run's steps, once per
-    // (target, task) whatever rungs its runs took.
-    let mut sender_routines = 0;
-    let mut negotiations = 0;
-    for agent in network.users.values().chain(network.helpers.values()) {
-        let store = agent.node.store();
-        sender_routines += store
-            .sender_routines()
-            .await?
-            .iter()
-            .filter(|r| r.active)
-            .count() as u64;
-        let keys: BTreeSet<(String, String)> = store
-            .sender_totals()
-            .await?
-            .into_iter()
-            .map(|totals| (totals.target, totals.task))
-            .collect();
-        for (target, task) in keys {
-            for run in store.sender_runs(&target, &task, i64::MAX).await? {
-                negotiations += run
-                    .steps
-                    .split(',')
-                    .filter(|step| step.starts_with("negotiated"))
-                    .count() as u64;
-            }
-        }
-    }
-    Ok(NetworkStats {
-        protocols_per_db,
-        negotiations,
-        server_routines,
-        sender_routines,
-    })
 }
