@@ -8,7 +8,8 @@
 //! load hits all alike. It prints throughput and p50/p99 latency per side and each routine's
 //! throughput ratio to the echo. Needs `AGORA_JS_ENGINE`; the C side runs when
 //! `AGORA_ROUTINE_WEATHER_C` names the built C routine (source `~/.cache/agora/env.sh`).
-//! Run: `cargo bench -p agora-server --bench routine_http`. Not a test: it asserts nothing about
+//! Run: `cargo bench -p agora-server --bench routine_http` (`AGORA_BENCH_CONCURRENCY=N` for N
+//! requests in flight per side instead of 8). Not a test: it asserts nothing about
 //! speed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
@@ -24,7 +25,8 @@ use axum::routing::post;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-const CONCURRENCY: usize = 8;
+/// Requests in flight per side, unless `AGORA_BENCH_CONCURRENCY` says otherwise.
+const DEFAULT_CONCURRENCY: usize = 8;
 const REQUESTS_PER_ROUND: usize = 2000;
 const ROUNDS: usize = 3;
 
@@ -32,7 +34,15 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Sends `total` POSTs with `CONCURRENCY` workers; returns per-request latencies and wall time.
+fn concurrency() -> usize {
+    std::env::var("AGORA_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_CONCURRENCY)
+}
+
+/// Sends `total` POSTs with [`concurrency`] workers; returns per-request latencies and wall time.
 async fn drive(
     client: &reqwest::Client,
     url: &str,
@@ -40,9 +50,10 @@ async fn drive(
     total: usize,
 ) -> (Vec<Duration>, Duration) {
     let started = Instant::now();
-    let per_worker = total / CONCURRENCY;
+    let workers_n = concurrency();
+    let per_worker = total / workers_n;
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..CONCURRENCY {
+    for _ in 0..workers_n {
         let client = client.clone();
         let url = url.to_string();
         let body = body.clone();
@@ -166,7 +177,7 @@ async fn main() {
     let source =
         std::fs::read_to_string(repo().join("routines/weather-forecast/routine.js")).unwrap();
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(CONCURRENCY)
+        .pool_max_idle_per_host(concurrency())
         .build()
         .unwrap();
     let mut routines = vec![(
@@ -229,7 +240,9 @@ async fn main() {
     }
     println!("load average after:  {}", load_average());
     println!(
-        "concurrency {CONCURRENCY}, {ROUNDS} alternating rounds of {REQUESTS_PER_ROUND} requests per side"
+        "concurrency {} (AGORA_BENCH_CONCURRENCY), {ROUNDS} alternating rounds of \
+         {REQUESTS_PER_ROUND} requests per side",
+        concurrency()
     );
     let throughputs: Vec<f64> = sides.iter_mut().map(Side::report).collect();
     for (side, throughput) in sides.iter().zip(&throughputs).skip(1) {
