@@ -19,42 +19,44 @@ fn cassette() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/cassettes/agora.jsonl")
 }
 
-#[test]
-fn the_network_demo_replays_a_cassette_and_reports() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run.json");
+/// Replays the first `queries` of the committed agora cassette with `extra` arguments, in
+/// `dir`; asserts it succeeded and returns its stdout and run record. The record is
+/// `dir/run.json`.
+fn replay_committed(dir: &Path, queries: usize, extra: &[&str]) -> (String, serde_json::Value) {
+    let run = dir.join("run.json");
     let output = agora()
-        .args([
-            "demo",
-            "network",
-            "--queries",
-            "6",
-            "--no-progress",
-            "--llm",
-        ])
+        .args(["demo", "network", "--no-progress"])
+        .args(extra)
+        .args(["--queries", &queries.to_string(), "--llm"])
         .arg(format!("replay:{}", cassette().display()))
         .arg("--dir")
-        .arg(dir.path().join("network"))
+        .arg(dir.join("network"))
         .arg("--out")
         .arg(&run)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let record = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    (stdout, record)
+}
+
+#[test]
+fn the_network_demo_replays_a_cassette_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, record) = replay_committed(dir.path(), 6, &[]);
     assert!(stdout.contains("agora mode, 6 queries"), "{stdout}");
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
     assert_eq!(record["queries"].as_array().unwrap().len(), 6);
     assert!(record["totals"]["calls"].as_u64().unwrap() > 0);
 
     let report = dir.path().join("report");
     let output = agora()
         .args(["demo", "network-report", "--agora"])
-        .arg(&run)
+        .arg(dir.path().join("run.json"))
         .arg("--out")
         .arg(&report)
         .output()
@@ -118,25 +120,7 @@ fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
     // a negotiation, a server routine and sender routines.
     let queries = 30;
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run.json");
-    let output = agora()
-        .args(["demo", "network", "--no-progress", "--processes", "3"])
-        .args(["--queries", &queries.to_string(), "--llm"])
-        .arg(format!("replay:{}", cassette().display()))
-        .arg("--dir")
-        .arg(dir.path().join("network"))
-        .arg("--out")
-        .arg(&run)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    let (_, record) = replay_committed(dir.path(), queries, &["--processes", "3"]);
     assert!(
         record["llm"]
             .as_str()

@@ -80,6 +80,30 @@ pub struct NetworkDemo {
     pub worker_program: Option<PathBuf>,
 }
 
+impl NetworkDemo {
+    /// The runner's options for this demo, given what opening the LLM decided.
+    fn run_options(
+        &self,
+        llm_description: String,
+        native_tools: bool,
+        halt: Option<Halt>,
+        checkpoint: Option<Checkpoint>,
+    ) -> RunOptions {
+        RunOptions {
+            queries: self.queries,
+            mode: self.mode,
+            dir: self.dir.clone(),
+            seed: self.seed,
+            query_timeout: self.query_timeout,
+            llm_description,
+            progress: self.progress,
+            native_tools,
+            halt,
+            checkpoint,
+        }
+    }
+}
+
 /// Writes a run record as pretty JSON, through a temporary file and a rename, so a reader (or a
 /// crash) never sees half a record.
 pub fn write_run(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
@@ -229,18 +253,12 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
         &entries,
         opened.llm,
         Some(routine_engine),
-        RunOptions {
-            queries: demo.queries,
-            mode: demo.mode,
-            dir: demo.dir.clone(),
-            seed: demo.seed,
-            query_timeout: demo.query_timeout,
-            llm_description: opened.description,
-            progress: demo.progress,
-            native_tools: opened.native_tools,
-            halt: opened.halt,
+        demo.run_options(
+            opened.description,
+            opened.native_tools,
+            opened.halt,
             checkpoint,
-        },
+        ),
     )
     .await;
     if let Some(server) = opened.local_server {
@@ -295,18 +313,13 @@ async fn run_in_workers(
         spec,
         entries,
         &launch,
-        RunOptions {
-            queries: demo.queries,
-            mode: demo.mode,
-            dir: demo.dir.clone(),
-            seed: demo.seed,
-            query_timeout: demo.query_timeout,
-            llm_description: format!("{description}, {} worker processes", demo.processes),
-            progress: demo.progress,
-            native_tools: matches!(demo.llm, LlmChoice::OpenAi),
-            halt: None,
+        demo.run_options(
+            format!("{description}, {} worker processes", demo.processes),
+            matches!(demo.llm, LlmChoice::OpenAi),
+            // Each worker watches its own replay; a miss stops the run through its ledger read.
+            None,
             checkpoint,
-        },
+        ),
     )
     .await;
     if let Some(server) = local_server {

@@ -43,25 +43,32 @@ pub struct WorkerLaunch {
     pub llm: String,
 }
 
-/// What a worker needs to build its share of the network.
+/// How every worker runs, whatever its share.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerSetup {
-    /// Its share of the agents.
-    pub shard: Shard,
-    /// Where the network's stores go (already prepared by the coordinator).
+pub struct WorkerRun {
+    /// Where the network's stores go (prepared by the coordinator).
     pub dir: PathBuf,
     /// Thresholds.
     pub mode: Mode,
-    /// The LLM, as in [`WorkerLaunch::llm`].
-    pub llm: String,
     /// The mock tools' seed.
     pub seed: u64,
     /// Longest a query may take.
     pub query_timeout_secs: u64,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
+}
+
+/// What one worker needs to build its share of the network.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerSetup {
+    /// Its share of the agents.
+    pub shard: Shard,
+    /// The LLM, as in [`WorkerLaunch::llm`].
+    pub llm: String,
     /// Every protocol database's base URL, by id.
     pub db_urls: BTreeMap<String, String>,
+    /// How every worker runs.
+    pub run: WorkerRun,
 }
 
 /// What the coordinator asks a worker, one JSON line each.
@@ -165,18 +172,18 @@ impl Hosting {
     }
 
     /// Starts `launch.processes` workers sharing the agents, and the protocol databases here;
-    /// `dir` is emptied first.
+    /// `run.dir` is emptied first.
     pub async fn workers(
         spec: Arc<NetworkSpec>,
         launch: &WorkerLaunch,
-        setup: WorkerSetup,
+        run: WorkerRun,
     ) -> anyhow::Result<Hosting> {
         if launch.processes < 2 {
             bail!("workers need at least 2 processes");
         }
-        prepare_dir(&setup.dir)?;
+        prepare_dir(&run.dir)?;
         let shutdown = CancellationToken::new();
-        let dbs = ProtocolDbs::start(spec.clone(), &setup.dir, &shutdown).await?;
+        let dbs = ProtocolDbs::start(spec.clone(), &run.dir, &shutdown).await?;
         let mut workers = Vec::new();
         let mut server_urls = BTreeMap::new();
         for index in 0..launch.processes {
@@ -188,8 +195,9 @@ impl Hosting {
             let reply = worker
                 .ask(&Command::Setup(WorkerSetup {
                     shard,
+                    llm: launch.llm.clone(),
                     db_urls: dbs.urls(),
-                    ..setup.clone()
+                    run: run.clone(),
                 }))
                 .await?;
             let Reply::Servers { servers } = reply else {
@@ -230,11 +238,7 @@ impl Hosting {
     pub async fn hold_jobs(&mut self) -> anyhow::Result<()> {
         match self {
             Hosting::OneProcess { agents, .. } => agents.hold_jobs().await,
-            Hosting::Workers { workers, .. } => {
-                for worker in workers {
-                    worker.expect_done(&Command::HoldJobs).await?;
-                }
-            }
+            Hosting::Workers { workers, .. } => tell_all(workers, &Command::HoldJobs).await?,
         }
         Ok(())
     }
@@ -243,11 +247,7 @@ impl Hosting {
     pub async fn release_jobs(&mut self) -> anyhow::Result<()> {
         match self {
             Hosting::OneProcess { agents, .. } => agents.release_jobs().await,
-            Hosting::Workers { workers, .. } => {
-                for worker in workers {
-                    worker.expect_done(&Command::ReleaseJobs).await?;
-                }
-            }
+            Hosting::Workers { workers, .. } => tell_all(workers, &Command::ReleaseJobs).await?,
         }
         Ok(())
     }
@@ -278,17 +278,9 @@ impl Hosting {
     /// Waits until no agent has a routine being written, or `timeout` passes (then warns).
     pub async fn idle(&mut self, timeout: Duration) -> anyhow::Result<()> {
         match self {
-            Hosting::OneProcess { agents, .. } => {
-                if tokio::time::timeout(timeout, agents.idle()).await.is_err() {
-                    tracing::warn!("routine writing still running");
-                }
-            }
-            Hosting::Workers { workers, .. } => {
-                // Each worker waits at most its query timeout, and warns, as above.
-                for worker in workers {
-                    worker.expect_done(&Command::Idle).await?;
-                }
-            }
+            Hosting::OneProcess { agents, .. } => agents.idle(timeout).await,
+            // Each worker waits at most its query timeout, and warns, as above.
+            Hosting::Workers { workers, .. } => tell_all(workers, &Command::Idle).await?,
         }
         Ok(())
     }
@@ -357,6 +349,14 @@ impl Hosting {
             }
         }
     }
+}
+
+/// Sends `command` to every worker in turn, each answering [`Reply::Done`].
+async fn tell_all(workers: &mut [Worker], command: &Command) -> anyhow::Result<()> {
+    for worker in workers {
+        worker.expect_done(command).await?;
+    }
+    Ok(())
 }
 
 /// A worker process, as the coordinator holds it.

@@ -637,11 +637,17 @@ impl Agents {
         })
     }
 
-    /// Waits until no node here has a routine being written.
-    pub async fn idle(&self) {
-        for agent in self.agents() {
-            agent.node.programmer_idle().await;
-            agent.node.sender_routines_idle().await;
+    /// Waits until no node here has a routine being written, or `timeout` passes (then warns
+    /// and goes on: the query's record then misses what that writing costs later).
+    pub async fn idle(&self, timeout: Duration) {
+        let all_idle = async {
+            for agent in self.agents() {
+                agent.node.programmer_idle().await;
+                agent.node.sender_routines_idle().await;
+            }
+        };
+        if tokio::time::timeout(timeout, all_idle).await.is_err() {
+            tracing::warn!("routine writing still running");
         }
     }
 

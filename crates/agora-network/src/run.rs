@@ -21,7 +21,7 @@ use agora_llm::Llm;
 use agora_node::RoutineEngine;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::hosting::{Hosting, WorkerLaunch, WorkerSetup};
+use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
 use crate::network::{NetworkOptions, TaskQuery};
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
 use crate::spec::{Entry, NetworkSpec};
@@ -96,15 +96,12 @@ pub async fn run_screenplay_in_workers(
     let hosting = Hosting::workers(
         spec.clone(),
         launch,
-        WorkerSetup {
-            shard: crate::network::Shard::WHOLE,
+        WorkerRun {
             dir: options.dir.clone(),
             mode: options.mode,
-            llm: launch.llm.clone(),
             seed: options.seed,
             query_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
-            db_urls: BTreeMap::new(),
         },
     )
     .await?;

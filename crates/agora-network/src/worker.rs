@@ -58,7 +58,7 @@ pub async fn serve_worker() -> anyhow::Result<()> {
     };
     send(&mut out, &Reply::Done).await?;
 
-    let timeout = Duration::from_secs(setup.query_timeout_secs.max(1));
+    let timeout = Duration::from_secs(setup.run.query_timeout_secs.max(1));
     while let Some(line) = lines.next_line().await? {
         let command = match serde_json::from_str::<Command>(&line) {
             Ok(command) => command,
@@ -93,21 +93,22 @@ async fn start(
     ports: ServerPorts,
     servers: std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<(Agents, OpenedLlm)> {
-    let timeout = Duration::from_secs(setup.query_timeout_secs.max(1));
+    let run = &setup.run;
+    let timeout = Duration::from_secs(run.query_timeout_secs.max(1));
     let choice = LlmChoice::parse(&setup.llm)?;
     if matches!(choice, LlmChoice::Local { url: None }) {
         bail!("a worker needs the local model's URL: the coordinator starts the model");
     }
     let opened = open_llm(&choice, None, timeout).await?;
-    let routine_engine = demo_routine_engine(&setup.dir, timeout)?;
+    let routine_engine = demo_routine_engine(&run.dir, timeout)?;
     let options = NetworkOptions {
-        dir: setup.dir.clone(),
-        mode: setup.mode,
+        dir: run.dir.clone(),
+        mode: run.mode,
         llm: opened.llm.clone(),
         routine_engine: Some(routine_engine),
-        seed: setup.seed,
-        sender_timeout_secs: setup.query_timeout_secs.max(1),
-        native_tools: setup.native_tools,
+        seed: run.seed,
+        sender_timeout_secs: run.query_timeout_secs.max(1),
+        native_tools: run.native_tools,
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await
@@ -128,9 +129,7 @@ async fn answer(agents: &Agents, opened: &OpenedLlm, command: Command, timeout: 
             }
             Command::RunTask(query) => Reply::Task(agents.run_task(&query, timeout).await?),
             Command::Idle => {
-                if tokio::time::timeout(timeout, agents.idle()).await.is_err() {
-                    tracing::warn!("routine writing still running");
-                }
+                agents.idle(timeout).await;
                 Reply::Done
             }
             Command::ReadLedgers => Reply::Usage {
