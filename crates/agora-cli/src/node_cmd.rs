@@ -88,11 +88,27 @@ pub async fn run(command: NodeCommand) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        shutdown_signal().await;
         eprintln!("shutting down…");
         signal.cancel();
     });
     serve(listener, &running, shutdown).await
+}
+
+/// Ctrl-C, or SIGTERM (what service managers and container runtimes send) on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn print_banner(running: &agora_server::RunningNode, address: SocketAddr) {

@@ -22,6 +22,9 @@ pub enum HashDialect {
     Base64,
 }
 
+/// Lowercase hexadecimal digits, by value.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// A SHA-1 digest naming a protocol document.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProtocolHash([u8; 20]);
@@ -88,7 +91,12 @@ impl ProtocolHash {
 
     /// 40 lowercase hexadecimal characters.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        let mut hex = String::with_capacity(40);
+        for byte in self.0 {
+            hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+        }
+        hex
     }
 
     /// Standard base64 with padding, as the Python reference library writes it.

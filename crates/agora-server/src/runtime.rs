@@ -282,7 +282,8 @@ fn env_path(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Serves until `shutdown` fires, then drains in-flight requests and tasks.
+/// Serves until `shutdown` fires, then drains in-flight requests and tasks and writes the
+/// request records still queued.
 pub async fn serve(
     listener: TcpListener,
     running: &RunningNode,
@@ -325,5 +326,7 @@ pub async fn serve(
         .context("serving HTTP")?;
     shutdown.cancel();
     tasks.wait().await;
+    // Routine-served requests are recorded without waiting for their commit: write them now.
+    running.node.store().flush_requests().await;
     Ok(())
 }

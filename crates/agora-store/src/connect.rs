@@ -77,6 +77,11 @@ pub enum Backend {
 pub struct StoreOptions {
     /// Largest number of pooled connections (default 4 for SQLite, 8 for Postgres; at least 1).
     pub max_connections: Option<u32>,
+    /// How long request records queued without waiting
+    /// ([`Store::record_request_buffered`]) may be held back to be written with later ones
+    /// (default 5 ms). Longer means fewer, larger transactions on a busy node, and more records
+    /// a crash can lose.
+    pub request_linger: Option<std::time::Duration>,
 }
 
 impl Backend {
@@ -175,7 +180,8 @@ impl Store {
             Backend::Postgres => WriterMode::Postgres,
         };
         let lock = (backend == Backend::Sqlite).then(|| writer.clone());
-        let requests = match RequestWriter::start(pool.clone(), mode, lock).await {
+        let linger = options.request_linger.unwrap_or(crate::requests::LINGER);
+        let requests = match RequestWriter::start(pool.clone(), mode, lock, linger).await {
             Ok(requests) => requests,
             Err(error) => {
                 pool.close().await;

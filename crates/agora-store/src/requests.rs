@@ -18,7 +18,7 @@ use crate::records::{parse_hash, parse_optional_hash};
 mod batch;
 
 use crate::{Conversation, ProtocolUsage, RequestPath, RequestRecord, Store, StoreError};
-pub(crate) use batch::{RequestWriter, WriterMode};
+pub(crate) use batch::{LINGER, RequestWriter, WriterMode};
 
 const USAGE_COLUMNS: &str = "hash, requests, llm, routine, fallback, rejected, failed, \
      llm_prompt_tokens, llm_completion_tokens, llm_cost_usd, last_used";
@@ -41,6 +41,26 @@ impl Store {
         self.requests.record(request.clone(), conversation).await
     }
 
+    /// Records a finished request like [`Store::record_request`] (without a conversation), but
+    /// returns once it is queued rather than committed. For requests whose record is all the node
+    /// keeps of them, answered without an LLM call, where waiting for a commit per request would
+    /// cost most of the node's throughput (see the `batch` module).
+    ///
+    /// Every read of the request log, the usage counters or the routines' counters first waits
+    /// for the records queued before it, so this process never reads a stale count. What a
+    /// crash can lose is the records queued in the last few milliseconds
+    /// ([`StoreOptions::request_linger`](crate::StoreOptions::request_linger), 5 ms by default)
+    /// and the batch being written; [`Store::flush_requests`] and [`Store::close`] write them.
+    pub async fn record_request_buffered(&self, request: &RequestRecord) -> Result<(), StoreError> {
+        self.requests.record_buffered(request.clone()).await
+    }
+
+    /// Waits until every request recorded before this call is written (or has failed). A node
+    /// calls it on shutdown; readers in this crate call it before reading what requests write.
+    pub async fn flush_requests(&self) {
+        self.requests.flush().await;
+    }
+
     /// How many transactions recorded more than one request, and how many of those failed and
     /// were retried one request at a time. For tests that check batching happens.
     #[doc(hidden)]
@@ -50,6 +70,7 @@ impl Store {
 
     /// The usage counters for `hash` (all zero when it was never used).
     pub async fn usage(&self, hash: &ProtocolHash) -> Result<ProtocolUsage, StoreError> {
+        self.flush_requests().await;
         let row = sqlx::query(&format!(
             "SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1"
         ))
@@ -65,6 +86,7 @@ impl Store {
 
     /// The usage counters of every protocol ever used, ordered by hash.
     pub async fn usage_all(&self) -> Result<Vec<(ProtocolHash, ProtocolUsage)>, StoreError> {
+        self.flush_requests().await;
         let rows = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM protocol_usage"))
             .fetch_all(&self.pool)
             .await
@@ -80,6 +102,7 @@ impl Store {
 
     /// The latest `limit` requests, newest first (a negative limit means none).
     pub async fn recent_requests(&self, limit: i64) -> Result<Vec<RequestRecord>, StoreError> {
+        self.flush_requests().await;
         let rows = sqlx::query(
             "SELECT query_id, node, protocol_hash, channel, path, status, llm_calls, \
              prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \

@@ -113,6 +113,8 @@ impl Store {
 
     /// Every routine, oldest first, without code.
     pub async fn routines(&self) -> Result<Vec<Routine>, StoreError> {
+        // Run and failure counts come from the request records (see `record_request_buffered`).
+        self.flush_requests().await;
         let rows = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id"
         ))
@@ -124,6 +126,8 @@ impl Store {
 
     /// The routine with this id, without code.
     pub async fn routine(&self, id: i64) -> Result<Option<Routine>, StoreError> {
+        // Run and failure counts come from the request records (see `record_request_buffered`).
+        self.flush_requests().await;
         let row = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1"
         ))
@@ -136,6 +140,8 @@ impl Store {
 
     /// The routine with this name, without code.
     pub async fn routine_named(&self, name: &str) -> Result<Option<Routine>, StoreError> {
+        // Run and failure counts come from the request records (see `record_request_buffered`).
+        self.flush_requests().await;
         let row = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1"
         ))

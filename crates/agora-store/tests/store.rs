@@ -9,7 +9,7 @@
 
 mod suite;
 
-use agora_store::{Backend, RequestPath, Store, StoreError};
+use agora_store::{Backend, RequestPath, Store, StoreError, StoreOptions};
 
 /// Where one test case keeps its database.
 pub struct Fixture {
@@ -73,7 +73,12 @@ impl Fixture {
 
     /// Opens (and migrates) the fixture's database.
     pub async fn open(&self) -> Store {
-        let store = Store::connect(&self.url)
+        self.open_with(StoreOptions::default()).await
+    }
+
+    /// Opens the fixture's database with these options.
+    pub async fn open_with(&self, options: StoreOptions) -> Store {
+        let store = Store::connect_with(&self.url, options)
             .await
             .expect("the test database opens");
         assert_eq!(store.backend(), self.backend);
@@ -120,6 +125,7 @@ on_both_backends!(
     concurrent_requests_lose_no_updates,
     a_bad_request_in_a_batch_fails_alone,
     closing_the_store_writes_queued_requests,
+    buffered_requests_are_read_back_and_survive_a_close,
     ledger_totals_are_grouped_and_sorted,
     data_survives_a_restart,
     routines_round_trip_with_their_code,

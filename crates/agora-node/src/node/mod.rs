@@ -206,7 +206,7 @@ impl Node {
 
     /// Answers one request. Never fails: errors become error replies.
     pub async fn handle(&self, request: Request) -> Reply {
-        let query_id = uuid::Uuid::new_v4().to_string();
+        let query_id = crate::accounting::new_query_id();
         let protocol_hash = match request.protocol {
             ProtocolRef::Protocol(hash) => Some(hash),
             _ => None,
@@ -214,7 +214,8 @@ impl Node {
         let span = tracing::info_span!(
             "agora.node.handle",
             query_id = %query_id,
-            protocol_hash = protocol_hash.map(|h| h.to_hex()).unwrap_or_default(),
+            // Formatted only if a subscriber records the span.
+            protocol_hash = protocol_hash.map(tracing::field::display),
             path = tracing::field::Empty,
             routine = tracing::field::Empty,
         );
@@ -268,7 +269,7 @@ impl Node {
         if stored.kind == ConversationKind::Negotiation {
             return Ok(self.continue_negotiation(stored, follow_up).await);
         }
-        let query_id = uuid::Uuid::new_v4().to_string();
+        let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {
             let started = Instant::now();
@@ -627,12 +628,19 @@ impl Node {
             routine_id: outcome.routine_id,
             routine_error: outcome.routine_error.clone(),
         };
-        match self
-            .inner
-            .store
-            .record_request(&record, outcome.conversation.as_ref())
-            .await
-        {
+        // A request that made no LLM call and opened no conversation (a routine's answer, a
+        // cached refusal) leaves nothing but this record: it is queued rather than waited for,
+        // which keeps a busy routine-served protocol from paying a commit per request (see
+        // `Store::record_request_buffered`). Everything else is durable before its reply.
+        let recorded = if outcome.conversation.is_none() && record.llm_calls == 0 {
+            self.inner.store.record_request_buffered(&record).await
+        } else {
+            self.inner
+                .store
+                .record_request(&record, outcome.conversation.as_ref())
+                .await
+        };
+        match recorded {
             Ok(()) => outcome.reply,
             Err(error) => {
                 tracing::error!(%error, "could not record a request");

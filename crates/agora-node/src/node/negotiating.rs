@@ -35,7 +35,7 @@ impl Node {
         target: &str,
         task: &Task,
     ) -> Result<Negotiated, NegotiationError> {
-        let query_id = uuid::Uuid::new_v4().to_string();
+        let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.negotiate", query_id = %query_id, target = %target, task = %task.name);
         async move {
             let context = QueryContext::new(query_id, None);
@@ -186,7 +186,7 @@ impl Node {
         stored: Conversation,
         follow_up: FollowUp,
     ) -> Reply {
-        let query_id = uuid::Uuid::new_v4().to_string();
+        let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.negotiation", query_id = %query_id, conversation_id = %stored.id);
         async move {
             let started = Instant::now();

@@ -1,24 +1,37 @@
-//! Group commit for [`Store::record_request`](crate::Store::record_request): one background
+//! Group commit for [`Store::record_request`](crate::Store::record_request) and
+//! [`Store::record_request_buffered`](crate::Store::record_request_buffered): one background
 //! writer turns the requests recorded meanwhile into one transaction.
 //!
-//! Why: every answered request is recorded durably before its reply leaves. Recorded one at a
-//! time, each request paid a transaction of a few statements under the store's single-writer
-//! lock, and each statement a round trip to sqlx's SQLite worker thread and back through the
-//! async scheduler; on a busy node each such hop waits its turn, so a transaction took about a
-//! millisecond of wall time and capped the node at about a thousand requests a second however
-//! cheap answering was. Written together, a batch costs little more than one of its requests.
+//! Why: recorded one at a time, each request paid a transaction of a few statements under the
+//! store's single-writer lock, and each statement a round trip to sqlx's SQLite worker thread and
+//! back through the async scheduler; on a busy node each such hop waits its turn, so a
+//! transaction took about a millisecond of wall time and capped the node at about a thousand
+//! requests a second however cheap answering was. Written together, a batch costs little more
+//! than one of its requests.
 //!
-//! How: each call queues its request (with its conversation, serialized) on a bounded channel and
-//! waits for its own answer. The writer task takes whatever is queued, up to [`MAX_BATCH`]
-//! entries, and writes it in one transaction under the writer lock (taken once per batch):
-//! multi-row inserts into `requests` ([`ROWS_PER_INSERT`] rows a statement), one counter update
-//! per routine (runs and failures summed; `last_error` and `last_failure_at` from the batch's last
-//! failure, as if its requests had been recorded one after the other), one usage upsert per
-//! protocol (counters summed, `last_used` the latest), and the conversations in arrival order.
-//! Each caller hears back only after the commit, so a reply still means its record is durable,
-//! and a batch commits whole or not at all, so the architecture invariant of `requests` holds
-//! batch by batch. A lone request is written at once: batches form only while the previous one is
-//! being written, which adds no waiting of its own.
+//! How: each call queues its request (with its conversation, serialized) on a bounded channel.
+//! The writer task takes whatever is queued, up to [`MAX_BATCH`] entries, and writes it in one
+//! transaction under the writer lock (taken once per batch): multi-row inserts into `requests`
+//! ([`ROWS_PER_INSERT`] rows a statement), one counter update per routine (runs and failures
+//! summed; `last_error` and `last_failure_at` from the batch's last failure, as if its requests
+//! had been recorded one after the other), one usage upsert per protocol (counters summed,
+//! `last_used` the latest), and the conversations in arrival order. A batch commits whole or not
+//! at all, so the architecture invariant of `requests` holds batch by batch.
+//!
+//! Two kinds of callers:
+//! - **waiting** (`record`): the caller hears back only after the commit, so its reply means its
+//!   record is durable. A lone request is written at once: batches form only while the previous
+//!   one is being written, which adds no waiting of its own. Requests with a conversation (whose
+//!   id must work once the reply leaves) or with LLM calls use this.
+//! - **buffered** (`record_buffered`): the caller goes on once its request is queued. While the
+//!   writer has only buffered records in hand it keeps collecting for up to [`LINGER`] (or a
+//!   full batch), so a node serving routines writes one transaction for many requests. Measured
+//!   with the routine benchmark (`routine_http`): waiting for the commit of every routine-served
+//!   request cost about half the node's throughput, because each commit is two thread hops for
+//!   a batch of about two requests. A waiting record, a flush or a close ends the linger.
+//!   Readers of what requests write (the log, the usage counters, the routines' counters) flush
+//!   first (`flush`), so the process never reads a count that misses a request it answered; a
+//!   crash can lose only the buffered records of the last [`LINGER`] and the batch in flight.
 //!
 //! Per dialect: on SQLite the whole transaction (`BEGIN IMMEDIATE` to `COMMIT`) is one
 //! multi-statement query, so one round trip to the SQLite thread, with anonymous `?` placeholders
@@ -55,6 +68,10 @@ use crate::{RequestPath, RequestRecord, StoreError};
 pub(crate) const MAX_BATCH: usize = 256;
 /// Requests that may wait for the writer; callers beyond this wait to queue.
 const QUEUE_CAPACITY: usize = 4 * MAX_BATCH;
+/// How long the writer may hold buffered records back to write them with later ones, unless
+/// [`StoreOptions::request_linger`](crate::StoreOptions::request_linger) says otherwise. Bounds
+/// what a crash can lose of them (see [`RequestWriter::record_buffered`]).
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 /// Rows per `INSERT INTO requests` statement: 14 parameters a row, so 64 rows stay under 999,
 /// the smallest bind-parameter limit a SQLite build may have (Postgres allows 65535).
 const ROWS_PER_INSERT: usize = 64;
@@ -76,18 +93,45 @@ pub(crate) enum WriterMode {
     },
 }
 
-/// One request waiting to be written, and where its outcome goes.
+/// One request waiting to be written, and where its outcome goes: to a caller waiting for the
+/// commit, or (`None`, a buffered record) to the log when it fails.
 pub(crate) struct Pending {
     pub(crate) request: RequestRecord,
     pub(crate) conversation: Option<ConversationRow>,
-    pub(crate) reply: oneshot::Sender<Result<(), StoreError>>,
+    pub(crate) reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+impl Pending {
+    /// Tells the caller, if one waits, how its request fared; a buffered record's failure is
+    /// logged, as nobody else can hear of it.
+    fn answer(self, outcome: Result<(), StoreError>) {
+        match (self.reply, outcome) {
+            (Some(reply), outcome) => {
+                let _ = reply.send(outcome);
+            }
+            (None, Ok(())) => {}
+            (None, Err(error)) => {
+                tracing::error!(%error, query_id = %self.request.query_id, "a buffered request record was not written");
+            }
+        }
+    }
 }
 
 enum Message {
     /// Boxed: a request is some 300 bytes, a close signal one pointer.
     Record(Box<Pending>),
+    /// Write what is queued, then answer (readers call this first, see [`RequestWriter::flush`]).
+    Flush(oneshot::Sender<()>),
     /// Write what is queued, refuse the rest, answer, and stop.
     Close(oneshot::Sender<()>),
+}
+
+impl Message {
+    /// Whether the writer may hold this message back to write it with later ones: only a
+    /// buffered record, which nobody waits on.
+    fn can_linger(&self) -> bool {
+        matches!(self, Message::Record(pending) if pending.reply.is_none())
+    }
 }
 
 /// Counters of the writer's work, for tests and diagnostics.
@@ -114,6 +158,7 @@ impl RequestWriter {
         pool: AnyPool,
         mode: WriterMode,
         writer: Option<Arc<tokio::sync::Mutex<()>>>,
+        linger: std::time::Duration,
     ) -> Result<Self, StoreError> {
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
@@ -125,6 +170,7 @@ impl RequestWriter {
             checkpoints: None,
             since_checkpoint: 0,
             counters: counters.clone(),
+            linger,
         };
         // Both are tracked through their channels: the writer stops when asked by `close` or
         // when every sender is gone, after writing what it was given (it holds no sender, so it
@@ -163,13 +209,37 @@ impl RequestWriter {
         let pending = Pending {
             request,
             conversation,
-            reply,
+            reply: Some(reply),
         };
         self.queue
             .send(Message::Record(Box::new(pending)))
             .await
             .map_err(|_| closed())?;
         outcome.await.map_err(|_| closed())?
+    }
+
+    /// Queues a request without waiting for its commit: it is written within the linger (or
+    /// sooner, with the next batch someone waits on or a reader's flush). Waits only while the
+    /// queue is full, so a writer that falls behind slows its callers down instead of growing.
+    pub(crate) async fn record_buffered(&self, request: RequestRecord) -> Result<(), StoreError> {
+        let pending = Pending {
+            request,
+            conversation: None,
+            reply: None,
+        };
+        self.queue
+            .send(Message::Record(Box::new(pending)))
+            .await
+            .map_err(|_| closed())
+    }
+
+    /// Waits until everything queued before this call is written (or has failed), so a read
+    /// after it sees every request recorded before it. Returns at once if the writer has stopped.
+    pub(crate) async fn flush(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.queue.send(Message::Flush(ack)).await.is_ok() {
+            let _ = done.await;
+        }
     }
 
     /// Writes everything queued, then stops the writer; later requests fail with
@@ -206,6 +276,8 @@ struct WriterTask {
     /// Transactions committed since the last nudge.
     since_checkpoint: u32,
     counters: Arc<Counters>,
+    /// How long buffered records may wait for company (see [`linger`]).
+    linger: std::time::Duration,
 }
 
 /// Why a batch's transaction failed, and whether its entries may be retried alone.
@@ -223,10 +295,13 @@ impl WriterTask {
         // `recv_many` returns 0 only when the queue is empty and no request can come any more:
         // every sender is gone, or `close` closed the channel.
         while receiver.recv_many(&mut messages, MAX_BATCH).await > 0 {
+            linger(&mut receiver, &mut messages, self.linger).await;
             let mut batch = Vec::with_capacity(messages.len());
+            let mut flushed = Vec::new();
             for message in messages.drain(..) {
                 match message {
                     Message::Record(pending) => batch.push(*pending),
+                    Message::Flush(ack) => flushed.push(ack),
                     Message::Close(ack) => {
                         // Refuse new requests; those already queued are still written.
                         receiver.close();
@@ -235,6 +310,9 @@ impl WriterTask {
                 }
             }
             self.write(batch).await;
+            for ack in flushed {
+                let _ = ack.send(());
+            }
         }
         if let Some(connection) = self.connection.take()
             && let Err(error) = connection.close().await
@@ -258,14 +336,14 @@ impl WriterTask {
         let error = match self.transaction(&batch).await {
             Ok(()) => {
                 for pending in batch {
-                    let _ = pending.reply.send(Ok(()));
+                    pending.answer(Ok(()));
                 }
                 return;
             }
             Err(BatchError::Retryable(error)) if batch.len() > 1 => error,
             Err(BatchError::Retryable(error) | BatchError::Final(error)) => {
                 for pending in batch {
-                    let _ = pending.reply.send(Err(error.clone()));
+                    pending.answer(Err(error.clone()));
                 }
                 return;
             }
@@ -277,7 +355,7 @@ impl WriterTask {
                 Ok(()) => Ok(()),
                 Err(BatchError::Retryable(error) | BatchError::Final(error)) => Err(error),
             };
-            let _ = pending.reply.send(outcome);
+            pending.answer(outcome);
         }
     }
 
@@ -360,6 +438,25 @@ impl WriterTask {
                 }
                 Err(BatchError::Retryable(error))
             }
+        }
+    }
+}
+
+/// While everything received is buffered records (nobody waits on them), keeps receiving for up
+/// to `linger` ([`LINGER`] unless configured) or until the batch is full, so that a busy node writes its routine-served
+/// requests in few, large transactions. A record someone waits for, a flush or a close ends the
+/// wait at once.
+async fn linger(
+    receiver: &mut mpsc::Receiver<Message>,
+    messages: &mut Vec<Message>,
+    linger: std::time::Duration,
+) {
+    let until = tokio::time::Instant::now() + linger;
+    while messages.len() < MAX_BATCH && messages.iter().all(Message::can_linger) {
+        let room = MAX_BATCH - messages.len();
+        match tokio::time::timeout_at(until, receiver.recv_many(messages, room)).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
         }
     }
 }
@@ -657,6 +754,7 @@ mod tests {
 
     fn pending(n: i64, routine_error: Option<&str>, created_at_ms: i64) -> Pending {
         let (reply, _) = oneshot::channel();
+        let reply = Some(reply);
         Pending {
             request: RequestRecord {
                 query_id: format!("q{n}"),

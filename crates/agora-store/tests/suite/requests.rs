@@ -1,6 +1,10 @@
 //! Cases for the request log, usage counters and the LLM ledger.
 
-use agora_store::{LedgerTotals, ProtocolUsage, RequestPath, RoutineStatus, StoreError};
+use std::time::Duration;
+
+use agora_store::{
+    LedgerTotals, ProtocolUsage, RequestPath, RoutineStatus, StoreError, StoreOptions,
+};
 
 use super::{
     conversation, failing_conversation_trigger, hash, llm_call, new_routine,
@@ -374,6 +378,76 @@ pub async fn closing_the_store_writes_queued_requests(fixture: Fixture) {
         acknowledged as i64
     );
     store.close().await;
+}
+
+pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixture) {
+    // A linger far beyond the test: only a read's flush, a waiting record or the close can get
+    // the buffered records written, and a read that did not flush would hang (and time out).
+    let options = StoreOptions {
+        request_linger: Some(Duration::from_secs(600)),
+        ..StoreOptions::default()
+    };
+    let store = fixture.open_with(options).await;
+    let h = hash(32);
+    let routine = store
+        .add_routine(&new_routine("buffered", h, RoutineStatus::Active), 1)
+        .await
+        .expect("add");
+    let answered = |n: i64| {
+        let mut record = request(n, Some(h), RequestPath::Routine, n);
+        record.routine_id = Some(routine.id);
+        record
+    };
+    // Reads see what was recorded before them.
+    for n in 1..=3 {
+        store
+            .record_request_buffered(&answered(n))
+            .await
+            .expect("queued");
+    }
+    let usage = soon("usage", store.usage(&h)).await.expect("usage");
+    assert_eq!(usage.requests, 3);
+    let counted = soon("routine", store.routine(routine.id)).await;
+    assert_eq!(counted.expect("get").expect("exists").runs, 3);
+
+    // A record someone waits for is written at once, with the buffered one before it.
+    let batches = store.request_batches_for_tests().0;
+    store
+        .record_request_buffered(&answered(4))
+        .await
+        .expect("queued");
+    let llm_answered = request(5, Some(h), RequestPath::Llm, 5);
+    let waiting = store.record_request(&llm_answered, None);
+    soon("a waiting record", waiting).await.expect("recorded");
+    assert_eq!(store.request_batches_for_tests().0, batches + 1);
+
+    // Closing writes what is still buffered.
+    for n in 6..=7 {
+        store
+            .record_request_buffered(&answered(n))
+            .await
+            .expect("queued");
+    }
+    soon("close", store.close()).await;
+    let store = fixture.open().await;
+    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    assert_eq!(log.len(), 7);
+    assert_eq!(log[0].query_id, "q7");
+    assert_eq!(store.usage(&h).await.expect("usage").routine, 6);
+    let counted = store
+        .routine(routine.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(counted.runs, 6);
+    store.close().await;
+}
+
+/// `future`'s output, or a panic naming `what` if it took 30 s (it waited for a linger).
+async fn soon<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} waited for the linger"))
 }
 
 pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
