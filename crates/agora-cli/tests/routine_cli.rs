@@ -7,11 +7,16 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use agora_node::tools::WeatherForecastTool;
+use agora_protocol::ProtocolHash;
+use common::http;
 use serde_json::Value;
+
+mod common;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -39,7 +44,13 @@ impl Cli {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_agora"))
+        self.command(args).output().unwrap()
+    }
+
+    /// The `agora` command with these arguments, the configuration file and the store.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
+        command
             .args(args)
             .arg("--config")
             .arg(self.dir.path().join("node.toml"))
@@ -52,9 +63,8 @@ impl Cli {
             .env(
                 "AGORA_ROUTINE_RUNTIME__ARTIFACT_DIR",
                 Path::new(env!("CARGO_TARGET_TMPDIR")).join("agora-cli-artifacts"),
-            )
-            .output()
-            .unwrap()
+            );
+        command
     }
 
     /// Runs and expects success; returns stdout.
@@ -199,4 +209,67 @@ fn bad_routines_are_refused_with_a_reason() {
     assert!(error.contains("no routine \"nope\""), "{error}");
     let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
     assert_eq!(listed, serde_json::json!([]));
+}
+
+/// A node answers with its routine, records each request without waiting for the commit, and
+/// on SIGTERM (what a service manager sends) stops cleanly having written every record.
+#[test]
+fn a_node_stopped_by_sigterm_has_recorded_every_answered_request() {
+    let cli = Cli::new();
+    cli.ok(&["routine", "add", "routines/weather-forecast"]);
+    // No LLM is needed (the routine answers); an empty cassette stands in for one.
+    let cassette = cli.dir.path().join("empty.jsonl");
+    std::fs::write(&cassette, "").unwrap();
+    let mut node = cli
+        .command(&["node", "run", "--listen", "127.0.0.1:0", "--llm", "replay"])
+        .env("AGORA_LLM__REPLAY", &cassette)
+        // Longer than the test: the records reach the database only because stopping writes
+        // what is queued.
+        .env("AGORA_REQUEST_LINGER_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(node.stdout.take().unwrap());
+    let mut banner = String::new();
+    stdout.read_line(&mut banner).unwrap();
+    let Some(url) = banner
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http://"))
+    else {
+        let _ = node.kill();
+        panic!("no URL in the banner: {banner:?}");
+    };
+    let url = url.to_string();
+
+    let pd = std::fs::read(repo().join("protocols/weather-forecast.md")).unwrap();
+    let request = serde_json::json!({
+        "protocolHash": ProtocolHash::of(&pd).to_hex(),
+        "protocolSources": [],
+        "body": {"location": "Paris", "date": "2024-03-01"},
+    })
+    .to_string();
+    const REQUESTS: i64 = 40;
+    for _ in 0..REQUESTS {
+        let (status, reply) = http(&url, "POST", "/", None, request.as_bytes());
+        assert_eq!(status, 200, "{reply}");
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["status"], "success", "{reply}");
+    }
+
+    let terminated = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    let exit = node.wait().unwrap();
+    assert!(exit.success(), "the node did not stop cleanly: {exit}");
+    drop(stdout);
+
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["runs"], REQUESTS, "{listed}");
+    let stats = cli.ok(&["stats"]);
+    assert!(stats.contains(&REQUESTS.to_string()), "{stats}");
 }

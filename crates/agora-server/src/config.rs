@@ -22,6 +22,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Store URL: `sqlite://path` (created if missing) or `postgres://...`.
     pub store: String,
+    /// Milliseconds a request answered without the LLM (by a routine) may wait to be written
+    /// with others. Its reply does not wait for the write: a crash can lose this much of the
+    /// request log; a clean stop (Ctrl-C, SIGTERM) loses nothing.
+    pub request_linger_ms: u64,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// Most Agora requests handled at once; more get `503 busy`.
@@ -45,6 +49,7 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             store: "sqlite://.agora/node.db".into(),
+            request_linger_ms: 5,
             max_body_bytes: 1024 * 1024,
             max_concurrent_requests: 64,
             admin_token: None,
@@ -69,6 +74,7 @@ impl Config {
         let keys = [
             "listen",
             "store",
+            "request_linger_ms",
             "max_body_bytes",
             "max_concurrent_requests",
             "admin_token",

@@ -18,7 +18,7 @@ use agora_llm::{
 };
 use agora_node::{Node, NodeParts, RoutineEngine, SyncReport, SystemClock, ToolRegistry};
 use agora_routines::{RuntimeConfig, WasmRuntime};
-use agora_store::Store;
+use agora_store::{Store, StoreOptions};
 use anyhow::{Context, bail};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,11 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         }
         None => {}
     }
-    let store = open_store(&config.store).await?;
+    let options = StoreOptions {
+        request_linger: Some(Duration::from_millis(config.request_linger_ms)),
+        ..StoreOptions::default()
+    };
+    let store = open_store_with(&config.store, options).await?;
     let (llm, llm_description, local_server) = build_llm(&config.llm).await?;
     let fetcher =
         Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
@@ -134,8 +138,13 @@ fn sqlite_folder(url: &str) -> Option<PathBuf> {
     })
 }
 
-/// Opens (and migrates) the store; creates the SQLite file's folder.
+/// Opens (and migrates) the store with default options; creates the SQLite file's folder.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
+    open_store_with(url, StoreOptions::default()).await
+}
+
+/// Opens (and migrates) the store; creates the SQLite file's folder.
+pub async fn open_store_with(url: &str, options: StoreOptions) -> anyhow::Result<Store> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         let path = path.split('?').next().unwrap_or(path);
         if let Some(parent) = std::path::Path::new(path).parent()
@@ -145,7 +154,7 @@ pub async fn open_store(url: &str) -> anyhow::Result<Store> {
                 .with_context(|| format!("creating the store folder {}", parent.display()))?;
         }
     }
-    Store::connect(url)
+    Store::connect_with(url, options)
         .await
         .with_context(|| format!("opening the store {url}"))
 }
