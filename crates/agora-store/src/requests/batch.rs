@@ -111,7 +111,8 @@ impl Pending {
             }
             (None, Ok(())) => {}
             (None, Err(error)) => {
-                tracing::error!(%error, query_id = %self.request.query_id, "a buffered request record was not written");
+                let query_id = &self.request.query_id;
+                tracing::error!(%error, %query_id, "a buffered request record was not written");
             }
         }
     }
@@ -443,9 +444,9 @@ impl WriterTask {
 }
 
 /// While everything received is buffered records (nobody waits on them), keeps receiving for up
-/// to `linger` ([`LINGER`] unless configured) or until the batch is full, so that a busy node writes its routine-served
-/// requests in few, large transactions. A record someone waits for, a flush or a close ends the
-/// wait at once.
+/// to `linger` ([`LINGER`] unless configured) or until the batch is full, so that a busy node
+/// writes its routine-served requests in few, large transactions. A record someone waits for, a
+/// flush or a close ends the wait at once.
 async fn linger(
     receiver: &mut mpsc::Receiver<Message>,
     messages: &mut Vec<Message>,
