@@ -272,4 +272,11 @@ fn a_node_stopped_by_sigterm_has_recorded_every_answered_request() {
     assert_eq!(listed[0]["runs"], REQUESTS, "{listed}");
     let stats = cli.ok(&["stats"]);
     assert!(stats.contains(&REQUESTS.to_string()), "{stats}");
+    let stats: Value = serde_json::from_str(&cli.ok(&["stats", "--json"])).unwrap();
+    let usage = &stats["protocols"][0];
+    assert_eq!(
+        (&usage["requests"], &usage["routine"]),
+        (&REQUESTS.into(), &REQUESTS.into()),
+        "{stats}"
+    );
 }

@@ -51,8 +51,10 @@ impl Store {
     /// crash can lose is the records queued in the last few milliseconds
     /// ([`StoreOptions::request_linger`](crate::StoreOptions::request_linger), 5 ms by default)
     /// and the batch being written; [`Store::flush_requests`] and [`Store::close`] write them.
-    pub async fn record_request_buffered(&self, request: &RequestRecord) -> Result<(), StoreError> {
-        self.requests.record_buffered(request.clone()).await
+    /// Takes the record by value: it is what the node keeps of the request, and the request path
+    /// need not copy it.
+    pub async fn record_request_buffered(&self, request: RequestRecord) -> Result<(), StoreError> {
+        self.requests.record_buffered(request).await
     }
 
     /// Waits until every request recorded before this call is written (or has failed). A node

@@ -9,7 +9,8 @@
 //! node that caches loaded routines polls [`Store::routines_version`] (one row, one read) and
 //! reloads only when it moved, whichever process (the node's admin API, the `agora` CLI) made
 //! the change. Run and failure counters are not changes to the set: they are bumped by
-//! [`Store::record_request`] with the request that ran the routine.
+//! [`Store::record_request`] with the request that ran the routine, so reading a routine first
+//! writes the request records still queued (`Store::flush_requests`).
 //!
 //! The code lives in a table of its own, `routine_code`: listing never reads it (a component is a
 //! few MiB), only [`Store::routine_code`] does, and the counters bumped with every request update
@@ -113,7 +114,6 @@ impl Store {
 
     /// Every routine, oldest first, without code.
     pub async fn routines(&self) -> Result<Vec<Routine>, StoreError> {
-        // Run and failure counts come from the request records (see `record_request_buffered`).
         self.flush_requests().await;
         let rows = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id"
@@ -126,7 +126,6 @@ impl Store {
 
     /// The routine with this id, without code.
     pub async fn routine(&self, id: i64) -> Result<Option<Routine>, StoreError> {
-        // Run and failure counts come from the request records (see `record_request_buffered`).
         self.flush_requests().await;
         let row = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1"
@@ -140,7 +139,6 @@ impl Store {
 
     /// The routine with this name, without code.
     pub async fn routine_named(&self, name: &str) -> Result<Option<Routine>, StoreError> {
-        // Run and failure counts come from the request records (see `record_request_buffered`).
         self.flush_requests().await;
         let row = sqlx::query(&format!(
             "SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1"

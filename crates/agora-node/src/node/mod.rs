@@ -633,7 +633,7 @@ impl Node {
         // which keeps a busy routine-served protocol from paying a commit per request (see
         // `Store::record_request_buffered`). Everything else is durable before its reply.
         let recorded = if outcome.conversation.is_none() && record.llm_calls == 0 {
-            self.inner.store.record_request_buffered(&record).await
+            self.inner.store.record_request_buffered(record).await
         } else {
             self.inner
                 .store

@@ -401,7 +401,7 @@ pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixtur
     // Reads see what was recorded before them.
     for n in 1..=3 {
         store
-            .record_request_buffered(&answered(n))
+            .record_request_buffered(answered(n))
             .await
             .expect("queued");
     }
@@ -413,7 +413,7 @@ pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixtur
     // A record someone waits for is written at once, with the buffered one before it.
     let batches = store.request_batches_for_tests().0;
     store
-        .record_request_buffered(&answered(4))
+        .record_request_buffered(answered(4))
         .await
         .expect("queued");
     let llm_answered = request(5, Some(h), RequestPath::Llm, 5);
@@ -424,7 +424,7 @@ pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixtur
     // Closing writes what is still buffered.
     for n in 6..=7 {
         store
-            .record_request_buffered(&answered(n))
+            .record_request_buffered(answered(n))
             .await
             .expect("queued");
     }
