@@ -10,8 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agora_node::tools::WeatherForecastTool;
-use agora_node::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource, ToolHost};
+#[path = "../tests/common/forecast.rs"]
+mod forecast;
+use agora_routine_contract::{
+    LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource, ToolHost,
+};
 use agora_routines::{RuntimeConfig, WasmRuntime};
 
 const REQUESTS: usize = 1000;
@@ -26,8 +29,8 @@ function handle(body) {
 }"#;
 const ADD: &str = r#"{"a":2,"b":40,"name":"agora"}"#;
 
-/// `weather_forecast` (the node's generator) and `add`.
-struct Tools(WeatherForecastTool);
+/// `weather_forecast` (a generator of the node tool's shape, seed 7) and `add`.
+struct Tools(u64);
 
 #[async_trait::async_trait]
 impl ToolHost for Tools {
@@ -35,7 +38,7 @@ impl ToolHost for Tools {
         let args: serde_json::Value = serde_json::from_str(arguments).map_err(|e| e.to_string())?;
         match (name, args["location"].as_str(), args["date"].as_str()) {
             ("weather_forecast", Some(location), Some(date)) => {
-                Ok(self.0.forecast(location, date).to_string())
+                Ok(forecast::forecast(self.0, location, date).to_string())
             }
             ("add", _, _) => {
                 let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
@@ -64,7 +67,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 async fn measure(name: &str, routine: &Arc<dyn LoadedRoutine>, body: &str) {
-    let tools: Arc<dyn ToolHost> = Arc::new(Tools(WeatherForecastTool::new(7)));
+    let tools: Arc<dyn ToolHost> = Arc::new(Tools(7));
     let limits = RoutineLimits::default();
     for _ in 0..WARM_UP {
         routine

@@ -10,7 +10,7 @@
 //! it must export `handle: func(body: string) -> result<string, string>` and import nothing but
 //! `agora:routine/host` and WASI interfaces, which the runtime serves with an empty context.
 
-use agora_node::RoutineError;
+use agora_routine_contract::RoutineError;
 use wit_parser::{Resolve, Type, TypeDefKind, WorldId, WorldItem, WorldKey};
 
 /// The routine world, `agora:routine/routine@0.1.0`.

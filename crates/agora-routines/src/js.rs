@@ -20,7 +20,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use agora_node::RoutineError;
+use agora_routine_contract::RoutineError;
 use sha2::{Digest, Sha256};
 use wasmtime::{Caller, Config, Engine, Instance, Linker, Module, Store, StoreLimits, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;

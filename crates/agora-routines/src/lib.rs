@@ -1,4 +1,4 @@
-//! The WebAssembly routine runtime of agora: wasmtime behind `agora_node::RoutineEngine`.
+//! The WebAssembly routine runtime of agora: wasmtime behind `agora_routine_contract::RoutineEngine`.
 //!
 //! A routine answers one protocol's requests without the LLM. It is a component of the
 //! `agora:routine/routine` world (`routines/wit/routine.wit`): it exports

@@ -23,7 +23,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agora_node::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
+use agora_routine_contract::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};

@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use agora_node::{LoadedRoutine, RoutineEngine, RoutineError, RoutineSource};
+use agora_routine_contract::{LoadedRoutine, RoutineEngine, RoutineError, RoutineSource};
 use tokio::sync::{OnceCell, Semaphore};
 use tracing::Instrument;
 use wasmtime::component::{Component, Linker};

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use agora_node::RoutineEngine;
+use agora_routine_contract::RoutineEngine;
 use agora_routines::{ArtifactStats, RuntimeConfig, WasmRuntime, componentize_core_module};
 use common::{limits, tools, weather_c_core};
 

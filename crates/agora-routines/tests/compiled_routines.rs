@@ -2,7 +2,7 @@
 
 mod common;
 
-use agora_node::{RoutineEngine, RoutineError, RoutineSource};
+use agora_routine_contract::{RoutineEngine, RoutineError, RoutineSource};
 use agora_routines::{WasmKind, componentize_core_module, wasm_kind};
 use common::{limits, parse, runtime, tools, weather_c_core};
 use serde_json::json;

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use agora_node::{RoutineEngine, RoutineError, RoutineSource};
+use agora_routine_contract::{RoutineEngine, RoutineError, RoutineSource};
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use common::{limits, load_js, parse, runtime, tools};
 use serde_json::json;

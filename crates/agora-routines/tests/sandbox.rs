@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agora_node::{LoadedRoutine, RoutineEngine, RoutineError, RoutineSource};
+use agora_routine_contract::{LoadedRoutine, RoutineEngine, RoutineError, RoutineSource};
 use agora_routines::{RuntimeConfig, WasmRuntime, componentize_core_module};
 use common::{limits, load_js, parse, runtime, tools};
 use serde_json::json;

@@ -12,9 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agora_node::tools::WeatherForecastTool;
-use agora_node::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource, ToolHost};
+use agora_routine_contract::{
+    LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource, ToolHost,
+};
 use agora_routines::{RuntimeConfig, WasmRuntime};
+
+mod forecast;
+pub use forecast::forecast;
 use serde_json::{Value, json};
 
 fn fixture(var: &str) -> PathBuf {
@@ -76,8 +80,8 @@ pub fn limits(timeout_ms: u64, memory_mb: u64) -> RoutineLimits {
     }
 }
 
-/// Tools for the tests: `add` (`{a, b}` → `{sum}`), `weather_forecast` (the node's built-in
-/// generator, seed 7), `slow` (sleeps `ms`), and nothing else: any other name is refused, as the
+/// Tools for the tests: `add` (`{a, b}` → `{sum}`), `weather_forecast` (a generator of the
+/// node tool's shape, seed 7), `slow` (sleeps `ms`), and nothing else: any other name is refused, as the
 /// node refuses tools it did not grant.
 #[derive(Default)]
 pub struct TestTools {
@@ -106,9 +110,7 @@ impl ToolHost for TestTools {
                 else {
                     return Err("weather_forecast: location and date are required strings".into());
                 };
-                Ok(WeatherForecastTool::new(WEATHER_SEED)
-                    .forecast(location, date)
-                    .to_string())
+                Ok(forecast(WEATHER_SEED, location, date).to_string())
             }
             "slow" => {
                 let ms = args["ms"].as_u64().unwrap_or(0);
@@ -127,7 +129,7 @@ pub fn tools() -> Arc<TestTools> {
 /// Checks a weather-protocol reply against the generator the tool uses (numbers compared as
 /// numbers: `17.0` and `17` are the same temperature).
 pub fn assert_weather(reply: &str, location: &str, date: &str) {
-    let forecast = WeatherForecastTool::new(WEATHER_SEED).forecast(location, date);
+    let forecast = forecast(WEATHER_SEED, location, date);
     let reply = parse(reply);
     let fields = reply.as_object().expect("reply is an object");
     assert_eq!(fields.len(), 3, "exactly the protocol's fields: {reply}");
