@@ -1,4 +1,4 @@
-//! `agora demo weather`: the paper's weather demo on loopback (see `agora_server::demo`).
+//! `agora demo weather`: the paper's weather demo on loopback (see `agora_network::weather`).
 //! `agora demo network`: the paper's 100-agent network (see `agora_network`), and
 //! `agora demo network-report`: the report from run records (and `--judge RUN`: the verdicts of
 //! one record), `agora demo network generate`: a new screenplay with the paper's generator.
@@ -13,9 +13,9 @@ use agora_network::report::{ReportInput, write_report};
 use agora_network::spec::{
     NetworkSpec, counts_by_server_task, embedded_screenplay, parse_screenplay,
 };
+use agora_network::weather::{self as demo, WeatherDemo};
 use agora_network::{Mode, RunRecord};
 use agora_server::LlmSettings;
-use agora_server::demo::{self, WeatherDemo};
 use anyhow::Context;
 use anyhow::bail;
 use clap::Subcommand;
@@ -108,6 +108,10 @@ pub enum DemoCommand {
         /// task), and how many differ from the verdicts it stores.
         #[arg(long, conflicts_with_all = ["agora", "nl_only", "out"])]
         judge: Option<PathBuf>,
+        /// With `--judge`: write the verdicts back into the record (a record made before the
+        /// judge's rules changed, or before records kept verdicts).
+        #[arg(long, requires = "judge")]
+        update: bool,
         /// The screenplay the runs ran (for the per-pair counts); the paper's when none.
         #[arg(long)]
         screenplay: Option<PathBuf>,
@@ -142,7 +146,7 @@ fn read_screenplay(path: Option<&PathBuf>) -> anyhow::Result<Vec<agora_network::
 }
 
 /// Prints a record's verdicts, judged again from the record alone.
-fn print_verdicts(path: &PathBuf) -> anyhow::Result<()> {
+fn print_verdicts(path: &PathBuf, update: bool) -> anyhow::Result<()> {
     let stored = read_run(path)?;
     let mut run = stored.clone();
     run.judge(&NetworkSpec::embedded()?);
@@ -191,6 +195,10 @@ fn print_verdicts(path: &PathBuf) -> anyhow::Result<()> {
         run.correct(),
         run.queries.len()
     );
+    if update {
+        write_run(path, &run)?;
+        println!("Verdicts written to {}", path.display());
+    }
     Ok(())
 }
 
@@ -303,14 +311,17 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
         }
         DemoCommand::NetworkWorker => agora_network::worker::serve_worker().await,
         DemoCommand::NetworkReport {
-            judge: Some(path), ..
-        } => print_verdicts(&path),
+            judge: Some(path),
+            update,
+            ..
+        } => print_verdicts(&path, update),
         DemoCommand::NetworkReport {
             agora,
             nl_only,
             out,
             judge: None,
             screenplay,
+            ..
         } => {
             let Some(out) = out else {
                 bail!("give --out");

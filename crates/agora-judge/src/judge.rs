@@ -33,10 +33,12 @@
 //! - **getTraffic**: `traffic` equals the `trafficInfo` mock's for that location and date.
 //!
 //! The seeded mocks draw from their arguments, and some arguments are the server's free choice
-//! (a place spelled `"London"` or `"London, UK"`, a time `"8:05"` or `"08:05"`, the address or
-//! the city for traffic). Where the rule meets such a choice, the judge draws every reasonable
+//! of spelling (a place `"London, UK"`, `"London"` or none at all for the weather, a time
+//! `"8:5"` or `"08:05"`). Where the rule meets such a choice, the judge draws every reasonable
 //! spelling and accepts an answer that is right for any of them; the reference state follows
-//! the first (canonical) one. Nothing here depends on a query's index.
+//! the first (canonical) one. Where the rule names the argument, only that is drawn: traffic
+//! "there" is the traffic at the delivery or pick-up address, today. Nothing here depends on a
+//! query's index.
 
 use std::collections::BTreeMap;
 
@@ -76,7 +78,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     (
         "orderEverything",
-        "success iff trafficInfo for today at the address is not heavy or accident",
+        "success iff trafficInfo for today at the delivery address is not heavy or accident",
     ),
     (
         "availableMovies",
@@ -88,7 +90,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     (
         "callTaxi",
-        "failure iff getAvailableTaxi says 000; else success with base +20% per surcharge (taxi1: 20:00-23:00, heavy/accident traffic; taxi2: rain today, heavy/accident traffic)",
+        "failure iff getAvailableTaxi says 000 for the time; else success with the fare: base +20% per surcharge (taxi1: 20:00-23:00, heavy/accident traffic today at the address; taxi2: rain today in its city, heavy/accident traffic today at the address)",
     ),
     (
         "getTraffic",
@@ -241,7 +243,7 @@ impl<'a> Judge<'a> {
             "suggestRestaurant" => self.suggest_restaurant(&rules, &data, answer),
             "bookTable" => self.book_table(server, &rules, &data, answer),
             "openingTimes" => Self::opening_times(&rules, answer),
-            "orderEverything" => self.order_everything(&rules, &data, answer),
+            "orderEverything" => self.order_everything(&data, answer),
             "availableMovies" => self.available_movies(server, &data, answer),
             "buyTickets" => self.buy_tickets(server, &data, answer),
             "callTaxi" => self.call_taxi(server, &rules, &data, answer),
@@ -307,10 +309,11 @@ impl<'a> Judge<'a> {
             .collect()
     }
 
-    /// Traffic levels drawn for each spelling of `places` on `date`, canonical first.
+    /// Traffic levels drawn for `places` on `date`, in order (the rules name the place:
+    /// "there", the address; so no other spelling is drawn).
     fn traffics(&self, date: &str, places: &[&str]) -> Result<Vec<String>, String> {
         let mut levels = Vec::new();
-        for place in dedup(places.iter().flat_map(|p| [*p, city(p)]).collect()) {
+        for place in dedup(places.to_vec()) {
             let answer = self.mock(
                 MockKind::Traffic,
                 None,
@@ -406,7 +409,9 @@ impl<'a> Judge<'a> {
             && let Some(room) = output.get("roomNumber").and_then(number)
             && !free.contains(&(room as i64))
         {
-            return Ok(Verdict::Wrong(format!("room {room} is not free ({why})")));
+            return Ok(Verdict::Wrong(format!(
+                "room {room} is not a free room ({why})"
+            )));
         }
         Ok(verdict)
     }
@@ -547,9 +552,9 @@ impl<'a> Judge<'a> {
         })
     }
 
-    fn order_everything(&self, rules: &ServerRules, data: &Value, output: &Value) -> Judged {
+    fn order_everything(&self, data: &Value, output: &Value) -> Judged {
         let address = field(data, "deliveryAddress")?;
-        let levels = self.traffics(&self.network.today, &[address, rules.city])?;
+        let levels = self.traffics(&self.network.today, &[address])?;
         let accepted: Vec<bool> = dedup(
             levels
                 .iter()
@@ -641,12 +646,12 @@ impl<'a> Judge<'a> {
         let night = u32::from(fare.night_surcharge && (20..23).contains(&hour));
         let today = self.network.today.clone();
         let jams: Vec<u32> = self
-            .traffics(&today, &[address, rules.city])?
+            .traffics(&today, &[address])?
             .iter()
             .map(|l| u32::from(l == "heavy" || l == "accident"))
             .collect();
         let rains: Vec<u32> = if fare.rain_surcharge {
-            self.weathers(&today, &[rules.city, address])?
+            self.weathers(&today, &[rules.city])?
                 .iter()
                 .map(|w| u32::from(w["weather"] == json!("rainy")))
                 .collect()

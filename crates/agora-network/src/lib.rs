@@ -14,6 +14,7 @@
 //! - `judge` (re-exported `agora_judge`): the network and screenplay as data, the seeded mocks,
 //!   the judge of every answer and the screenplay generator, as pure code.
 //! - `demo`: `agora demo network`'s entry point (the LLM, recording, the run).
+//! - `weather`: `agora demo weather`, the paper's two-agent weather demo.
 
 pub mod demo;
 pub mod hosting;
@@ -23,6 +24,7 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod tools;
+pub mod weather;
 pub mod worker;
 
 pub use agora_judge as judge;

@@ -1271,10 +1271,10 @@ fn correctness_section(
     }
     writeln!(
         md,
-        "\nWhere a mock's answer depends on a free choice of argument (a place spelled \
-         \"London\" or \"London, UK\", a time \"8:5\" or \"08:05\", the address or the city for \
-         traffic), an answer right for any reasonable choice is accepted; the reference state \
-         follows the canonical one.\n"
+        "\nWhere a mock's answer depends on a free choice of spelling (a place \"London, UK\", \
+         \"London\" or none for the weather, a time \"8:5\" or \"08:05\"), an answer right for \
+         any of them is accepted; the reference state follows the canonical one. Traffic is \
+         the traffic today at the address the query names.\n"
     )?;
     for totals in modes.into_iter().flatten() {
         if totals.unjudged_reasons.is_empty() {
