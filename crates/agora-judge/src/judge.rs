@@ -395,11 +395,8 @@ impl<'a> Judge<'a> {
         };
         let why = if free.is_empty() {
             format!("no room is free from {start} to {end}")
-        } else if accepted == [false] {
-            format!(
-                "the forecast for {start} is outside {:?} °C",
-                rules.room_temperature
-            )
+        } else if let (Some((low, high)), [false]) = (rules.room_temperature, accepted.as_slice()) {
+            format!("the forecast for {start} is outside {low}..{high} °C")
         } else {
             format!("room {} is free from {start} to {end}", free[0])
         };
