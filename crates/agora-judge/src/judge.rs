@@ -139,6 +139,7 @@ pub struct Judge<'a> {
     states: BTreeMap<String, ServerState>,
 }
 
+/// A rule's verdict, or why the rule could not judge (the query is then `unjudged`).
 type Judged = Result<Verdict, String>;
 
 fn field<'a>(data: &'a Value, name: &str) -> Result<&'a str, String> {
@@ -289,7 +290,12 @@ impl<'a> Judge<'a> {
             .ok_or_else(|| format!("the network has no {kind:?} mock"))
     }
 
-    fn mock(&self, kind: MockKind, server: Option<&str>, arguments: Value) -> Judged2 {
+    fn mock(
+        &self,
+        kind: MockKind,
+        server: Option<&str>,
+        arguments: Value,
+    ) -> Result<Value, String> {
         let name = self.mock_name(kind, server)?;
         mocks::answer(kind, &name, self.seed, &arguments, self.network).map_err(|e| e.to_string())
     }
@@ -701,5 +707,3 @@ impl<'a> Judge<'a> {
         )
     }
 }
-
-type Judged2 = Result<Value, String>;

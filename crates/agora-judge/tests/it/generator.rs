@@ -114,3 +114,52 @@ fn smaller_screenplays_keep_one_query_per_user() {
     assert!(users.values().all(|n| *n >= 1));
     assert!(generate(&network, &GeneratorConfig::paper(50), 3).is_err());
 }
+
+/// The committed screenplay's load by server is paper-demo.md §6's table; a generated one
+/// spreads the same per-triple sizes over randomly drawn pairs, so its heaviest server carries at
+/// least bael's largest share (302), and on average over seeds the load is about as concentrated
+/// as the committed one's (the top server's share within a wide band around 43.8 %).
+#[test]
+fn server_loads_match_the_papers_table_and_generated_ones_are_alike() {
+    let load = |entries: &[Entry]| {
+        let mut load: BTreeMap<String, u64> = BTreeMap::new();
+        for entry in entries {
+            if let Entry::Query(q) = entry {
+                *load.entry(q.server.clone()).or_insert(0) += 1;
+            }
+        }
+        load
+    };
+    let committed = load(&embedded_screenplay().unwrap());
+    let paper = [
+        ("skiResort2", 438),
+        ("taxi2", 148),
+        ("restaurant2", 81),
+        ("skiResort1", 63),
+        ("hotel3", 52),
+        ("restaurant1", 48),
+        ("restaurant3", 48),
+        ("cinema1", 46),
+        ("cinema2", 39),
+        ("hotel1", 14),
+        ("trafficServer", 10),
+        ("weatherServer", 7),
+        ("taxi1", 3),
+        ("hotel2", 3),
+    ];
+    for (server, count) in paper {
+        assert_eq!(committed.get(server), Some(&count), "{server}");
+    }
+    let network = NetworkSpec::embedded().unwrap();
+    let mut top_shares = Vec::new();
+    for seed in 100..130 {
+        let text = agora_judge::generator::to_text(
+            &generate(&network, &GeneratorConfig::paper(1000), seed).unwrap(),
+        );
+        let generated = load(&parse_screenplay(&text).unwrap());
+        top_shares.push(*generated.values().max().unwrap() as f64 / 1000.0);
+    }
+    let mean = top_shares.iter().sum::<f64>() / top_shares.len() as f64;
+    assert!(top_shares.iter().all(|s| *s >= 0.302), "{top_shares:?}");
+    assert!((0.33..=0.55).contains(&mean), "mean top share {mean}");
+}
