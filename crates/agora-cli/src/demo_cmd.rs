@@ -1,17 +1,21 @@
-//! `agora demo weather`: the paper's weather demo on loopback (see `agora_server::demo`).
+//! `agora demo weather`: the paper's weather demo on loopback (see `agora_network::weather`).
 //! `agora demo network`: the paper's 100-agent network (see `agora_network`), and
-//! `agora demo network-report`: the report from run records.
+//! `agora demo network-report`: the report from run records (and `--judge RUN`: the verdicts of
+//! one record), `agora demo network generate`: a new screenplay with the paper's generator.
 
 use std::path::PathBuf;
 
 use std::time::Duration;
 
 use agora_network::demo::{LlmChoice, NetworkDemo, run_demo, write_run};
+use agora_network::judge::generator::{GeneratorConfig, generate, to_text};
 use agora_network::report::{ReportInput, write_report};
-use agora_network::spec::{counts_by_server_task, embedded_screenplay};
+use agora_network::spec::{
+    NetworkSpec, counts_by_server_task, embedded_screenplay, parse_screenplay,
+};
+use agora_network::weather::{self as demo, WeatherDemo};
 use agora_network::{Mode, RunRecord};
 use agora_server::LlmSettings;
-use agora_server::demo::{self, WeatherDemo};
 use anyhow::Context;
 use anyhow::bail;
 use clap::Subcommand;
@@ -40,7 +44,14 @@ pub enum DemoCommand {
     },
     /// The paper's 100-agent network (15 servers, 85 users, 8 helpers, 3 protocol databases)
     /// replays its screenplay; writes a run record (JSON) for `network-report`.
+    #[command(args_conflicts_with_subcommands = true)]
     Network {
+        /// `generate`: write a new screenplay instead of running one.
+        #[command(subcommand)]
+        action: Option<NetworkAction>,
+        /// The screenplay to run (the committed format); the paper's when none.
+        #[arg(long)]
+        screenplay: Option<PathBuf>,
         /// Queries of the 1000-query screenplay to run (the first N).
         #[arg(long, default_value_t = 100)]
         queries: usize,
@@ -81,7 +92,8 @@ pub enum DemoCommand {
     /// stdin and stdout).
     #[command(hide = true)]
     NetworkWorker,
-    /// Writes the network demo's report (report.md, CSV, SVG plots) from run records.
+    /// Writes the network demo's report (report.md, CSV, SVG plots) from run records, each
+    /// judged again; or, with `--judge RUN`, prints one record's verdicts.
     NetworkReport {
         /// The run record of the `agora` mode.
         #[arg(long)]
@@ -90,9 +102,104 @@ pub enum DemoCommand {
         #[arg(long)]
         nl_only: Option<PathBuf>,
         /// The report's folder (`demo/network/reports/<run>`).
+        #[arg(long, required_unless_present = "judge")]
+        out: Option<PathBuf>,
+        /// Judge this run record from the record alone and print its verdicts per (server,
+        /// task), and how many differ from the verdicts it stores.
+        #[arg(long, conflicts_with_all = ["agora", "nl_only", "out"])]
+        judge: Option<PathBuf>,
+        /// With `--judge`: write the verdicts back into the record (a record made before the
+        /// judge's rules changed, or before records kept verdicts).
+        #[arg(long, requires = "judge")]
+        update: bool,
+        /// The screenplay the runs ran (for the per-pair counts); the paper's when none.
         #[arg(long)]
-        out: PathBuf,
+        screenplay: Option<PathBuf>,
     },
+}
+
+/// What `demo network` does instead of running.
+#[derive(Subcommand)]
+pub enum NetworkAction {
+    /// Writes a new screenplay to stdout with the paper's generator (Pareto budgets of shape 0.5,
+    /// at least 1 per user; 3 (server, task) pairs per user split with shape 1; a sync every 10
+    /// queries cycling the protocol databases).
+    Generate {
+        /// The generator's seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Queries in all (at least one per user).
+        #[arg(long, default_value_t = 1000)]
+        queries: usize,
+    },
+}
+
+fn read_screenplay(path: Option<&PathBuf>) -> anyhow::Result<Vec<agora_network::spec::Entry>> {
+    match path {
+        None => Ok(embedded_screenplay()?),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            parse_screenplay(&text).with_context(|| format!("parsing {}", path.display()))
+        }
+    }
+}
+
+/// Prints a record's verdicts, judged again from the record alone.
+fn print_verdicts(path: &PathBuf, update: bool) -> anyhow::Result<()> {
+    let stored = read_run(path)?;
+    let mut run = stored.clone();
+    run.judge(&NetworkSpec::embedded()?);
+    let mut pairs: std::collections::BTreeMap<(&str, &str), [usize; 5]> = Default::default();
+    for q in &run.queries {
+        let counts = pairs.entry((&q.server, &q.task)).or_default();
+        counts[0] += 1;
+        let slot = match q.verdict_word() {
+            "correct" => 1,
+            "wrong" => 2,
+            "failed" => 3,
+            _ => 4,
+        };
+        counts[slot] += 1;
+    }
+    println!(
+        "{:<16} {:<18} {:>7} {:>7} {:>5} {:>6} {:>8}",
+        "server", "task", "queries", "correct", "wrong", "failed", "unjudged"
+    );
+    let mut total = [0usize; 5];
+    for ((server, task), counts) in &pairs {
+        println!(
+            "{server:<16} {task:<18} {:>7} {:>7} {:>5} {:>6} {:>8}",
+            counts[0], counts[1], counts[2], counts[3], counts[4]
+        );
+        total.iter_mut().zip(counts).for_each(|(t, c)| *t += c);
+    }
+    println!(
+        "{:<35} {:>7} {:>7} {:>5} {:>6} {:>8}",
+        "all", total[0], total[1], total[2], total[3], total[4]
+    );
+    let differ = run
+        .queries
+        .iter()
+        .zip(&stored.queries)
+        .filter(|(a, b)| b.verdict.is_some() && a.verdict != b.verdict)
+        .count();
+    let unstored = stored
+        .queries
+        .iter()
+        .filter(|q| q.verdict.is_none())
+        .count();
+    println!(
+        "{} mode: {} of {} correct; {differ} verdicts differ from the record's, {unstored} were not stored.",
+        run.mode.as_str(),
+        run.correct(),
+        run.queries.len()
+    );
+    if update {
+        write_run(path, &run)?;
+        println!("Verdicts written to {}", path.display());
+    }
+    Ok(())
 }
 
 fn read_run(path: &PathBuf) -> anyhow::Result<RunRecord> {
@@ -138,6 +245,17 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             Ok(())
         }
         DemoCommand::Network {
+            action: Some(NetworkAction::Generate { seed, queries }),
+            ..
+        } => {
+            let network = NetworkSpec::embedded()?;
+            let entries = generate(&network, &GeneratorConfig::paper(queries), seed)?;
+            print!("{}", to_text(&entries));
+            Ok(())
+        }
+        DemoCommand::Network {
+            action: None,
+            screenplay,
             queries,
             mode,
             llm,
@@ -166,16 +284,19 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 checkpoint: Some(out.clone()),
                 processes: usize::from(processes),
                 worker_program: None,
+                screenplay,
             })
             .await?;
             write_run(&out, &run)?;
             println!(
-                "{} mode, {} queries: {}/{} succeeded; {} LLM calls, {} prompt + {} completion \
-                 tokens, ${:.4}; {} negotiations, {} server and {} sender routines; {:.0} s.",
+                "{} mode, {} queries: {}/{} judged correct ({} schema-valid); {} LLM calls, {} \
+                 prompt + {} completion tokens, ${:.4}; {} negotiations, {} server and {} sender \
+                 routines; {:.0} s.",
                 mode.as_str(),
                 run.queries.len(),
-                run.successes(),
+                run.correct(),
                 run.queries.len(),
+                run.successes(),
                 run.totals.calls,
                 run.totals.prompt_tokens,
                 run.totals.completion_tokens,
@@ -190,15 +311,33 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
         }
         DemoCommand::NetworkWorker => agora_network::worker::serve_worker().await,
         DemoCommand::NetworkReport {
+            judge: Some(path),
+            update,
+            ..
+        } => print_verdicts(&path, update),
+        DemoCommand::NetworkReport {
             agora,
             nl_only,
             out,
+            judge: None,
+            screenplay,
+            ..
         } => {
+            let Some(out) = out else {
+                bail!("give --out");
+            };
             if agora.is_none() && nl_only.is_none() {
                 bail!("give --agora, --nl-only or both");
             }
-            let agora = agora.as_ref().map(read_run).transpose()?;
-            let nl_only = nl_only.as_ref().map(read_run).transpose()?;
+            // Judged again from the records alone: the report follows the judge's rules.
+            let network = NetworkSpec::embedded()?;
+            let judged = |path: &PathBuf| -> anyhow::Result<RunRecord> {
+                let mut run = read_run(path)?;
+                run.judge(&network);
+                Ok(run)
+            };
+            let agora = agora.as_ref().map(judged).transpose()?;
+            let nl_only = nl_only.as_ref().map(judged).transpose()?;
             let name = out
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -209,7 +348,9 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     name,
                     agora: agora.as_ref(),
                     nl_only: nl_only.as_ref(),
-                    screenplay_counts: counts_by_server_task(&embedded_screenplay()?),
+                    screenplay_counts: counts_by_server_task(&read_screenplay(
+                        screenplay.as_ref(),
+                    )?),
                 },
             )?;
             println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -138,6 +138,16 @@ fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
     .unwrap();
     let expected: Vec<_> = query_facts(&committed).into_iter().take(queries).collect();
     assert_eq!(query_facts(&record), expected);
+    // Outputs, answering sides and verdicts too: the judge sees the same answers.
+    for key in ["output", "answered_by", "verdict"] {
+        let column = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+            r["queries"].as_array().unwrap()[..queries]
+                .iter()
+                .map(|q| q[key].clone())
+                .collect()
+        };
+        assert_eq!(column(&record), column(&committed), "{key}");
+    }
     assert!(record["network"]["server_routines"].as_u64().unwrap() >= 1);
     assert!(record["network"]["negotiations"].as_u64().unwrap() >= 1);
 }
@@ -162,4 +172,47 @@ fn worker_processes_refuse_to_record() {
         "{stderr}"
     );
     assert!(!dir.path().join("cassette.jsonl").exists());
+}
+
+/// `demo network generate` writes a screenplay in the committed format (300 queries, a sync after
+/// every 10); `network-report --judge` gives a record's verdicts from the record alone, the same
+/// as those it stores.
+#[test]
+fn a_generated_screenplay_and_the_judge_from_the_command_line() {
+    let output = agora()
+        .args([
+            "demo",
+            "network",
+            "generate",
+            "--seed",
+            "3",
+            "--queries",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let entries: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let queries = entries
+        .iter()
+        .filter(|e| !e[0].as_str().unwrap().starts_with("protocolDb"));
+    assert_eq!(queries.count(), 300);
+    assert_eq!(entries.len(), 330);
+    let record = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/nl-only.json");
+    let output = agora()
+        .args(["demo", "network-report", "--judge"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("0 verdicts differ from the record's, 0 were not stored"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("skiResort2       rentSki"), "{stdout}");
 }

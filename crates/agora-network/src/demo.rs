@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use crate::hosting::WorkerLaunch;
 use crate::record::{Mode, RunRecord};
 use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
-use crate::spec::{NetworkSpec, embedded_screenplay};
+use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay};
 
 /// Which LLM answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +78,8 @@ pub struct NetworkDemo {
     pub processes: usize,
     /// The `agora` executable workers are started from (this program when none).
     pub worker_program: Option<PathBuf>,
+    /// The screenplay file to run (the committed format); the embedded paper's when none.
+    pub screenplay: Option<PathBuf>,
 }
 
 impl NetworkDemo {
@@ -236,7 +238,14 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
         bail!("--queries must be at least 1");
     }
     let spec = Arc::new(NetworkSpec::embedded()?);
-    let entries = embedded_screenplay()?;
+    let entries = match &demo.screenplay {
+        None => embedded_screenplay()?,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            parse_screenplay(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+    };
     let checkpoint = demo
         .checkpoint
         .clone()

@@ -9,8 +9,12 @@
 //! - `hosting`: where the agents run, as the runner sees it: in this process, or in worker
 //!   processes driven over their stdin and stdout; `worker`: the worker process's side.
 //! - `run`: replaying the screenplay, attributing every LLM call to its query.
-//! - `record`: what a run leaves behind; `report`: the report computed from run records.
+//! - `record`: what a run leaves behind (each query's output and verdict); `report`: the report
+//!   computed from run records, leading with correctness.
+//! - `judge` (re-exported `agora_judge`): the network and screenplay as data, the seeded mocks,
+//!   the judge of every answer and the screenplay generator, as pure code.
 //! - `demo`: `agora demo network`'s entry point (the LLM, recording, the run).
+//! - `weather`: `agora demo weather`, the paper's two-agent weather demo.
 
 pub mod demo;
 pub mod hosting;
@@ -20,6 +24,8 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod tools;
+pub mod weather;
 pub mod worker;
 
+pub use agora_judge as judge;
 pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};

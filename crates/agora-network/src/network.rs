@@ -38,7 +38,7 @@ use tokio::sync::{Mutex, OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::record::{CallTotals, Mode};
-use crate::spec::{NetworkSpec, ToolSpecEntry};
+use crate::spec::{NetworkSpec, NodeTask, ToolSpecEntry};
 use crate::tools::{ExternalTool, MockKind, MockTool, SqlTool};
 
 /// The write token the demo's protocol databases use.
@@ -287,6 +287,9 @@ pub struct TaskOutcome {
     pub error: Option<String>,
     /// The rung of the sender's ladder the query took (`natural`, `protocol`, `routine`, ...).
     pub path: String,
+    /// The task's output the user delivered, when it did.
+    #[serde(default)]
+    pub output: Option<Value>,
 }
 
 /// LLM use read from the ledgers: in all, and by category.
@@ -296,12 +299,16 @@ pub struct LedgerUsage {
     pub totals: CallTotals,
     /// By call category.
     pub by_category: BTreeMap<String, CallTotals>,
+    /// The agents that made `conversation` calls (an LLM answered or asked in words).
+    #[serde(default)]
+    pub conversing: BTreeSet<String>,
 }
 
 impl LedgerUsage {
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &LedgerUsage) {
         self.totals.add(&other.totals);
+        self.conversing.extend(other.conversing.iter().cloned());
         for (category, usage) in &other.by_category {
             self.by_category
                 .entry(category.clone())
@@ -614,12 +621,13 @@ impl Agents {
         let task = self.spec.task(&query.task)?;
         let outcome =
             tokio::time::timeout(timeout, user.node.run_task(server_url, &task, &query.data)).await;
-        let (success, error) = match outcome {
-            Ok(Ok(_)) => (true, None),
-            Ok(Err(error)) => (false, Some(error.to_string())),
+        let (success, error, output) = match outcome {
+            Ok(Ok(run)) => (true, None, Some(run.outcome.output)),
+            Ok(Err(error)) => (false, Some(error.to_string()), None),
             Err(_) => (
                 false,
                 Some(format!("timed out after {} s", timeout.as_secs())),
+                None,
             ),
         };
         let path = user
@@ -634,6 +642,7 @@ impl Agents {
             success,
             error,
             path,
+            output,
         })
     }
 
@@ -667,6 +676,9 @@ impl Agents {
                     latency_ms: call.latency_ms.max(0) as u64,
                 };
                 usage.totals.add(&one);
+                if call.category == "conversation" {
+                    usage.conversing.insert(agent.id.clone());
+                }
                 usage
                     .by_category
                     .entry(call.category)

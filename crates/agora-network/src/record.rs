@@ -1,10 +1,16 @@
 //! What a run of the screenplay leaves behind: one record per query and the network's final
 //! state, as plain serde data. Runs are written as JSON (`demo/network/runs/*.json`) and the
 //! report is computed from them alone, so a report can be rebuilt without rerunning anything.
+//! Each query keeps its task data and the output the user delivered, so the judge
+//! (`agora_judge`) can give its verdict from a record alone ([`RunRecord::judge`]).
 
 use std::collections::BTreeMap;
 
+use agora_judge::{Judge, Verdict};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::spec::NetworkSpec;
 
 /// Which thresholds the network ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,8 +69,22 @@ pub struct QueryRecord {
     pub server: String,
     /// The task type.
     pub task: String,
-    /// HTTP 200 and an output valid against the task's output schema.
+    /// The task data, as the screenplay has it.
+    #[serde(default)]
+    pub data: Value,
+    /// HTTP 200 and an output valid against the task's output schema ("schema-valid"; whether
+    /// it is right is [`QueryRecord::verdict`]).
     pub success: bool,
+    /// The output the user delivered, if any.
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// Who answered on the target server's side: `llm` (its LLM took part in the conversation)
+    /// or `routine` (a routine answered, no LLM); none when no output came.
+    #[serde(default)]
+    pub answered_by: Option<String>,
+    /// The judge's verdict on the output (see `agora_judge::judge`).
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
     /// Why it failed (timeouts included), if it did.
     pub error: Option<String>,
     /// How the user's side ran it: its ladder rung (`natural`, `protocol`, `routine`, ...).
@@ -80,6 +100,19 @@ pub struct QueryRecord {
 }
 
 impl QueryRecord {
+    /// Judged correct.
+    pub fn correct(&self) -> bool {
+        self.verdict == Some(Verdict::Correct)
+    }
+
+    /// The verdict's word (`correct`, `wrong`, `failed`, `unjudged`), `unjudged` before judging.
+    pub fn verdict_word(&self) -> &'static str {
+        self.verdict
+            .as_ref()
+            .map(Verdict::word)
+            .unwrap_or("unjudged")
+    }
+
     /// Served entirely by routines: no LLM call anywhere, and it succeeded.
     pub fn routine_only(&self) -> bool {
         self.success && self.llm.calls == 0
@@ -106,6 +139,9 @@ pub struct RunRecord {
     pub mode: Mode,
     /// The LLM, in words (model, or the cassette replayed).
     pub llm: String,
+    /// The mock tools' seed (the judge draws the same mocks).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
     /// Queries of the screenplay asked for (the run has that many records unless it stopped).
     pub queries_planned: usize,
     /// One per query, in screenplay order.
@@ -135,8 +171,33 @@ impl RunRecord {
         self.by_category = by_category;
     }
 
-    /// Queries that succeeded.
+    /// Queries whose output was schema-valid.
     pub fn successes(&self) -> usize {
         self.queries.iter().filter(|q| q.success).count()
     }
+
+    /// Queries judged correct.
+    pub fn correct(&self) -> usize {
+        self.queries.iter().filter(|q| q.correct()).count()
+    }
+
+    /// Gives every query the judge's verdict, from the record alone (the queries are the first
+    /// of the screenplay, in order, so the judge's reference state is right for each).
+    pub fn judge(&mut self, network: &NetworkSpec) {
+        let mut judge = Judge::new(network, self.seed);
+        for query in &mut self.queries {
+            let verdict = judge.judge(
+                &query.server,
+                &query.task,
+                &query.data,
+                query.output.as_ref(),
+            );
+            query.verdict = Some(verdict);
+        }
+    }
+}
+
+/// The seed of runs recorded before the seed was: the demo's default.
+fn default_seed() -> u64 {
+    42
 }

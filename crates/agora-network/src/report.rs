@@ -1,6 +1,11 @@
 //! The report of a network demo, computed from run records alone.
 //!
-//! One `report.md` is meant to be read by a person: totals per mode, Agora's cost split by
+//! One `report.md` is meant to be read by a person. It leads with correctness: every query's
+//! verdict from the judge (`agora_judge`: `correct`, `wrong`, `failed`, `unjudged`), per mode,
+//! per (server, task) pair, per rung of the sender's ladder and per answering side, the cost
+//! per correct answer, the judge's rule for each task type and a plot of the share correct over
+//! the screenplay. "Succeeded" means judged correct; an output valid against the task's schema
+//! is "schema-valid". Then: totals per mode, Agora's cost split by
 //! category, the NL-only/Agora cost ratio, an NL-only estimate for the whole screenplay when the
 //! counterfactual run was cut short, per-query curves, the network's final state and success per
 //! task. Every figure of the paper is printed next to ours, and every number says whether it was
@@ -18,6 +23,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 use serde::Serialize;
+
+use agora_judge::{RULES, Verdict};
 
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
 
@@ -85,10 +92,28 @@ pub struct ModeTotals {
     pub queries_planned: usize,
     /// Queries recorded.
     pub queries: usize,
-    /// Queries that succeeded (HTTP 200 and valid output).
-    pub successes: usize,
-    /// `successes / queries` (0 when there is no query).
-    pub success_rate: f64,
+    /// Whether these figures are `measured` (they are: the recorded queries) or estimated.
+    pub figures: &'static str,
+    /// Queries judged correct (a query "succeeded" when it is).
+    pub correct: usize,
+    /// Queries judged wrong.
+    pub wrong: usize,
+    /// Queries with no output.
+    pub failed: usize,
+    /// Queries no rule could judge.
+    pub unjudged: usize,
+    /// Why queries were unjudged, with how many.
+    pub unjudged_reasons: BTreeMap<String, usize>,
+    /// `correct / queries` (0 when there is no query).
+    pub correct_rate: f64,
+    /// LLM cost of all queries, in USD.
+    pub cost_usd: f64,
+    /// `cost_usd / correct`; absent when none is correct.
+    pub cost_per_correct_usd: Option<f64>,
+    /// Queries whose output was schema-valid (HTTP 200 and valid against the task's schema).
+    pub schema_valid: usize,
+    /// `schema_valid / queries` (0 when there is no query).
+    pub schema_valid_rate: f64,
     /// Queries with no LLM call anywhere that succeeded.
     pub routine_only: usize,
     /// LLM use over all queries.
@@ -148,6 +173,8 @@ pub struct CategoryShare {
 /// NL-only cost of the whole screenplay, estimated per (server, task).
 #[derive(Debug, Clone, Serialize)]
 pub struct NlOnlyEstimate {
+    /// Always `ESTIMATE`: extrapolated from the recorded NL-only queries.
+    pub figures: &'static str,
     /// Queries of the whole screenplay.
     pub screenplay_queries: u64,
     /// NL-only queries recorded (the samples).
@@ -252,7 +279,24 @@ fn mode_totals(run: &RunRecord) -> ModeTotals {
         llm_totals.add(&query.llm);
     }
     let queries = run.queries.len();
-    let successes = run.successes();
+    let schema_valid = run.successes();
+    let count = |word: &str| {
+        run.queries
+            .iter()
+            .filter(|q| q.verdict_word() == word)
+            .count()
+    };
+    let correct = count("correct");
+    let mut unjudged_reasons = BTreeMap::new();
+    for query in &run.queries {
+        match &query.verdict {
+            Some(Verdict::Unjudged(reason)) => {
+                *unjudged_reasons.entry(reason.clone()).or_insert(0) += 1;
+            }
+            None => *unjudged_reasons.entry("not judged".to_owned()).or_insert(0) += 1,
+            _ => {}
+        }
+    }
     let stored = &run.totals;
     let stored_totals_differ = stored.calls != llm_totals.calls
         || stored.prompt_tokens != llm_totals.prompt_tokens
@@ -263,8 +307,17 @@ fn mode_totals(run: &RunRecord) -> ModeTotals {
         llm: run.llm.clone(),
         queries_planned: run.queries_planned,
         queries,
-        successes,
-        success_rate: ratio_or_zero(successes as f64, queries as f64),
+        figures: "measured",
+        correct,
+        wrong: count("wrong"),
+        failed: count("failed"),
+        unjudged: count("unjudged"),
+        unjudged_reasons,
+        correct_rate: ratio_or_zero(correct as f64, queries as f64),
+        cost_usd: llm_totals.cost_usd,
+        cost_per_correct_usd: (correct > 0).then(|| llm_totals.cost_usd / correct as f64),
+        schema_valid,
+        schema_valid_rate: ratio_or_zero(schema_valid as f64, queries as f64),
         routine_only: run.queries.iter().filter(|q| q.routine_only()).count(),
         mean_llm_latency_ms_per_query: ratio_or_zero(llm_totals.latency_ms as f64, queries as f64),
         llm_totals,
@@ -400,6 +453,7 @@ fn nl_only_estimate(
         .filter(|&cost| cost > 0.0)
         .map(|cost| estimated_cost_usd / cost);
     Some(NlOnlyEstimate {
+        figures: "ESTIMATE",
         screenplay_queries,
         measured_queries,
         measured_cost_usd,
@@ -462,7 +516,7 @@ fn per_query_csv(input: &ReportInput) -> Result<String> {
         .flat_map(|q| q.by_category.keys().map(String::as_str))
         .collect();
     let mut csv = String::from(
-        "index,user,server,task,mode,success,calls,prompt_tokens,completion_tokens,cost_usd,routine_only",
+        "index,user,server,task,mode,success,calls,prompt_tokens,completion_tokens,cost_usd,routine_only,verdict,reason,path,answered_by",
     );
     for category in &categories {
         write!(csv, ",cost_{}", csv_field(category))?;
@@ -472,7 +526,7 @@ fn per_query_csv(input: &ReportInput) -> Result<String> {
         for q in &run.queries {
             write!(
                 csv,
-                "{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 q.index,
                 csv_field(&q.user),
                 csv_field(&q.server),
@@ -484,6 +538,10 @@ fn per_query_csv(input: &ReportInput) -> Result<String> {
                 q.llm.completion_tokens,
                 q.llm.cost_usd,
                 q.routine_only(),
+                q.verdict_word(),
+                csv_field(q.verdict.as_ref().and_then(Verdict::reason).unwrap_or("")),
+                csv_field(&q.path),
+                q.answered_by.as_deref().unwrap_or(""),
             )?;
             for category in &categories {
                 let cost = q.by_category.get(*category).map_or(0.0, |c| c.cost_usd);
@@ -502,6 +560,8 @@ struct Curves {
     agora_routine_share: Vec<f64>,
     agora_calls: Vec<f64>,
     nl_only_calls: Vec<f64>,
+    agora_correct: Vec<f64>,
+    nl_only_correct: Vec<f64>,
 }
 
 /// Plots written, as file names relative to the report.
@@ -509,6 +569,7 @@ struct Plots {
     cost: Option<&'static str>,
     routine_share: Option<&'static str>,
     calls: Option<&'static str>,
+    correct: Option<&'static str>,
 }
 
 impl Curves {
@@ -524,6 +585,8 @@ impl Curves {
             agora_routine_share: average(input.agora, |q| f64::from(u8::from(q.routine_only()))),
             agora_calls: average(input.agora, |q| q.llm.calls as f64),
             nl_only_calls: average(input.nl_only, |q| q.llm.calls as f64),
+            agora_correct: average(input.agora, |q| f64::from(u8::from(q.correct()))),
+            nl_only_correct: average(input.nl_only, |q| f64::from(u8::from(q.correct()))),
         }
     }
 
@@ -534,10 +597,12 @@ impl Curves {
             &self.agora_routine_share,
             &self.agora_calls,
             &self.nl_only_calls,
+            &self.agora_correct,
+            &self.nl_only_correct,
         ];
         let rows = columns.iter().map(|c| c.len()).max().unwrap_or(0);
         let mut csv = String::from(
-            "index,agora_cost_usd_ma,nl_only_cost_usd_ma,agora_routine_only_share_ma,agora_calls_ma,nl_only_calls_ma\n",
+            "index,agora_cost_usd_ma,nl_only_cost_usd_ma,agora_routine_only_share_ma,agora_calls_ma,nl_only_calls_ma,agora_correct_share_ma,nl_only_correct_share_ma\n",
         );
         for i in 0..rows {
             write!(csv, "{i}")?;
@@ -580,10 +645,21 @@ impl Curves {
                 ("nl-only", BLUE, &self.nl_only_calls),
             ],
         )?;
+        let correct = plot_curves(
+            dir,
+            "correct_share.svg",
+            "Share of answers judged correct, moving average",
+            "share of queries",
+            &[
+                ("agora", RED, &self.agora_correct),
+                ("nl-only", BLUE, &self.nl_only_correct),
+            ],
+        )?;
         Ok(Plots {
             cost,
             routine_share,
             calls,
+            correct,
         })
     }
 }
@@ -673,6 +749,7 @@ fn markdown(input: &ReportInput, summary: &ReportSummary, plots: &Plots) -> Resu
             "Only one mode was recorded: comparisons between the modes are left out.\n"
         )?;
     }
+    correctness_section(&mut md, input, summary, plots)?;
     totals_section(&mut md, summary)?;
     categories_section(&mut md, summary)?;
     ratio_section(&mut md, summary)?;
@@ -714,11 +791,14 @@ fn totals_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
         t.llm_totals.completion_tokens.to_string()
     })?;
     row(md, "cost", &|t| usd(t.llm_totals.cost_usd))?;
-    row(md, "success rate", &|t| {
+    row(md, "judged correct", &|t| {
+        format!("{} ({}/{})", percent(t.correct_rate), t.correct, t.queries)
+    })?;
+    row(md, "schema-valid", &|t| {
         format!(
             "{} ({}/{})",
-            percent(t.success_rate),
-            t.successes,
+            percent(t.schema_valid_rate),
+            t.schema_valid,
             t.queries
         )
     })?;
@@ -733,8 +813,8 @@ fn totals_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     })?;
     writeln!(
         md,
-        "\nSuccess means HTTP 200 and an output valid against the task's output schema; \
-         timeouts count as failures. The LLM latency is the recorded model time of all calls a \
+        "\nSchema-valid means HTTP 200 and an output valid against the task's output schema \
+         (timeouts count as not); whether it is right is the judge's verdict (section 0). The LLM latency is the recorded model time of all calls a \
          query caused, which may overlap in time.\n"
     )?;
     writeln!(
@@ -925,6 +1005,7 @@ fn curves_section(md: &mut String, plots: &Plots) -> Result<()> {
              success), Agora mode",
         ),
         (plots.calls, "LLM calls per query, both modes"),
+        (plots.correct, "Share of answers judged correct, both modes"),
     ];
     for (file, caption) in entries {
         match file {
@@ -992,7 +1073,7 @@ fn tasks_section(md: &mut String, input: &ReportInput) -> Result<()> {
     if runs.is_empty() {
         return Ok(());
     }
-    writeln!(md, "## 7. Success per task (measured)\n")?;
+    writeln!(md, "## 7. Schema-valid outputs per task (measured)\n")?;
     for run in runs {
         // task -> (queries, successes, cost, routine-only)
         let mut tasks: BTreeMap<&str, (usize, usize, f64, usize)> = BTreeMap::new();
@@ -1005,8 +1086,8 @@ fn tasks_section(md: &mut String, input: &ReportInput) -> Result<()> {
         }
         writeln!(
             md,
-            "{} ({} of {} queries succeeded, {}):\n\n\
-             | task | queries | successes | success rate | mean cost | routines only |\n\
+            "{} ({} of {} queries schema-valid, {}):\n\n\
+             | task | queries | schema-valid | schema-valid rate | mean cost | routines only |\n\
              |---|---|---|---|---|---|",
             run.mode.as_str(),
             run.successes(),
@@ -1026,5 +1107,225 @@ fn tasks_section(md: &mut String, input: &ReportInput) -> Result<()> {
         }
         md.push('\n');
     }
+    Ok(())
+}
+
+/// Verdict counts over some queries.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    queries: usize,
+    correct: usize,
+    wrong: usize,
+    failed: usize,
+    unjudged: usize,
+}
+
+impl Tally {
+    fn add(&mut self, query: &QueryRecord) {
+        self.queries += 1;
+        match query.verdict_word() {
+            "correct" => self.correct += 1,
+            "wrong" => self.wrong += 1,
+            "failed" => self.failed += 1,
+            _ => self.unjudged += 1,
+        }
+    }
+
+    fn of<'a>(queries: impl IntoIterator<Item = &'a QueryRecord>) -> Tally {
+        let mut tally = Tally::default();
+        queries.into_iter().for_each(|q| tally.add(q));
+        tally
+    }
+
+    /// `correct/queries` and the other verdicts, as table cells.
+    fn cells(&self) -> String {
+        if self.queries == 0 {
+            return "— | — | — | —".to_owned();
+        }
+        format!(
+            "{}/{} | {} | {} | {}",
+            self.correct, self.queries, self.wrong, self.failed, self.unjudged
+        )
+    }
+}
+
+/// Section 0: the judge's verdicts, before any cost.
+fn correctness_section(
+    md: &mut String,
+    input: &ReportInput,
+    summary: &ReportSummary,
+    plots: &Plots,
+) -> Result<()> {
+    writeln!(
+        md,
+        "## 0. Correctness (measured; judged by rules, without an LLM)\n\n\
+         Every answer is judged against the servers' own rules (`agora_judge`): the seeded \
+         mocks, weekdays and opening hours, the seed rows, the fares, and a reference \
+         simulation of every server's state in screenplay order, assuming every earlier query \
+         was served correctly. A query **succeeded** when its answer is judged correct; \
+         `failed` means no output at all; `unjudged` means no rule applies.\n"
+    )?;
+    let modes = [&summary.agora, &summary.nl_only];
+    writeln!(md, "| | agora | nl-only |\n|---|---|---|")?;
+    type Cell = fn(&ModeTotals) -> String;
+    let rows: [(&str, Cell); 9] = [
+        ("queries judged", |t| t.queries.to_string()),
+        ("**correct**", |t| {
+            format!("**{}** ({})", t.correct, percent(t.correct_rate))
+        }),
+        ("wrong", |t| t.wrong.to_string()),
+        ("failed (no output)", |t| t.failed.to_string()),
+        ("unjudged", |t| {
+            format!(
+                "{} ({})",
+                t.unjudged,
+                percent(ratio_or_zero(t.unjudged as f64, t.queries as f64))
+            )
+        }),
+        ("cost", |t| usd(t.cost_usd)),
+        ("cost per correct answer", |t| {
+            t.cost_per_correct_usd.map_or_else(|| "—".to_owned(), usd)
+        }),
+        ("schema-valid", |t| {
+            format!("{} ({})", t.schema_valid, percent(t.schema_valid_rate))
+        }),
+        ("figures", |t| t.figures.to_owned()),
+    ];
+    for (label, cell) in rows {
+        write!(md, "| {label} |")?;
+        for mode in modes {
+            let text = mode.as_ref().map_or_else(|| "—".to_owned(), cell);
+            write!(md, " {text} |")?;
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+    let prefix = match (input.agora, input.nl_only) {
+        (Some(a), Some(n)) => a.queries.len().min(n.queries.len()),
+        _ => 0,
+    };
+    if let (Some(agora), Some(nl_only), true) = (input.agora, input.nl_only, prefix > 0) {
+        let a = Tally::of(&agora.queries[..prefix]);
+        let n = Tally::of(&nl_only.queries[..prefix]);
+        let cost =
+            |run: &RunRecord| -> f64 { run.queries[..prefix].iter().map(|q| q.llm.cost_usd).sum() };
+        let per_correct = |cost: f64, correct: usize| {
+            if correct == 0 {
+                "—".to_owned()
+            } else {
+                usd(cost / correct as f64)
+            }
+        };
+        writeln!(
+            md,
+            "Over the first {prefix} queries, which both modes ran: agora {} correct ({} per \
+             correct answer), nl-only {} correct ({} per correct answer).\n",
+            a.correct,
+            per_correct(cost(agora), a.correct),
+            n.correct,
+            per_correct(cost(nl_only), n.correct),
+        )?;
+    }
+    pairs_table(md, input, prefix)?;
+    for (title, key) in [
+        (
+            "rung of the sender's ladder (`natural`, `protocol`, `routine`)",
+            (|q: &QueryRecord| q.path.clone()) as fn(&QueryRecord) -> String,
+        ),
+        (
+            "answering side (the target server's LLM, or its routine; `none` without output)",
+            |q: &QueryRecord| q.answered_by.clone().unwrap_or_else(|| "none".to_owned()),
+        ),
+    ] {
+        writeln!(
+            md,
+            "Per {title}:\n\n| mode | | correct/queries | wrong | failed | unjudged |\n|---|---|---|---|---|---|"
+        )?;
+        for run in runs(input) {
+            let mut groups: BTreeMap<String, Tally> = BTreeMap::new();
+            for q in &run.queries {
+                groups.entry(key(q)).or_default().add(q);
+            }
+            for (group, tally) in groups {
+                writeln!(
+                    md,
+                    "| {} | {group} | {} |",
+                    run.mode.as_str(),
+                    tally.cells()
+                )?;
+            }
+        }
+        md.push('\n');
+    }
+    match plots.correct {
+        Some(file) => writeln!(
+            md,
+            "Share of answers judged correct over the screenplay (moving average over \
+             {MOVING_AVERAGE_WINDOW} queries):\n\n![Share judged correct]({file})\n"
+        )?,
+        None => writeln!(md, "Share judged correct: no data.\n")?,
+    }
+    writeln!(md, "The judge's rule for each task type:\n")?;
+    for (task, rule) in RULES {
+        writeln!(md, "- **{task}**: {rule}.")?;
+    }
+    writeln!(
+        md,
+        "\nWhere a mock's answer depends on a free choice of spelling (a place \"London, UK\", \
+         \"London\" or none for the weather, a time \"8:5\" or \"08:05\"), an answer right for \
+         any of them is accepted; the reference state follows the canonical one. Traffic is \
+         the traffic today at the address the query names.\n"
+    )?;
+    for totals in modes.into_iter().flatten() {
+        if totals.unjudged_reasons.is_empty() {
+            continue;
+        }
+        writeln!(md, "Unjudged in {}:\n", totals.mode.as_str())?;
+        for (reason, count) in &totals.unjudged_reasons {
+            writeln!(md, "- {count}: {reason}")?;
+        }
+        md.push('\n');
+    }
+    Ok(())
+}
+
+/// Verdicts per (server, task), per mode, and on the prefix both modes ran.
+fn pairs_table(md: &mut String, input: &ReportInput, prefix: usize) -> Result<()> {
+    let mut pairs: BTreeMap<(&str, &str), [Tally; 4]> = BTreeMap::new();
+    for (slot, run) in [(0, input.agora), (1, input.nl_only)] {
+        let Some(run) = run else { continue };
+        for (i, q) in run.queries.iter().enumerate() {
+            let tallies = pairs.entry((&q.server, &q.task)).or_default();
+            tallies[slot].add(q);
+            if i < prefix {
+                tallies[slot + 2].add(q);
+            }
+        }
+    }
+    writeln!(
+        md,
+        "Per (server, task): correct/queries, wrong, failed, unjudged in each mode's whole run; \
+         then correct/queries of each mode over the first {prefix} queries (both ran them).\n\n\
+         | server | task | agora | wrong | failed | unjudged | nl-only | wrong | failed | unjudged | first {prefix}: agora | nl-only |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for ((server, task), t) in pairs {
+        let head = |t: &Tally| {
+            if t.queries == 0 {
+                "—".to_owned()
+            } else {
+                format!("{}/{}", t.correct, t.queries)
+            }
+        };
+        writeln!(
+            md,
+            "| {server} | {task} | {} | {} | {} | {} |",
+            t[0].cells(),
+            t[1].cells(),
+            head(&t[2]),
+            head(&t[3]),
+        )?;
+    }
+    md.push('\n');
     Ok(())
 }

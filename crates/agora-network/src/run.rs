@@ -11,12 +11,14 @@
 //! lets a cassette replay the run; a one-slot local model would not go faster in parallel.
 //!
 //! A query fails when the user's task errs (the output must be valid against the task's output
-//! schema) or takes longer than the query timeout; the run goes on.
+//! schema) or takes longer than the query timeout; the run goes on. Each query's output is
+//! kept and judged as the run goes (`agora_judge`): the progress line counts correct answers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agora_judge::{Judge, Verdict};
 use agora_llm::Llm;
 use agora_node::RoutineEngine;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -141,7 +143,8 @@ async fn run_queries(
         ProgressBar::hidden()
     };
     let mut records: Vec<QueryRecord> = Vec::new();
-    let (mut calls_so_far, mut failures) = (0u64, 0u64);
+    let (mut calls_so_far, mut failures, mut correct) = (0u64, 0u64, 0u64);
+    let mut judge = Judge::new(spec, options.seed);
     for entry in entries {
         if records.len() >= options.queries {
             break;
@@ -152,7 +155,8 @@ async fn run_queries(
                 if let Some(checkpoint) = &options.checkpoint
                     && !records.is_empty()
                 {
-                    let so_far = run_record(options, records.clone(), hosting, started).await?;
+                    let so_far =
+                        run_record(spec, options, records.clone(), hosting, started).await?;
                     if let Err(error) = checkpoint(&so_far) {
                         tracing::warn!(%error, "could not write the checkpoint");
                     }
@@ -175,12 +179,30 @@ async fn run_queries(
                 hosting.idle(options.query_timeout).await?;
                 let wall_ms = began.elapsed().as_millis() as u64;
                 let (usage, missed) = hosting.read_ledgers().await?;
+                let verdict = judge.judge(
+                    &query.server,
+                    &query.task,
+                    &query.data,
+                    outcome.output.as_ref(),
+                );
+                correct += u64::from(verdict == Verdict::Correct);
+                let answered_by = outcome.output.as_ref().map(|_| {
+                    if usage.conversing.contains(&query.server) {
+                        "llm".to_string()
+                    } else {
+                        "routine".to_string()
+                    }
+                });
                 let record = QueryRecord {
                     index: query.index,
                     user: query.user.clone(),
                     server: query.server.clone(),
                     task: query.task.clone(),
+                    data: query.data.clone(),
                     success: outcome.success,
+                    output: outcome.output,
+                    answered_by,
+                    verdict: Some(verdict),
                     error: outcome.error,
                     path: outcome.path,
                     wall_ms,
@@ -191,18 +213,19 @@ async fn run_queries(
                 calls_so_far += record.llm.calls;
                 failures += u64::from(!record.success);
                 progress.set_message(format!(
-                    "LLM calls: {} this query, {:.1}/query; {failures} failed",
+                    "{correct} correct; LLM calls: {} this query, {:.1}/query; {failures} failed",
                     record.llm.calls,
                     calls_so_far as f64 / (records.len() + 1) as f64,
                 ));
                 if !options.progress {
                     println!(
-                        "{:>4} {:<10} -> {:<15} {:<18} {:<4} {:<9} {:>3} calls {:>6} tok ${:.4} {:>6.1} s{}",
+                        "{:>4} {:<10} -> {:<15} {:<18} {:<8} {:>4} correct {:<9} {:>3} calls {:>6} tok ${:.4} {:>6.1} s{}",
                         record.index,
                         record.user,
                         record.server,
                         record.task,
-                        if record.success { "ok" } else { "FAIL" },
+                        record.verdict_word(),
+                        correct,
                         record.path,
                         record.llm.calls,
                         record.llm.prompt_tokens + record.llm.completion_tokens,
@@ -225,11 +248,12 @@ async fn run_queries(
         }
     }
     progress.finish();
-    run_record(options, records, hosting, started).await
+    run_record(spec, options, records, hosting, started).await
 }
 
-/// The record of the queries done, with the network as it is now.
+/// The record of the queries done, with the network as it is now, judged.
 async fn run_record(
+    spec: &NetworkSpec,
     options: &RunOptions,
     queries: Vec<QueryRecord>,
     hosting: &mut Hosting,
@@ -239,6 +263,7 @@ async fn run_record(
     let mut run = RunRecord {
         mode: options.mode,
         llm: options.llm_description.clone(),
+        seed: options.seed,
         queries_planned: options.queries,
         queries,
         totals: CallTotals::default(),
@@ -252,5 +277,6 @@ async fn run_record(
         wall_secs: started.elapsed().as_secs_f64(),
     };
     run.recompute_totals();
+    run.judge(spec);
     Ok(run)
 }

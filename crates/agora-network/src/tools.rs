@@ -1,104 +1,24 @@
 //! The servers' built-in demo tools.
 //!
-//! - Mocks with the paper's value distributions, made deterministic: each result is drawn from
-//!   a SHA-256 stream seeded with the network's seed, the tool and its arguments, so the same
-//!   call always gives the same answer (a run can be replayed from a cassette) while different
-//!   calls are spread as in the paper.
+//! - Mocks with the paper's value distributions, made deterministic (seeded by the network's
+//!   seed, the tool and its arguments): the pure mocks live in `agora_judge::mocks`, which the
+//!   judge uses too; [`MockTool`] adapts them to the node's [`Tool`].
 //! - `run_sql_query` over the server's own SQLite database ([`ServiceDatabase`]), which accepts
 //!   only single statements on that server's tables.
 //! - External tools: another server, reached by the calling server's helper node running the
 //!   tool as a task (so server-to-server traffic climbs the same ladder as users' traffic).
 //!
-//! Deviations from the paper's mocks, on purpose: `currentDate` returns the screenplay's
-//! generation day instead of a random date on every call; `getAvailableTaxi` says `"000"` (as
-//! its schema promises) instead of `null` when no taxi is free; `getWeather` does not require a
-//! location (its schema marks it optional and it has no effect).
-
 use std::sync::Arc;
 
 use agora_node::tools::{Tool, ToolError, ToolSpec};
 use agora_node::{Node, Task};
 use agora_store::{ServiceDatabase, ServiceDbError};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::spec::{DatabaseSpec, NetworkSpec};
 
-/// A deterministic stream of draws for one call.
-struct Draws {
-    seed: Vec<u8>,
-    counter: u32,
-}
-
-impl Draws {
-    fn new(seed: u64, tool: &str, arguments: &Value) -> Draws {
-        let mut canonical = arguments.clone();
-        canonical.sort_all_objects();
-        let mut bytes = seed.to_le_bytes().to_vec();
-        bytes.extend_from_slice(tool.as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(canonical.to_string().as_bytes());
-        Draws {
-            seed: bytes,
-            counter: 0,
-        }
-    }
-
-    /// A uniform integer in `low..=high`.
-    fn int(&mut self, low: i64, high: i64) -> i64 {
-        let mut hasher = Sha256::new();
-        hasher.update(&self.seed);
-        hasher.update(self.counter.to_le_bytes());
-        self.counter += 1;
-        let digest = hasher.finalize();
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&digest[..8]);
-        let span = (high - low + 1) as u64;
-        low + (u64::from_le_bytes(word) % span) as i64
-    }
-
-    fn choose<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.int(0, items.len() as i64 - 1) as usize]
-    }
-}
-
-/// Which mock a tool runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MockKind {
-    /// `{temperature, precipitation, weather}` for a date.
-    Weather,
-    /// The screenplay's "today".
-    CurrentDate,
-    /// A static menu per cuisine.
-    Menu,
-    /// The weekday of a date.
-    DayOfTheWeek,
-    /// Always sends a driver.
-    SendDriver,
-    /// One of five traffic levels.
-    Traffic,
-    /// A free taxi 85 % of the time.
-    AvailableTaxi,
-    /// Always assigns.
-    AssignTaxi,
-}
-
-impl MockKind {
-    /// The mock of the paper's name.
-    pub fn parse(name: &str) -> Option<MockKind> {
-        Some(match name {
-            "weather" => MockKind::Weather,
-            "currentDate" => MockKind::CurrentDate,
-            "getMenu" => MockKind::Menu,
-            "dayOfTheWeek" => MockKind::DayOfTheWeek,
-            "sendDriver" => MockKind::SendDriver,
-            "trafficInfo" => MockKind::Traffic,
-            "getAvailableTaxi" => MockKind::AvailableTaxi,
-            "assignTaxi" => MockKind::AssignTaxi,
-            _ => return None,
-        })
-    }
-}
+use agora_judge::mocks::{self, MockError};
+pub use agora_judge::mocks::{MockKind, weekday};
 
 /// A seeded mock tool.
 pub struct MockTool {
@@ -119,75 +39,24 @@ impl MockTool {
         }
     }
 
-    fn string_arg<'a>(&self, arguments: &'a Value, name: &str) -> Result<&'a str, ToolError> {
-        arguments
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::InvalidArguments {
-                tool: self.spec.name.clone(),
-                reason: format!("{name} is required and must be a string"),
-            })
-    }
-
     /// The mock's answer (pure: same arguments, same answer).
     pub fn answer(&self, arguments: &Value) -> Result<Value, ToolError> {
-        let mut draws = Draws::new(self.seed, &self.spec.name, arguments);
-        Ok(match self.kind {
-            MockKind::Weather => {
-                self.string_arg(arguments, "date")?;
-                let temperature = draws.int(-10, 30);
-                let mut precipitation = draws.int(0, 100);
-                let weather = if precipitation > 50 {
-                    if temperature > 0 { "rainy" } else { "snowy" }
-                } else {
-                    precipitation = draws.int(0, 100);
-                    draws.choose(&["sunny", "cloudy"])
-                };
-                json!({"temperature": temperature, "precipitation": precipitation, "weather": weather})
-            }
-            MockKind::CurrentDate => json!({"date": self.network.today}),
-            MockKind::Menu => {
-                let cuisine = self.string_arg(arguments, "cuisineType")?.to_lowercase();
-                let menu = self
-                    .network
-                    .menus
-                    .get(&cuisine)
-                    .ok_or_else(|| ToolError::Failed {
-                        tool: self.spec.name.clone(),
-                        reason: format!("no menu for the cuisine {cuisine:?}"),
-                    })?;
-                let dishes: Vec<Value> = menu
-                    .iter()
-                    .map(|(name, price)| json!({"name": name, "price": price}))
-                    .collect();
-                json!({"menu": dishes})
-            }
-            MockKind::DayOfTheWeek => {
-                let date = self.string_arg(arguments, "date")?;
-                let day = weekday(date).ok_or_else(|| ToolError::InvalidArguments {
-                    tool: self.spec.name.clone(),
-                    reason: format!("{date:?} is not a date like 2024-09-22"),
-                })?;
-                json!({"day": day})
-            }
-            MockKind::SendDriver | MockKind::AssignTaxi => json!({"status": "success"}),
-            MockKind::Traffic => {
-                json!({"traffic": draws.choose(&["clear", "light", "moderate", "heavy", "accident"])})
-            }
-            MockKind::AvailableTaxi => {
-                self.string_arg(arguments, "time")?;
-                if draws.int(1, 100) <= 85 {
-                    let letters: String = (0..4)
-                        .map(|_| char::from(b'A' + draws.int(0, 25) as u8))
-                        .collect();
-                    let digits: String = (0..2)
-                        .map(|_| char::from(b'0' + draws.int(0, 9) as u8))
-                        .collect();
-                    json!({"taxiId": format!("{letters}{digits}")})
-                } else {
-                    json!({"taxiId": "000"})
-                }
-            }
+        mocks::answer(
+            self.kind,
+            &self.spec.name,
+            self.seed,
+            arguments,
+            &self.network,
+        )
+        .map_err(|error| match error {
+            MockError::InvalidArguments(reason) => ToolError::InvalidArguments {
+                tool: self.spec.name.clone(),
+                reason,
+            },
+            MockError::Failed(reason) => ToolError::Failed {
+                tool: self.spec.name.clone(),
+                reason,
+            },
         })
     }
 }
@@ -201,35 +70,6 @@ impl Tool for MockTool {
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         self.answer(&arguments)
     }
-}
-
-/// The weekday of a `YYYY-MM-DD` date (proleptic Gregorian).
-pub fn weekday(date: &str) -> Option<&'static str> {
-    let mut parts = date.trim().splitn(3, '-');
-    let year: i64 = parts.next()?.parse().ok()?;
-    let month: i64 = parts.next()?.parse().ok()?;
-    let day: i64 = parts.next()?.get(..2)?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    // Days since 1970-01-01 (Howard Hinnant's days_from_civil); 1970-01-01 was a Thursday.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    const DAYS: [&str; 7] = [
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-    ];
-    Some(DAYS[days.rem_euclid(7) as usize])
 }
 
 /// `run_sql_query`: one SQL statement on the server's own database.

@@ -72,6 +72,9 @@ async fn replay(mode: &str) {
             want.index, want.user, want.server, want.task
         );
         assert_eq!(got.success, want.success, "{query}: {:?}", got.error);
+        assert_eq!(got.output, want.output, "{query}");
+        assert_eq!(got.verdict, want.verdict, "{query}");
+        assert_eq!(got.answered_by, want.answered_by, "{query}");
         assert_eq!(got.path, want.path, "{query}");
         assert_eq!(got.llm.calls, want.llm.calls, "{query}");
         assert_eq!(got.llm.prompt_tokens, want.llm.prompt_tokens, "{query}");
@@ -122,7 +125,26 @@ fn the_committed_report_carries_the_committed_runs_totals() {
         .unwrap();
         let reported = &summary[key];
         assert_eq!(reported["queries"], run.queries.len(), "{mode}");
-        assert_eq!(reported["successes"], run.successes(), "{mode}");
+        assert_eq!(reported["schema_valid"], run.successes(), "{mode}");
+        // The committed verdicts are the judge's, from the record alone.
+        let mut judged = run.clone();
+        judged.judge(&NetworkSpec::embedded().unwrap());
+        assert_eq!(
+            judged.queries, run.queries,
+            "{mode}: the committed verdicts are stale"
+        );
+        assert_eq!(reported["correct"], run.correct(), "{mode}");
+        let count = |word: &str| {
+            run.queries
+                .iter()
+                .filter(|q| q.verdict_word() == word)
+                .count()
+        };
+        for word in ["wrong", "failed", "unjudged"] {
+            assert_eq!(reported[word], count(word), "{mode}: {word}");
+        }
+        // Unjudged stays under 5 % of the queries.
+        assert!(count("unjudged") * 20 < run.queries.len(), "{mode}");
         let totals = &reported["llm_totals"];
         assert_eq!(totals["calls"], run.totals.calls, "{mode}");
         assert_eq!(totals["prompt_tokens"], run.totals.prompt_tokens, "{mode}");

@@ -37,7 +37,11 @@ fn query(i: usize, success: bool, categories: &[(&str, u64, f64)]) -> QueryRecor
         user: format!("u{}", i % 5),
         server: server.to_owned(),
         task: task.to_owned(),
+        data: serde_json::Value::Null,
         success,
+        output: None,
+        answered_by: None,
+        verdict: None,
         error: (!success).then(|| "timeout".to_owned()),
         path: if llm.calls == 0 { "routine" } else { "natural" }.to_owned(),
         wall_ms: 10,
@@ -50,6 +54,7 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
     let mut record = RunRecord {
         mode,
         llm: "cassette".to_owned(),
+        seed: 42,
         queries_planned: queries.len(),
         queries,
         totals: CallTotals::default(),
@@ -172,9 +177,9 @@ fn report_of_two_runs() {
     assert_eq!(a.llm_totals, agora.totals);
     assert_eq!(n.llm_totals, nl_only.totals);
     assert_eq!(a.queries, 30);
-    assert_eq!(a.successes, 30);
-    assert_eq!(n.successes, 19);
-    assert!(close(n.success_rate, 19.0 / 20.0));
+    assert_eq!(a.schema_valid, 30);
+    assert_eq!(n.schema_valid, 19);
+    assert!(close(n.schema_valid_rate, 19.0 / 20.0));
     // Queries 12, 16, 20, 24 and 28 use no LLM.
     assert_eq!(a.routine_only, 5);
     assert!(!a.stored_totals_differ);
@@ -289,4 +294,85 @@ fn report_of_one_mode_only() {
     assert!(summary.cost_ratio.is_none());
     assert!(summary.nl_only_estimate.is_none());
     assert!(dir.path().join("report.md").is_file());
+}
+
+/// The report's first table is correctness per mode; summary.json carries the verdict counts,
+/// the cost and the cost per correct answer; the plot of the share correct is drawn.
+#[test]
+fn report_leads_with_correctness() {
+    use agora_judge::Verdict;
+    let mut agora = agora_run();
+    let mut nl_only = nl_only_run();
+    for (i, q) in agora.queries.iter_mut().enumerate() {
+        q.verdict = Some(match i % 3 {
+            0 => Verdict::Correct,
+            1 => Verdict::Wrong("status success, expected failure".into()),
+            _ => Verdict::Correct,
+        });
+        q.answered_by = Some(if q.llm.calls == 0 { "routine" } else { "llm" }.into());
+    }
+    for (i, q) in nl_only.queries.iter_mut().enumerate() {
+        q.verdict = Some(if !q.success {
+            Verdict::Failed
+        } else if i == 2 {
+            Verdict::Unjudged("no rule for the task type booking".into())
+        } else {
+            Verdict::Correct
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "judged".to_owned(),
+        agora: Some(&agora),
+        nl_only: Some(&nl_only),
+        screenplay_counts: counts(),
+    };
+    let summary = write_report(dir.path(), &input).unwrap();
+    let a = summary.agora.as_ref().unwrap();
+    assert_eq!((a.correct, a.wrong, a.failed, a.unjudged), (20, 10, 0, 0));
+    assert!(close(
+        a.cost_per_correct_usd.unwrap(),
+        agora.totals.cost_usd / 20.0
+    ));
+    let n = summary.nl_only.as_ref().unwrap();
+    assert_eq!((n.correct, n.wrong, n.failed, n.unjudged), (18, 0, 1, 1));
+    assert_eq!(n.unjudged_reasons.values().sum::<usize>(), 1);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    for key in [
+        "queries", "correct", "wrong", "failed", "unjudged", "cost_usd", "figures",
+    ] {
+        assert!(
+            !json["agora"][key].is_null(),
+            "summary.json lacks agora.{key}"
+        );
+    }
+    assert_eq!(json["agora"]["figures"], "measured");
+    assert_eq!(json["nl_only_estimate"]["figures"], "ESTIMATE");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let first_table = md.find("\n| ").unwrap();
+    let correctness = md.find("## 0. Correctness").unwrap();
+    assert!(
+        correctness < first_table,
+        "the first table is not correctness"
+    );
+    assert!(
+        md[first_table..].starts_with("\n| | agora | nl-only |\n|---|---|---|\n| queries judged |")
+    );
+    assert!(
+        md.contains("| **correct** | **20** (66.7 %) | **18** (90.0 %) |"),
+        "{md}"
+    );
+    assert!(md.contains("](correct_share.svg)"));
+    assert!(dir.path().join("correct_share.svg").is_file());
+    assert!(md.contains("- **rentSki**: success iff"));
+    let curves = std::fs::read_to_string(dir.path().join("curves.csv")).unwrap();
+    assert!(
+        curves
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("agora_correct_share_ma,nl_only_correct_share_ma")
+    );
 }

@@ -12,7 +12,6 @@
 pub mod admin;
 pub mod app;
 pub mod config;
-pub mod demo;
 pub mod error;
 pub mod extract;
 pub mod manifest;

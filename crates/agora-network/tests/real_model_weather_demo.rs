@@ -7,8 +7,9 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use agora_network::judge::Verdict;
+use agora_network::weather::{self as demo, WeatherDemo};
 use agora_server::LlmSettings;
-use agora_server::demo::{self, WeatherDemo};
 use agora_testkit::temp_dir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,7 +29,7 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     .unwrap();
     demo::print_summary(&report);
     assert_eq!(
-        report.succeeded, 7,
+        report.answered, 7,
         "every query answered with a valid output"
     );
     let protocol = report.protocol.as_ref().expect("a negotiated protocol");
@@ -45,8 +46,9 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     let last = report.queries.last().unwrap();
     assert_eq!((last.bob.as_str(), last.total.calls), ("routine", 0));
     assert!(last.alice.starts_with("routine"), "{}", last.alice);
-    assert!(
-        last.matches_tool,
+    assert_eq!(
+        last.verdict,
+        Verdict::Correct,
         "routines carry the tool's data: {}",
         last.output
     );

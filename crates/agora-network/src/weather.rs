@@ -1,4 +1,5 @@
-//! The paper's weather demo, on loopback: Alice sends weather queries to Bob until their
+//! `agora demo weather`, the paper's weather demo, on loopback (beside the network demo: both
+//! judge every answer with the same verdict words): Alice sends weather queries to Bob until their
 //! traffic runs on a negotiated protocol and routines on both sides, with no LLM at all.
 //!
 //! One process hosts Bob (a weather node: the seeded weather tool, its programmer writing a
@@ -27,11 +28,11 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{AppState, serve_state};
-use crate::config::{FetchSettings, LlmSettings, RoutineRuntimeSettings};
-use crate::protocol_db::ProtocolDbServerConfig;
-use crate::protocol_db::{build_protocol_db, serve_protocol_db};
-use crate::runtime::{build_llm, build_routine_engine, fetch_policy, open_store};
+use agora_judge::Verdict;
+use agora_server::protocol_db::ProtocolDbServerConfig;
+use agora_server::protocol_db::{build_protocol_db, serve_protocol_db};
+use agora_server::runtime::{build_llm, build_routine_engine, fetch_policy, open_store};
+use agora_server::{AppState, FetchSettings, LlmSettings, RoutineRuntimeSettings, serve_state};
 
 /// The paper's figures (GPT-4o prices): negotiating and implementing once, and one
 /// natural-language exchange.
@@ -107,9 +108,11 @@ pub struct QueryRow {
     pub bob: String,
     /// The validated output, or the error.
     pub output: Value,
-    /// Whether the output carries Bob's weather tool's data for the query (numbers compared as
-    /// numbers): natural language may lose or reword it, the protocol should not.
-    pub matches_tool: bool,
+    /// The verdict, in the network demo's words: `correct` when the output carries Bob's
+    /// weather tool's data for the query (numbers compared as numbers; natural language may lose
+    /// or reword it, the protocol should not), `wrong` with the difference, `failed` without an
+    /// output.
+    pub verdict: Verdict,
     /// LLM use by "side/category" (both sides, background programmers included).
     pub llm: BTreeMap<String, Usage>,
     /// All of it.
@@ -137,10 +140,10 @@ pub struct WeatherReport {
     pub paper: Value,
     /// The negotiated protocol document and its hash.
     pub protocol: Option<Value>,
-    /// Queries whose output was valid.
-    pub succeeded: usize,
-    /// Queries whose output equals the weather tool's data.
-    pub matched_tool: usize,
+    /// Queries with a valid output (not `failed`).
+    pub answered: usize,
+    /// Queries judged `correct`: the output equals the weather tool's data.
+    pub correct: usize,
     /// Queries at the end that made no LLM call on either side.
     pub llm_free_tail: usize,
 }
@@ -345,18 +348,11 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
             data["location"].as_str().unwrap_or_default(),
             data["date"].as_str().unwrap_or_default(),
         );
-        let matches_tool = [
-            ("temperature", "temperature_c"),
-            ("precipitation", "precipitation_mm"),
-        ]
-        .iter()
-        .all(|(ours, tools)| {
-            output[ours].as_f64().is_some() && output[ours].as_f64() == forecast[tools].as_f64()
-        }) && output["weatherCondition"] == forecast["condition"];
+        let verdict = judge_forecast(&output, &forecast);
         let row = QueryRow {
             index,
             data,
-            matches_tool,
+            verdict,
             phase: phase.into(),
             alice: alice_path,
             bob: bob_path,
@@ -374,6 +370,37 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
     Ok(report)
 }
 
+/// The verdict on one answer: the tool's temperature, precipitation and condition, exactly.
+fn judge_forecast(output: &Value, forecast: &Value) -> Verdict {
+    if output.get("error").is_some() || !output.is_object() {
+        return Verdict::Failed;
+    }
+    let mut differences = Vec::new();
+    for (ours, tools) in [
+        ("temperature", "temperature_c"),
+        ("precipitation", "precipitation_mm"),
+    ] {
+        let got = output[ours].as_f64();
+        if got.is_none() || got != forecast[tools].as_f64() {
+            differences.push(format!(
+                "{ours} {} (tool: {})",
+                output[ours], forecast[tools]
+            ));
+        }
+    }
+    if output["weatherCondition"] != forecast["condition"] {
+        differences.push(format!(
+            "weatherCondition {} (tool: {})",
+            output["weatherCondition"], forecast["condition"]
+        ));
+    }
+    if differences.is_empty() {
+        Verdict::Correct
+    } else {
+        Verdict::Wrong(differences.join(", "))
+    }
+}
+
 fn print_row(row: &QueryRow) {
     let categories: Vec<String> = row
         .llm
@@ -381,10 +408,10 @@ fn print_row(row: &QueryRow) {
         .map(|(k, u)| format!("{k} {}×/{}t", u.calls, u.tokens))
         .collect();
     println!(
-        "{:>3}  {:<11} {} alice: {:<40} bob: {:<9} {:>3} calls {:>6} tok ${:.4}  {}",
+        "{:>3}  {:<11} {:<8} alice: {:<40} bob: {:<9} {:>3} calls {:>6} tok ${:.4}  {}",
         row.index,
         row.phase,
-        if row.matches_tool { "✓" } else { "≠" },
+        row.verdict.word(),
         truncate(&row.alice, 40),
         row.bob,
         row.total.calls,
@@ -459,11 +486,11 @@ async fn summarize(
         }
         None => None,
     };
-    let succeeded = rows
+    let answered = rows.iter().filter(|r| r.verdict != Verdict::Failed).count();
+    let correct = rows
         .iter()
-        .filter(|r| r.output.get("error").is_none())
+        .filter(|r| r.verdict == Verdict::Correct)
         .count();
-    let matched_tool = rows.iter().filter(|r| r.matches_tool).count();
     let llm_free_tail = rows
         .iter()
         .rev()
@@ -483,8 +510,8 @@ async fn summarize(
             "breakEvenQueries": PAPER_ONCE_USD / PAPER_NL_EXCHANGE_USD,
         }),
         protocol,
-        succeeded,
-        matched_tool,
+        answered,
+        correct,
         llm_free_tail,
     })
 }
@@ -519,11 +546,11 @@ pub fn print_summary(report: &WeatherReport) {
         None => println!("  no break-even in this run"),
     }
     println!(
-        "\n{}/{} queries answered ({} with exactly the weather tool's data); the last {} used no \
-         LLM on either side.",
-        report.succeeded,
+        "\n{}/{} queries correct (exactly the weather tool's data), {} answered; the last {} \
+         used no LLM on either side.",
+        report.correct,
         report.queries.len(),
-        report.matched_tool,
+        report.answered,
         report.llm_free_tail
     );
     if let Some(protocol) = &report.protocol {
