@@ -26,6 +26,8 @@ mod routine_table;
 pub mod routines;
 mod sender;
 pub mod task;
+#[cfg(test)]
+mod test_peer;
 pub mod tools;
 
 pub use accounting::{Category, Tally};
