@@ -75,6 +75,7 @@ pub async fn serve_protocol_db(
         db: running.db.clone(),
         token: running.config.token().map(Arc::from),
         open_writes: running.config.open_writes,
+        metrics: Arc::new(metrics::ProtocolDbMetrics::new()),
     };
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
