@@ -5,8 +5,7 @@
 //! notifications) count since start-up, as Prometheus counters do. All of them are read at
 //! scrape time by the collector of the database's own registry (see [`crate::metrics`]).
 
-use agora_node::ProtocolDb;
-use agora_node::protocol_db::ProtocolDbCounters;
+use agora_protocol_db::{ProtocolDb, ProtocolDbCounters};
 use agora_store::{PeerState, PublishedCounts, StoreError};
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;

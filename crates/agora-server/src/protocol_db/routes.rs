@@ -16,9 +16,8 @@
 
 use std::sync::Arc;
 
-use agora_node::ProtocolDb;
-use agora_node::protocol_db::{PublishError, Rejection};
 use agora_protocol::{ErrorCode, ProtocolHash};
+use agora_protocol_db::{ProtocolDb, PublishError, Rejection};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
