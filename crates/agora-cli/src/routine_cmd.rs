@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agora_fetch::{TargetClient, TargetPolicy};
 use agora_node::{
     ProtocolInput, RegistryError, RoutineLimits, RoutineRegistry, RoutineSource, RoutineSpec,
     SystemClock, ToolRegistry,
@@ -241,7 +242,10 @@ async fn show_attempts(
 
 async fn registry(config: &Config, with_engine: bool) -> anyhow::Result<RoutineRegistry> {
     let store = agora_server::runtime::open_store(&config.store).await?;
-    let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
+    let targets = TargetClient::new(TargetPolicy::default())
+        .context("building the client for configured targets")?;
+    let tools =
+        ToolRegistry::from_config(&config.node.tools, &targets).context("building the tools")?;
     let engine = if with_engine {
         Some(agora_server::build_routine_engine(
             &config.routine_runtime,

@@ -14,6 +14,7 @@ use reqwest::{Client, Response, StatusCode, redirect};
 use tracing::Instrument;
 use url::{Host, Url};
 
+use crate::body::read_limited;
 use crate::decode::decode_text;
 use crate::resolve::{GuardError, GuardedResolver};
 use crate::{FetchError, FetchPolicy, is_allowed};
@@ -185,27 +186,13 @@ impl Fetcher {
 
     /// Reads the body under the size limit and decodes it.
     async fn read_text(&self, mut response: Response, url: &Url) -> Result<Fetched, FetchError> {
-        let limit = self.policy.max_bytes;
-        let too_large = FetchError::TooLarge { limit };
-        if response
-            .content_length()
-            .is_some_and(|length| length > limit as u64)
-        {
-            return Err(too_large);
-        }
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
         let remote_addr = response.remote_addr();
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
-            if chunk.len() > limit - body.len() {
-                return Err(too_large);
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = read_limited(&mut response, self.policy.max_bytes).await?;
         let text = decode_text(body, content_type.as_deref())?;
         Ok(Fetched {
             text,
@@ -230,7 +217,7 @@ fn is_redirect(status: StatusCode) -> bool {
 }
 
 /// `url` without user name and password.
-fn redacted(url: &Url) -> Url {
+pub(crate) fn redacted(url: &Url) -> Url {
     let mut url = url.clone();
     // Both fail only for URLs that cannot have credentials at all.
     let _ = url.set_username("");
@@ -239,7 +226,7 @@ fn redacted(url: &Url) -> Url {
 }
 
 /// Maps a client error, recognising the guard's refusals inside it.
-fn transport_error(error: reqwest::Error) -> FetchError {
+pub(crate) fn transport_error(error: reqwest::Error) -> FetchError {
     if let Some(guard) = GuardError::find_in(&error) {
         return guard.into();
     }
@@ -251,7 +238,7 @@ fn transport_error(error: reqwest::Error) -> FetchError {
 
 /// The error and its sources joined by `": "`, without the URL (which may
 /// hold credentials).
-fn error_chain(error: reqwest::Error) -> String {
+pub(crate) fn error_chain(error: reqwest::Error) -> String {
     let error = error.without_url();
     let mut message = error.to_string();
     let mut current = std::error::Error::source(&error);

@@ -23,19 +23,27 @@
 //! UTF-8 (not ISO-8859-1) because protocol documents are UTF-8 by convention
 //! and their hash is taken over the exact bytes.
 //!
+//! Targets the operator configured (receivers, protocol databases, HTTP
+//! tools) are reached through a [`TargetClient`] instead: no address guard,
+//! but the same body limit and deadline, and no redirects. It is the one other
+//! outbound HTTP path of a node.
+//!
 //! The crate reads no environment: the operator's choices arrive in a
-//! [`FetchPolicy`].
+//! [`FetchPolicy`] and a [`TargetPolicy`].
 
 #![deny(missing_docs)]
 
 mod address;
+mod body;
 mod decode;
 mod error;
 mod fetcher;
 mod policy;
 mod resolve;
+mod target;
 
 pub use address::{AddressClass, classify, is_allowed};
 pub use error::FetchError;
 pub use fetcher::{Fetched, Fetcher};
 pub use policy::FetchPolicy;
+pub use target::{TargetClient, TargetPolicy, TargetRequest, TargetResponse};

@@ -1,5 +1,7 @@
 //! `Fetcher::post_empty`, the notification POST, against a real server on 127.0.0.1: the same
-//! address guard as a fetch, no redirects followed, non-2xx statuses reported.
+//! address guard as a fetch, no redirects followed, non-2xx statuses reported. And the
+//! `TargetClient` for operator-configured targets: no address guard, but no redirects, a size
+//! limit on every body and a deadline on every exchange.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,13 +9,18 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agora_fetch::{FetchError, FetchPolicy, Fetcher};
+use std::time::Duration;
+
+use agora_fetch::{FetchError, FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
 
-/// Serves `/ok`, `/fail` and `/moved` on an ephemeral loopback port; returns its base URL and
+/// Bytes in the `/big` body.
+const BIG: usize = 64 * 1024;
+
+/// Serves `/ok`, `/fail`, `/echo`, `/big`, `/slow` and `/moved` on an ephemeral loopback port; returns its base URL and
 /// the number of POSTs `/ok` and `/fail` received.
 async fn server() -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
     let hits = Arc::new(AtomicUsize::new(0));
@@ -31,6 +38,15 @@ async fn server() -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
             post(move || async move {
                 fail_hits.fetch_add(1, Ordering::SeqCst);
                 StatusCode::INTERNAL_SERVER_ERROR
+            }),
+        )
+        .route("/echo", post(|body: String| async move { body }))
+        .route("/big", post(|| async { "x".repeat(BIG) }))
+        .route(
+            "/slow",
+            post(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
             }),
         )
         .route(
@@ -84,5 +100,69 @@ async fn allowlisted_posts_arrive_and_report_their_status() {
         "redirects are not followed"
     );
     assert_eq!(hits.load(Ordering::SeqCst), 2);
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_target_client_posts_to_loopback_without_following_redirects() {
+    let (url, _, task) = server().await;
+    let client = TargetClient::new(TargetPolicy::default()).unwrap();
+    let response = client
+        .post(&format!("{url}/echo"))
+        .json(&[1, 2, 3])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.unwrap(), b"[1,2,3]");
+
+    let moved = client.post(&format!("{url}/moved")).send().await.unwrap();
+    assert_eq!(moved.status(), 307, "the redirect is the caller's to read");
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_target_body_over_the_limit_is_refused() {
+    let (url, _, task) = server().await;
+    let policy = TargetPolicy {
+        max_bytes: BIG - 1,
+        ..TargetPolicy::default()
+    };
+    let client = TargetClient::new(policy).unwrap();
+    let response = client.post(&format!("{url}/big")).send().await.unwrap();
+    let error = response.bytes().await.unwrap_err();
+    assert!(
+        matches!(error, FetchError::TooLarge { limit } if limit == BIG - 1),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!("response body exceeds {} bytes", BIG - 1)
+    );
+
+    let exact = client
+        .post(&format!("{url}/big"))
+        .max_bytes(BIG)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        exact.bytes().await.unwrap().len(),
+        BIG,
+        "a request sets its own limit"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_target_exchange_has_a_deadline() {
+    let (url, _, task) = server().await;
+    let client = TargetClient::new(TargetPolicy::default()).unwrap();
+    let result = client
+        .post(&format!("{url}/slow"))
+        .timeout(Duration::from_millis(100))
+        .send()
+        .await;
+    assert!(matches!(result, Err(FetchError::Timeout)), "{result:?}");
     task.abort();
 }

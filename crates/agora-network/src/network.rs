@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agora_fetch::Fetcher;
+use agora_fetch::{Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
 use agora_node::tools::{Tool, ToolSpec};
 use agora_node::{Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
@@ -816,6 +816,7 @@ impl AgentBuilder<'_> {
             store,
             llm: self.options.llm.clone(),
             fetcher: Fetcher::new(fetch_policy(&loopback_fetch())?)?,
+            targets: TargetClient::new(TargetPolicy::default())?,
             tools,
             prices: price_of(model),
             clock: Arc::new(SystemClock),

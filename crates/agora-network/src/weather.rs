@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agora_fetch::Fetcher;
+use agora_fetch::{Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{Node, NodeConfig, NodeParts, SystemClock, Task, ToolRegistry};
@@ -194,12 +194,14 @@ async fn start_agent(
         ..FetchSettings::default()
     };
     let routine_engine = build_routine_engine(&RoutineRuntimeSettings::default(), &store_url)?;
-    let tools = ToolRegistry::from_config(&config.tools).context("building the tools")?;
+    let targets = TargetClient::new(TargetPolicy::default())?;
+    let tools = ToolRegistry::from_config(&config.tools, &targets).context("building the tools")?;
     let node = Node::new(NodeParts {
         config,
         store,
         llm,
         fetcher: Fetcher::new(fetch_policy(&fetch)?)?,
+        targets,
         tools,
         prices: prices.clone(),
         clock: Arc::new(SystemClock),

@@ -6,19 +6,15 @@
 //! knows nothing of HTTP servers, SQL, model APIs or WebAssembly: those live in
 //! `agora-server`, `agora-store`, `agora-llm` and `agora-routines`, and reach
 //! the engine as typed values and traits.
-//!
-//! The protocol database role ([`ProtocolDb`]) lives here too: a catalogue of
-//! documents that is searched, served by hash and synced with peer databases.
 
 pub mod accounting;
 pub mod checker;
-pub mod clock;
+pub use agora_store::clock;
 pub mod config;
 mod conversation;
 pub mod negotiation;
 mod node;
 mod programmer;
-pub mod protocol_db;
 pub mod resolver;
 pub mod responder;
 pub mod routine_registry;
@@ -26,6 +22,8 @@ mod routine_table;
 pub mod routines;
 mod sender;
 pub mod task;
+#[cfg(test)]
+mod test_peer;
 pub mod tools;
 
 pub use accounting::{Category, Tally};
@@ -36,7 +34,6 @@ pub use config::{
 };
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{FollowUpError, Node, NodeError, NodeParts, TaskRun};
-pub use protocol_db::{ProtocolDb, ProtocolDbConfig, ProtocolDbParts};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{

@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agora_node::protocol_db::{
-    ChangePage, PeerClient, PeerError, ProtocolDbConfig, PublishError, Rejection,
-};
-use agora_node::{ManualClock, ProtocolDb, ProtocolDbParts};
 use agora_protocol::VerifiedDocument;
+use agora_protocol_db::{
+    ChangePage, ManualClock, PeerClient, PeerError, ProtocolDb, ProtocolDbConfig, ProtocolDbParts,
+    PublishError, Rejection,
+};
 use agora_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -183,7 +183,7 @@ async fn search_ranks_name_over_description_and_lists_newest_without_a_query() {
             .await
             .unwrap();
     }
-    let names = |hits: Vec<agora_node::protocol_db::SearchHit>| -> Vec<String> {
+    let names = |hits: Vec<agora_protocol_db::SearchHit>| -> Vec<String> {
         hits.into_iter().map(|hit| hit.name.unwrap()).collect()
     };
     assert_eq!(

@@ -10,12 +10,14 @@
 //! crate. Other crates use the typed values.
 #![deny(missing_docs)]
 
+pub mod changes;
 pub mod data_uri;
 pub mod document;
 pub mod hash;
 pub mod negotiation;
 pub mod wire;
 
+pub use changes::{ChangeEntry, ChangePage};
 pub use document::{Metadata, ProtocolDocument, VerifiedDocument, VerifyError};
 pub use hash::{HashDialect, HashParseError, ProtocolHash};
 pub use wire::{

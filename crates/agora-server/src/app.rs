@@ -7,7 +7,7 @@
 //! | `DELETE /conversations/{id}` | end a conversation (200 even if unknown, as the Python sender requires) |
 //! | `GET /.wellknown`, `GET /wellknown` | supported protocols `{hash: [sources]}` |
 //! | `GET /protocols/{hash}` | a stored protocol document as `text/plain; charset=utf-8` |
-//! | `GET /metrics` | Prometheus text |
+//! | `GET /metrics` | Prometheus (OpenMetrics) text |
 //! | `GET /healthz` | liveness |
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
 
@@ -26,7 +26,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
 use crate::extract::JsonBody;
-use crate::metrics::{HttpMetrics, render};
+use crate::metrics::NodeMetrics;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -39,8 +39,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Bounds the Agora requests in flight.
     pub in_flight: Arc<Semaphore>,
-    /// HTTP counters for `/metrics`.
-    pub metrics: Arc<HttpMetrics>,
+    /// The node's metrics registry, for `/metrics`.
+    pub metrics: Arc<NodeMetrics>,
 }
 
 impl AppState {
@@ -51,12 +51,13 @@ impl AppState {
         max_body_bytes: usize,
         max_concurrent: usize,
     ) -> Self {
+        let metrics = Arc::new(NodeMetrics::new(&node.config().name));
         Self {
             node,
+            metrics,
             admin_token: admin_token.filter(|t| !t.is_empty()).map(Arc::from),
             max_body_bytes,
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
-            metrics: Arc::new(HttpMetrics::default()),
         }
     }
 }
@@ -100,7 +101,7 @@ pub(crate) fn router(state: AppState) -> Router {
         })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::metrics::count,
+            crate::metrics::count_request,
         ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())
@@ -173,19 +174,19 @@ async fn protocol_document(
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let text = render(&state).await.map_err(|error| {
-        tracing::error!(%error, "could not render metrics");
-        ApiError::internal()
-    })?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let text = state
+        .metrics
+        .render(state.node.store())
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "could not render metrics");
+            ApiError::internal()
+        })?;
+    Ok(crate::metrics::response(&headers, text))
 }
 
 /// Serves a node's state until the token fires (tests and embedders).

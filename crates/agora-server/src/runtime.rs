@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agora_fetch::{FetchPolicy, Fetcher};
+use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{
     Llm, LocalServer, LocalServerConfig, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
 };
@@ -43,7 +43,7 @@ pub struct RunningNode {
     pub routines: SyncReport,
 }
 
-/// Opens the store, builds the LLM, fetcher and tools, and assembles the node.
+/// Opens the store, builds the LLM, the HTTP clients and tools, and assembles the node.
 pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     let mut config = config;
     match config.llm.native_tools {
@@ -61,13 +61,17 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     let (llm, llm_description, local_server) = build_llm(&config.llm).await?;
     let fetcher =
         Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
-    let tools = ToolRegistry::from_config(&config.node.tools).context("building the tools")?;
+    let targets = TargetClient::new(TargetPolicy::default())
+        .context("building the client for configured targets")?;
+    let tools =
+        ToolRegistry::from_config(&config.node.tools, &targets).context("building the tools")?;
     let routine_engine = build_routine_engine(&config.routine_runtime, &config.store)?;
     let node = Node::new(NodeParts {
         config: config.node.clone(),
         store,
         llm,
         fetcher,
+        targets,
         tools,
         prices: config.llm.prices.clone(),
         clock: Arc::new(SystemClock),

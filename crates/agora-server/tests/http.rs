@@ -487,3 +487,52 @@ async fn routines_are_managed_over_the_admin_api() {
     let (_, reply) = ask().await;
     assert_eq!(reply["body"], "hello from the node");
 }
+
+#[tokio::test]
+async fn each_node_reports_only_its_own_numbers_and_methods_are_bounded() {
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let a = server(dir_a.path()).await;
+    let b = NodeBuilder::new(answering(), dir_b.path())
+        .config(|c| c.name = "other-node".into())
+        .spawn()
+        .await;
+    let purge = reqwest::Method::from_bytes(b"PURGE").unwrap();
+    let (code, _, _) = raw(&a, purge, "/healthz", None).await;
+    assert_eq!(code, 405);
+    for node in [&a, &b] {
+        let (code, _, _) = raw(node, reqwest::Method::GET, "/healthz", None).await;
+        assert_eq!(code, 200);
+    }
+    let (_, text_a, _) = raw(&a, reqwest::Method::GET, "/metrics", None).await;
+    let (_, text_b, _) = raw(&b, reqwest::Method::GET, "/metrics", None).await;
+    assert!(text_a.contains("agora_http_requests_total{node=\"test-node\",method=\"GET\",route=\"/healthz\",status=\"200\"} 1"), "{text_a}");
+    assert!(
+        text_a.contains("method=\"other\"") && !text_a.contains("PURGE"),
+        "an unknown method is counted as other: {text_a}"
+    );
+    assert!(
+        text_a.contains("# TYPE agora_http_requests counter"),
+        "{text_a}"
+    );
+    assert!(text_b.contains("agora_http_requests_total{node=\"other-node\",method=\"GET\",route=\"/healthz\",status=\"200\"} 1"), "{text_b}");
+    assert!(
+        !text_b.contains("test-node") && !text_b.contains("method=\"other\""),
+        "{text_b}"
+    );
+
+    let scraped = reqwest::Client::new()
+        .get(format!("{}/metrics", b.url))
+        .header("accept", "application/openmetrics-text; version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    let content_type = scraped.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(scraped.text().await.unwrap().ends_with("# EOF\n"));
+}

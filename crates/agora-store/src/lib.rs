@@ -7,11 +7,13 @@
 //!
 //! One [`Store`] serves SQLite (`sqlite://agora.db`) and Postgres (`postgres://...`) through the
 //! same queries; see the `connect` module for how. Timestamps are Unix milliseconds passed in
-//! by the caller: the store never reads the clock. Writes that belong together (a document and
+//! by the caller: the store never reads the clock. The injectable [`clock::Clock`] the callers
+//! (the node, a protocol database) stamp records with lives here, beside that convention. Writes that belong together (a document and
 //! its sources; a request, its usage counters and its conversation) commit in one transaction,
 //! so a kill at any moment loses nothing committed and leaves nothing half-written.
 #![deny(missing_docs)]
 
+pub mod clock;
 mod connect;
 mod conversations;
 mod decisions;

@@ -12,7 +12,7 @@ mod scripted;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agora_fetch::{FetchPolicy, Fetcher};
+use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
 use agora_node::{Clock, Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
 use agora_server::AppState;
@@ -130,13 +130,15 @@ impl NodeBuilder {
         let store = Store::connect(&sqlite_url(&self.store_dir))
             .await
             .expect("the test store opens");
-        let tools =
-            ToolRegistry::from_config(&self.config.tools).expect("the test tools are valid");
+        let targets = TargetClient::new(TargetPolicy::default()).expect("the target client builds");
+        let tools = ToolRegistry::from_config(&self.config.tools, &targets)
+            .expect("the test tools are valid");
         let node = Node::new(NodeParts {
             config: self.config.clone(),
             store,
             llm: self.llm.clone(),
             fetcher: Fetcher::new(self.fetch.clone()).expect("the fetcher builds"),
+            targets,
             tools,
             prices: PriceTable::default(),
             clock: self.clock.clone(),

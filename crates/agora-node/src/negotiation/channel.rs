@@ -7,26 +7,17 @@
 //! has the node's sender timeout and reply size limit, and redirects are not followed: the
 //! target is chosen by the operator and the conversation must stay with it.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use agora_fetch::{TargetClient, TargetRequest};
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status};
 
 use super::NegotiationError;
-
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default()
-    })
-}
+use crate::sender::{ExchangeError, exchange};
 
 /// One negotiation conversation with one receiver.
 pub(crate) struct Channel {
+    targets: TargetClient,
     target: String,
     timeout: Duration,
     max_reply_bytes: usize,
@@ -34,8 +25,14 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
-    pub(crate) fn new(target: &str, timeout: Duration, max_reply_bytes: usize) -> Self {
+    pub(crate) fn new(
+        targets: TargetClient,
+        target: &str,
+        timeout: Duration,
+        max_reply_bytes: usize,
+    ) -> Self {
         Self {
+            targets,
             target: target.trim_end_matches('/').to_string(),
             timeout,
             max_reply_bytes,
@@ -57,7 +54,9 @@ impl Channel {
             Some(id) => format!("{}/conversations/{id}", self.target),
             None => format!("{}/", self.target),
         };
-        let reply = self.exchange(client().post(&url).json(&envelope)).await?;
+        let reply = self
+            .exchange(self.targets.post(&url).json(&envelope))
+            .await?;
         match reply.status {
             Status::Success => {}
             Status::Failure | Status::Rejected => {
@@ -81,44 +80,28 @@ impl Channel {
             return;
         };
         let url = format!("{}/conversations/{id}", self.target);
-        let result = client().delete(&url).timeout(self.timeout).send().await;
+        let result = self
+            .targets
+            .delete(&url)
+            .timeout(self.timeout)
+            .max_bytes(self.max_reply_bytes)
+            .send()
+            .await;
         if let Err(error) = result {
             tracing::debug!(%error, "could not close a negotiation conversation");
         }
     }
 
-    async fn exchange(&self, request: reqwest::RequestBuilder) -> Result<Reply, NegotiationError> {
-        let unreachable = |reason: String| NegotiationError::Unreachable {
-            target: self.target.clone(),
-            reason,
-        };
-        let mut response = request
+    async fn exchange(&self, request: TargetRequest) -> Result<Reply, NegotiationError> {
+        let request = request
             .timeout(self.timeout)
-            .send()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let status = response.status().as_u16();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?
-        {
-            if bytes.len() + chunk.len() > self.max_reply_bytes {
-                return Err(self.bad_reply(
-                    status,
-                    format!("the reply is over {} bytes", self.max_reply_bytes),
-                ));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| self.bad_reply(status, format!("not JSON: {e}")))?;
-        Reply::from_json(&value).ok_or_else(|| {
-            self.bad_reply(
-                status,
-                format!("no Agora status in {}", super::clip(&value.to_string())),
-            )
+            .max_bytes(self.max_reply_bytes);
+        exchange(request).await.map_err(|error| match error {
+            ExchangeError::Unreachable(reason) => NegotiationError::Unreachable {
+                target: self.target.clone(),
+                reason,
+            },
+            ExchangeError::BadReply { status, detail } => self.bad_reply(status, detail),
         })
     }
 

@@ -206,10 +206,12 @@ impl Node {
                 let mut sources = Vec::new();
                 if let Some(database) = &config.protocol_db {
                     match sender::publish(
+                        &self.inner.targets,
                         database,
                         config.protocol_db_token.as_deref(),
                         document.text(),
                         Duration::from_secs(config.timeout_secs.max(1)),
+                        config.max_reply_bytes,
                     )
                     .await
                     {
@@ -248,7 +250,14 @@ impl Node {
         let timeout = Duration::from_secs(config.timeout_secs.clamp(1, 30));
         let mut candidates: Vec<(ProtocolHash, Vec<String>)> = Vec::new();
         let base = target.trim_end_matches('/');
-        match sender::get_json(&format!("{base}/.wellknown"), timeout, MAX_LISTING_BYTES).await {
+        match sender::get_json(
+            &self.inner.targets,
+            &format!("{base}/.wellknown"),
+            timeout,
+            MAX_LISTING_BYTES,
+        )
+        .await
+        {
             Ok(Value::Object(listing)) => {
                 for (hash, sources) in listing {
                     let Ok(hash) = hash.parse::<ProtocolHash>() else {
@@ -286,7 +295,7 @@ impl Node {
                 "{}/protocols?q={query}&limit=10",
                 database.trim_end_matches('/')
             );
-            match sender::get_json(&url, timeout, MAX_LISTING_BYTES).await {
+            match sender::get_json(&self.inner.targets, &url, timeout, MAX_LISTING_BYTES).await {
                 Ok(Value::Array(hits)) => {
                     for hit in hits {
                         let hash = hit

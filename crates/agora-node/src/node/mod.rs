@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agora_fetch::Fetcher;
+use agora_fetch::{Fetcher, TargetClient};
 use agora_llm::{Llm, PriceTable};
 use agora_protocol::{
     Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, Status, VerifiedDocument,
@@ -59,6 +59,9 @@ pub struct NodeParts {
     pub llm: Arc<dyn Llm>,
     /// The SSRF-guarded fetcher for protocol sources.
     pub fetcher: Fetcher,
+    /// The client for operator-configured targets: receivers tasks are sent to, protocol
+    /// databases (the same one the HTTP tools were built with).
+    pub targets: TargetClient,
     /// The tools.
     pub tools: ToolRegistry,
     /// LLM prices for the ledger.
@@ -98,6 +101,7 @@ struct Inner {
     config: NodeConfig,
     store: Store,
     resolver: Resolver,
+    targets: TargetClient,
     accountant: Accountant,
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
@@ -160,6 +164,7 @@ impl Node {
                 config: parts.config,
                 store: parts.store,
                 resolver,
+                targets: parts.targets,
                 accountant,
                 tools: parts.tools,
                 clock: parts.clock,

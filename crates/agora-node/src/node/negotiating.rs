@@ -41,6 +41,7 @@ impl Node {
             let context = QueryContext::new(query_id, None);
             let sender = &self.inner.config.sender;
             let mut channel = Channel::new(
+                self.inner.targets.clone(),
                 target,
                 Duration::from_secs(sender.timeout_secs),
                 sender.max_reply_bytes,

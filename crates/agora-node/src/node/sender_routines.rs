@@ -169,20 +169,27 @@ impl Node {
         let config = &self.inner.config.sender;
         let envelope = sender::envelope(Some(document), sources, &body);
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
-        let (reply, negotiation_requested) =
-            match sender::post(&key.target, &envelope, timeout, config.max_reply_bytes).await {
-                Ok(Answer::Success(reply, requested)) => (reply, requested),
-                Ok(Answer::Rejected(message)) => {
-                    return RoutineRun::Done(Err(SendError::Rejected(message)));
-                }
-                Ok(Answer::Failure(message)) => {
-                    let error = format!("the target failed on the routine's body: {message}");
-                    return self
-                        .sender_routine_failed(key, task, active.id, error)
-                        .await;
-                }
-                Err(error) => return RoutineRun::Done(Err(error)),
-            };
+        let (reply, negotiation_requested) = match sender::post(
+            &self.inner.targets,
+            &key.target,
+            &envelope,
+            timeout,
+            config.max_reply_bytes,
+        )
+        .await
+        {
+            Ok(Answer::Success(reply, requested)) => (reply, requested),
+            Ok(Answer::Rejected(message)) => {
+                return RoutineRun::Done(Err(SendError::Rejected(message)));
+            }
+            Ok(Answer::Failure(message)) => {
+                let error = format!("the target failed on the routine's body: {message}");
+                return self
+                    .sender_routine_failed(key, task, active.id, error)
+                    .await;
+            }
+            Err(error) => return RoutineRun::Done(Err(error)),
+        };
         let output = match routine::run(loaded.as_ref(), &routine::decode_input(&reply), limits)
             .await
             .and_then(|got| routine::read_output(task, &got))

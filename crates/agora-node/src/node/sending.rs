@@ -83,6 +83,7 @@ impl Node {
             None => sender::envelope(None, &[], &body),
         };
         let answer = sender::post(
+            &self.inner.targets,
             target,
             &envelope,
             Duration::from_secs(config.timeout_secs.max(1)),

@@ -9,9 +9,9 @@
 
 pub(crate) mod routine;
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use agora_fetch::{FetchError, TargetClient, TargetRequest, TargetResponse};
 use agora_llm::Message;
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status, VerifiedDocument};
 use serde_json::{Value, json};
@@ -177,17 +177,6 @@ pub(crate) fn unfence(text: &str) -> String {
         .to_string()
 }
 
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default()
-    })
-}
-
 /// What a receiver said.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answer {
@@ -199,51 +188,62 @@ pub(crate) enum Answer {
     Failure(String),
 }
 
+/// Why an Agora exchange (a request and its reply envelope) gave no reply.
+#[derive(Debug)]
+pub(crate) enum ExchangeError {
+    /// The target could not be reached, or did not answer in time.
+    Unreachable(String),
+    /// The target answered with something that is not an Agora reply.
+    BadReply {
+        /// The HTTP status.
+        status: u16,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// Sends one Agora request and reads the reply envelope, within the request's deadline and
+/// size limit. The sender and the negotiation channel both talk to receivers through this.
+pub(crate) async fn exchange(request: TargetRequest) -> Result<Reply, ExchangeError> {
+    let unreachable = |error: FetchError| ExchangeError::Unreachable(error.to_string());
+    let response = request.send().await.map_err(unreachable)?;
+    let status = response.status();
+    let bad = |detail: String| ExchangeError::BadReply { status, detail };
+    let bytes = response.bytes().await.map_err(|error| match error {
+        FetchError::TooLarge { limit } => bad(format!("the reply is over {limit} bytes")),
+        other => unreachable(other),
+    })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    // `Reply::from_json` reads every dialect: the Python library's `error` + `message` (and its
+    // "<hash> is not suitable for execution" as a rejection) as well as `failure` + `error`.
+    Reply::from_json(&value)
+        .ok_or_else(|| bad(format!("no Agora status in {}", clip(&value.to_string()))))
+}
+
 /// Posts one Agora request and reads the reply envelope.
 pub(crate) async fn post(
+    targets: &TargetClient,
     target: &str,
     envelope: &Value,
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<Answer, SendError> {
-    let unreachable = |reason: String| SendError::Unreachable {
-        target: target.to_string(),
-        reason,
-    };
-    let mut response = client()
+    let request = targets
         .post(target)
-        .timeout(timeout)
         .json(envelope)
-        .send()
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
-    let status = response.status().as_u16();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| unreachable(e.to_string()))?
-    {
-        if bytes.len() + chunk.len() > max_bytes {
-            return Err(SendError::BadReply {
-                target: target.to_string(),
-                status,
-                detail: format!("the reply is over {max_bytes} bytes"),
-            });
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    let bad = |detail: String| SendError::BadReply {
-        target: target.to_string(),
-        status,
-        detail,
-    };
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
-    // `Reply::from_json` reads every dialect: the Python library's `error` + `message` (and its
-    // "<hash> is not suitable for execution" as a rejection) as well as `failure` + `error`.
-    let Some(reply) = Reply::from_json(&value) else {
-        return Err(bad(format!("no status in {}", clip(&value.to_string()))));
-    };
+        .timeout(timeout)
+        .max_bytes(max_bytes);
+    let reply = exchange(request).await.map_err(|error| match error {
+        ExchangeError::Unreachable(reason) => SendError::Unreachable {
+            target: target.to_string(),
+            reason,
+        },
+        ExchangeError::BadReply { status, detail } => SendError::BadReply {
+            target: target.to_string(),
+            status,
+            detail,
+        },
+    })?;
     let body = reply.body.as_ref().map(Body::to_text);
     let message = || {
         reply
@@ -262,52 +262,53 @@ pub(crate) async fn post(
     })
 }
 
-/// GETs a small JSON document (a `/.wellknown` listing, a protocol database search).
-pub(crate) async fn get_json(
-    url: &str,
-    timeout: Duration,
-    max_bytes: usize,
-) -> Result<Value, String> {
-    let mut response = client()
-        .get(url)
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status().as_u16()));
-    }
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if bytes.len() + chunk.len() > max_bytes {
-            return Err(format!("over {max_bytes} bytes"));
-        }
-        bytes.extend_from_slice(&chunk);
+/// Reads a response's body and parses it as JSON; a non-2xx status is an error that shows the
+/// start of the body.
+async fn read_json(response: TargetResponse) -> Result<Value, String> {
+    let status = response.status();
+    let success = response.is_success();
+    let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+    if !success {
+        let text = String::from_utf8_lossy(&bytes);
+        return Err(format!("HTTP {status}: {}", clip(&text)));
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))
 }
 
-/// POSTs a protocol document to a protocol database; returns the URL it serves it at.
+/// GETs a small JSON document (a `/.wellknown` listing, a protocol database search).
+pub(crate) async fn get_json(
+    targets: &TargetClient,
+    url: &str,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Value, String> {
+    let request = targets.get(url).timeout(timeout).max_bytes(max_bytes);
+    read_json(request.send().await.map_err(|e| e.to_string())?).await
+}
+
+/// POSTs a protocol document to a protocol database; returns the URL it serves it at. The
+/// database's answer is read under `max_bytes`, like every reply.
 pub(crate) async fn publish(
+    targets: &TargetClient,
     database: &str,
     token: Option<&str>,
     text: &str,
     timeout: Duration,
+    max_bytes: usize,
 ) -> Result<String, String> {
-    let mut request = client()
-        .post(format!("{}/protocols", database.trim_end_matches('/')))
+    let url = format!("{}/protocols", database.trim_end_matches('/'));
+    let mut request = targets
+        .post(&url)
+        .text(text.to_string())
         .timeout(timeout)
-        .header("content-type", "text/plain; charset=utf-8")
-        .body(text.to_string());
+        .max_bytes(max_bytes);
     if let Some(token) = token {
-        request = request.bearer_auth(token);
+        request = request.bearer(token);
     }
     let response = request.send().await.map_err(|e| e.to_string())?;
-    let status = response.status();
-    let value: Value = response.json().await.map_err(|e| e.to_string())?;
-    if !status.is_success() {
-        return Err(format!("HTTP {}: {value}", status.as_u16()));
-    }
+    let value = read_json(response)
+        .await
+        .map_err(|error| format!("{url}: {error}"))?;
     value
         .get("url")
         .and_then(Value::as_str)
@@ -425,6 +426,26 @@ mod tests {
         assert_eq!(
             envelope(None, &sources, "Hello?"),
             json!({"protocolHash": null, "protocolSources": [], "body": "Hello?"})
+        );
+    }
+
+    #[tokio::test]
+    async fn publishing_reads_the_databases_answer_under_the_size_limit() {
+        let targets = TargetClient::new(agora_fetch::TargetPolicy::default()).unwrap();
+        let timeout = Duration::from_secs(5);
+        let answer = br#"{"url": "http://db.test/protocols/ab"}"#.to_vec();
+        let limit = answer.len();
+        let database = crate::test_peer::answering(201, answer).await;
+        let url = publish(&targets, &database, None, "PD", timeout, limit).await;
+        assert_eq!(url.unwrap(), "http://db.test/protocols/ab");
+
+        let database = crate::test_peer::answering(201, vec![b' '; limit + 1]).await;
+        let error = publish(&targets, &database, None, "PD", timeout, limit)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            format!("{database}/protocols: response body exceeds {limit} bytes")
         );
     }
 

@@ -1,10 +1,13 @@
 //! HTTP tools: a configured URL that takes the arguments as a JSON POST.
 //!
 //! The URL comes from the operator's configuration, not from a peer, so it
-//! is not behind the SSRF guard that protects protocol fetches.
+//! is not behind the SSRF guard that protects protocol fetches; it goes
+//! through the node's [`TargetClient`], which still bounds the reply's size
+//! and the call's time and follows no redirects.
 
 use std::time::Duration;
 
+use agora_fetch::TargetClient;
 use serde_json::Value;
 
 use super::{Tool, ToolError, ToolSpec};
@@ -14,17 +17,28 @@ use super::{Tool, ToolError, ToolSpec};
 pub struct HttpTool {
     spec: ToolSpec,
     url: String,
-    client: reqwest::Client,
+    client: TargetClient,
+    timeout: Duration,
+    max_reply_bytes: usize,
 }
 
 impl HttpTool {
-    /// A tool that POSTs its arguments to `url`.
-    pub fn new(spec: ToolSpec, url: String, timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .unwrap_or_default();
-        Self { spec, url, client }
+    /// A tool that POSTs its arguments to `url` through `client`, waits at most `timeout` for
+    /// the whole reply and reads at most `max_reply_bytes` of it.
+    pub fn new(
+        spec: ToolSpec,
+        url: String,
+        client: TargetClient,
+        timeout: Duration,
+        max_reply_bytes: usize,
+    ) -> Self {
+        Self {
+            spec,
+            url,
+            client,
+            timeout,
+            max_reply_bytes,
+        }
     }
 }
 
@@ -43,19 +57,21 @@ impl Tool for HttpTool {
             .client
             .post(&self.url)
             .json(&arguments)
+            .timeout(self.timeout)
+            .max_bytes(self.max_reply_bytes)
             .send()
             .await
             .map_err(|e| failed(format!("request failed: {e}")))?;
         let status = response.status();
+        let success = response.is_success();
         let bytes = response
             .bytes()
             .await
             .map_err(|e| failed(format!("reading the reply failed: {e}")))?;
-        if !status.is_success() {
+        if !success {
             let text = String::from_utf8_lossy(&bytes);
             return Err(failed(format!(
-                "HTTP {}: {}",
-                status.as_u16(),
+                "HTTP {status}: {}",
                 text.chars().take(300).collect::<String>()
             )));
         }
@@ -63,5 +79,45 @@ impl Tool for HttpTool {
             Ok(value) => Ok(value),
             Err(_) => Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agora_fetch::TargetPolicy;
+    use serde_json::json;
+
+    use super::*;
+    use crate::test_peer;
+
+    fn tool(url: String, max_reply_bytes: usize) -> HttpTool {
+        let spec = ToolSpec {
+            name: "lookup".into(),
+            description: "Looks something up.".into(),
+            parameters: json!({"type": "object"}),
+            returns: None,
+        };
+        let client = TargetClient::new(TargetPolicy::default()).unwrap();
+        HttpTool::new(spec, url, client, Duration::from_secs(5), max_reply_bytes)
+    }
+
+    #[tokio::test]
+    async fn a_reply_within_the_limit_is_returned() {
+        let url = test_peer::answering(200, br#"{"answer": 42}"#.to_vec()).await;
+        let value = tool(url, 100).call(json!({})).await.unwrap();
+        assert_eq!(value, json!({"answer": 42}));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_reply_fails_the_call_with_the_limit_named() {
+        let url = test_peer::answering(200, vec![b' '; 101]).await;
+        let error = tool(url, 100).call(json!({})).await.unwrap_err();
+        assert_eq!(
+            error,
+            ToolError::Failed {
+                tool: "lookup".into(),
+                reason: "reading the reply failed: response body exceeds 100 bytes".into(),
+            }
+        );
     }
 }

@@ -12,11 +12,15 @@ mod http;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use agora_fetch::TargetClient;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use builtin::WeatherForecastTool;
 pub use http::HttpTool;
+
+/// Largest reply an HTTP tool accepts when its configuration names no limit, in bytes.
+const DEFAULT_MAX_REPLY_BYTES: usize = 1 << 20;
 
 /// What a tool is, as shown to an LLM or a routine author.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,6 +115,9 @@ pub enum ToolKind {
         /// Per-call timeout in seconds (default 10).
         #[serde(default)]
         timeout_secs: Option<u64>,
+        /// Largest reply accepted, in bytes (default 1 MiB); a larger one fails the call.
+        #[serde(default)]
+        max_reply_bytes: Option<usize>,
     },
     /// A tool compiled into agora, for demos.
     Builtin {
@@ -165,11 +172,14 @@ impl std::fmt::Debug for ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// Builds the registry from configuration.
-    pub fn from_config(configs: &[ToolConfig]) -> Result<Self, ToolConfigError> {
+    /// Builds the registry from configuration; HTTP tools call out through `targets`.
+    pub fn from_config(
+        configs: &[ToolConfig],
+        targets: &TargetClient,
+    ) -> Result<Self, ToolConfigError> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for config in configs {
-            tools.push(build_tool(config)?);
+            tools.push(build_tool(config, targets)?);
         }
         Self::from_tools(tools)
     }
@@ -238,7 +248,10 @@ impl ToolRegistry {
     }
 }
 
-fn build_tool(config: &ToolConfig) -> Result<Arc<dyn Tool>, ToolConfigError> {
+fn build_tool(
+    config: &ToolConfig,
+    targets: &TargetClient,
+) -> Result<Arc<dyn Tool>, ToolConfigError> {
     match &config.kind {
         ToolKind::Builtin { builtin, seed } => {
             let mut spec = match builtin.as_str() {
@@ -251,7 +264,11 @@ fn build_tool(config: &ToolConfig) -> Result<Arc<dyn Tool>, ToolConfigError> {
             }
             Ok(Arc::new(WeatherForecastTool::with_spec(spec, *seed)))
         }
-        ToolKind::Http { url, timeout_secs } => {
+        ToolKind::Http {
+            url,
+            timeout_secs,
+            max_reply_bytes,
+        } => {
             let description = config
                 .description
                 .clone()
@@ -266,7 +283,14 @@ fn build_tool(config: &ToolConfig) -> Result<Arc<dyn Tool>, ToolConfigError> {
                 returns: config.returns.clone(),
             };
             let timeout = std::time::Duration::from_secs(timeout_secs.unwrap_or(10));
-            Ok(Arc::new(HttpTool::new(spec, url.clone(), timeout)))
+            let max_reply_bytes = max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES);
+            Ok(Arc::new(HttpTool::new(
+                spec,
+                url.clone(),
+                targets.clone(),
+                timeout,
+                max_reply_bytes,
+            )))
         }
     }
 }

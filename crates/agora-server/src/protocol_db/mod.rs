@@ -1,6 +1,6 @@
 //! A protocol database over HTTP: `agora protocol-db run`.
 //!
-//! This module builds an [`agora_node::ProtocolDb`] from a [`ProtocolDbServerConfig`] (store,
+//! This module builds an [`agora_protocol_db::ProtocolDb`] from a [`ProtocolDbServerConfig`] (store,
 //! SSRF-guarded fetcher for the peers, clock), serves its routes (see `routes`), and runs its
 //! background loop (periodic pulls, pulls that peers' notifications ask for, notifications to
 //! peers) as one tracked task that stops with the server.
@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agora_fetch::Fetcher;
-use agora_node::protocol_db::HttpPeerClient;
-use agora_node::{ProtocolDb, ProtocolDbConfig, ProtocolDbParts, SystemClock};
+use agora_protocol_db::{
+    HttpPeerClient, ProtocolDb, ProtocolDbConfig, ProtocolDbParts, SystemClock,
+};
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -75,6 +76,7 @@ pub async fn serve_protocol_db(
         db: running.db.clone(),
         token: running.config.token().map(Arc::from),
         open_writes: running.config.open_writes,
+        metrics: Arc::new(metrics::ProtocolDbMetrics::new()),
     };
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())

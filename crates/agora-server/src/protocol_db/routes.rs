@@ -16,9 +16,8 @@
 
 use std::sync::Arc;
 
-use agora_node::ProtocolDb;
-use agora_node::protocol_db::{PublishError, Rejection};
 use agora_protocol::{ErrorCode, ProtocolHash};
+use agora_protocol_db::{ProtocolDb, PublishError, Rejection};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
@@ -30,6 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_http::trace::TraceLayer;
 
+use super::metrics::ProtocolDbMetrics;
 use crate::error::ApiError;
 
 /// Results of a search when the asker names no limit.
@@ -45,6 +45,8 @@ pub(crate) struct ProtocolDbState {
     pub(crate) token: Option<Arc<str>>,
     /// Whether writes are open when there is no token.
     pub(crate) open_writes: bool,
+    /// The database's metrics registry, for `/metrics`.
+    pub(crate) metrics: Arc<ProtocolDbMetrics>,
 }
 
 /// The router. Its body limit leaves room for a JSON-escaped document of the largest size.
@@ -287,18 +289,16 @@ async fn sync(
     Ok((StatusCode::ACCEPTED, Json(json!({"status": "scheduled"}))).into_response())
 }
 
-async fn metrics(State(state): State<ProtocolDbState>) -> Result<Response, ApiError> {
-    let text = super::metrics::render(&state.db)
+async fn metrics(
+    State(state): State<ProtocolDbState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let text = state
+        .metrics
+        .render(&state.db)
         .await
         .map_err(|error| internal("could not render metrics", error))?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    Ok(crate::metrics::response(&headers, text))
 }
 
 fn too_large(message: impl Into<String>) -> ApiError {

@@ -1,43 +1,14 @@
-//! How a protocol database talks to its peers: the page of catalogue changes it serves and
-//! pulls, and the [`PeerClient`] that fetches such pages and sends notifications.
+//! How a protocol database talks to its peers: the [`PeerClient`] that fetches pages of
+//! catalogue changes ([`ChangePage`], a wire type of `agora-protocol`) and sends notifications.
 //!
-//! The page is this crate's own JSON (snake_case, not the Agora wire), served by
-//! `GET /protocols?since=<seq>&limit=<n>` and parsed here when pulled, so both sides share one
-//! type. The HTTP client goes through `agora-fetch`: peer URLs come from the operator, but the
+//! The page is served by `GET /protocols?since=<seq>&limit=<n>` and parsed here when pulled, so
+//! both sides share one type. The HTTP client goes through `agora-fetch`: peer URLs come from the operator, but the
 //! addresses they resolve to are still checked, so a peer name that starts resolving to a cloud
 //! metadata address is refused, and every response is read under a size limit and a deadline.
 //! A test or an embedder can put any other [`PeerClient`] in its place.
 
 use agora_fetch::Fetcher;
-use serde::{Deserialize, Serialize};
-
-/// One catalogue entry as served to peers, with its text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChangeEntry {
-    /// Its position in the serving database's catalogue.
-    pub seq: i64,
-    /// The SHA-1 of `text`, as 40 hex digits (a puller checks it).
-    pub hash: String,
-    /// The name from the front matter, if any.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// The description from the front matter, if any.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// The exact text of the document.
-    pub text: String,
-}
-
-/// A page of a catalogue: the entries after a cursor, in seq order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChangePage {
-    /// The entries, in increasing `seq`.
-    pub entries: Vec<ChangeEntry>,
-    /// The cursor for the next page: the last entry's seq, or the requested cursor when empty.
-    pub next: i64,
-    /// Whether entries after `next` exist.
-    pub more: bool,
-}
+use agora_protocol::ChangePage;
 
 /// A peer that could not be reached or answered nonsense.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

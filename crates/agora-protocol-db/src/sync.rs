@@ -17,7 +17,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{ChangePage, MIN_NOTIFIED_GAP, ProtocolDb, Rejection};
+use crate::{ChangePage, MIN_NOTIFIED_GAP, ProtocolDb, Rejection};
 
 /// What one sync round did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

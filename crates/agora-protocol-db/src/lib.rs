@@ -36,9 +36,9 @@ use agora_store::{PeerState, PublishedCounts, Store, StoreError};
 use tokio::sync::Notify;
 use tracing::Instrument;
 
-use crate::clock::Clock;
-
-pub use peers::{ChangeEntry, ChangePage, HttpPeerClient, PeerClient, PeerError};
+pub use agora_protocol::{ChangeEntry, ChangePage};
+pub use agora_store::clock::{Clock, ManualClock, SystemClock};
+pub use peers::{HttpPeerClient, PeerClient, PeerError};
 pub use sync::{PeerSyncReport, SyncReport};
 
 /// Least time between two pulls triggered by peers' notifications.
