@@ -275,13 +275,7 @@ impl Store {
             K::EXAMPLES,
             K::ATTEMPTS
         );
-        let row = key
-            .bind(sqlx::query(&sql))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::db("examples_since_last_attempt"))?;
-        row.try_get("n")
-            .map_err(StoreError::db("examples_since_last_attempt: read"))
+        self.count(key, &sql, "examples_since_last_attempt").await
     }
 
     /// Programmer jobs for `key` since its last attempt that passed: the node waits for more
@@ -298,13 +292,22 @@ impl Store {
             attempts = K::ATTEMPTS,
             passed = AttemptOutcome::Passed.as_str(),
         );
+        self.count(key, &sql, "failed_jobs_since_success").await
+    }
+
+    /// Runs `sql`, a count `n` over the key bound from `$1`.
+    async fn count<K: ProgrammerKey>(
+        &self,
+        key: &K,
+        sql: &str,
+        operation: &'static str,
+    ) -> Result<i64, StoreError> {
         let row = key
-            .bind(sqlx::query(&sql))
+            .bind(sqlx::query(sql))
             .fetch_one(&self.pool)
             .await
-            .map_err(StoreError::db("failed_jobs_since_success"))?;
-        row.try_get("n")
-            .map_err(StoreError::db("failed_jobs_since_success: read"))
+            .map_err(StoreError::db(operation))?;
+        row.try_get("n").map_err(StoreError::db(operation))
     }
 
     /// Records an attempt; returns its id.

@@ -317,6 +317,27 @@ impl Node {
     }
 }
 
+/// The examples a job works on, and where the newest that the prompt shows start; `None`
+/// (logged) when they could not be read or there are none.
+pub(super) fn examples_to_work_on<E>(
+    read: Result<Vec<E>, agora_store::StoreError>,
+    config: &ProgrammerConfig,
+) -> Option<(Vec<E>, usize)> {
+    match read {
+        Ok(examples) if !examples.is_empty() => {
+            let shown = examples
+                .len()
+                .saturating_sub(config.examples_in_prompt.max(1));
+            Some((examples, shown))
+        }
+        Ok(_) => None,
+        Err(error) => {
+            tracing::error!(%error, "could not read the programmer's examples");
+            None
+        }
+    }
+}
+
 /// A kind's background task: one job at a time, until the node is dropped.
 async fn work<S: JobSubject>(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job<S>>) {
     while let Some(job) = jobs.recv().await {

@@ -23,7 +23,7 @@ use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
 
 use super::Node;
 use super::programming::{
-    Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load,
+    Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load, examples_to_work_on,
 };
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
@@ -170,24 +170,11 @@ impl JobSubject for ProtocolHash {
         document: &VerifiedDocument,
         config: &ProgrammerConfig,
     ) -> Option<Prepared<ReceiverBench>> {
-        let examples = match node
-            .inner
-            .store
-            .examples(self, config.max_examples.max(1) as i64)
-            .await
-        {
-            Ok(examples) if !examples.is_empty() => examples,
-            Ok(_) => return None,
-            Err(error) => {
-                tracing::error!(%error, "could not read the programmer's examples");
-                return None;
-            }
-        };
+        let limit = config.max_examples.max(1) as i64;
+        let (examples, shown) =
+            examples_to_work_on(node.inner.store.examples(self, limit).await, config)?;
         let tools = node.inner.tools.specs();
-        let shown = &examples[examples
-            .len()
-            .saturating_sub(config.examples_in_prompt.max(1))..];
-        let messages = prompt::first_messages(document, &tools, shown);
+        let messages = prompt::first_messages(document, &tools, &examples[shown..]);
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
             messages,

@@ -25,7 +25,9 @@ use agora_store::{JobReason, SenderExample, SenderKey};
 use serde_json::Value;
 
 use super::Node;
-use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, build_and_load};
+use super::programming::{
+    Examination, JobSubject, Kept, Passed, Prepared, build_and_load, examples_to_work_on,
+};
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, ProgrammerQueue};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
@@ -284,25 +286,12 @@ impl JobSubject for SenderSubject {
         document: &VerifiedDocument,
         config: &ProgrammerConfig,
     ) -> Option<Prepared<SenderBench>> {
-        let examples = match node
-            .inner
-            .store
-            .sender_examples(&self.key, config.max_examples.max(1) as i64)
-            .await
-        {
-            Ok(examples) if !examples.is_empty() => examples,
-            Ok(_) => return None,
-            Err(error) => {
-                tracing::error!(%error, "could not read the sender examples");
-                return None;
-            }
-        };
-        let shown = &examples[examples
-            .len()
-            .saturating_sub(config.examples_in_prompt.max(1))..];
+        let limit = config.max_examples.max(1) as i64;
+        let read = node.inner.store.sender_examples(&self.key, limit).await;
+        let (examples, shown) = examples_to_work_on(read, config)?;
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
-            messages: routine::first_messages(document, &self.task, shown),
+            messages: routine::first_messages(document, &self.task, &examples[shown..]),
             bench: SenderBench {
                 task: self.task.clone(),
                 examples,
