@@ -351,7 +351,7 @@ async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_ll
     let dir = temp_dir();
     let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &[GUARDED]).await;
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome, "passed");
+    assert_eq!(attempts[0].outcome.as_str(), "passed");
     assert_eq!(
         attempts[0].report,
         "2/2 examples passed; the node took out the check `if (!r1.precipitation_mm)`, which \
@@ -368,7 +368,7 @@ async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
     let dir = temp_dir();
     let (_node, attempts) = programmed_after_paris_and_lima(dir.path(), &[TWICE_GUARDED]).await;
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome, "passed");
+    assert_eq!(attempts[0].outcome.as_str(), "passed");
     assert_eq!(
         attempts[0].source.as_deref(),
         Some(TWICE_GUARDED_SECOND_OUT)

@@ -161,7 +161,7 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     assert_eq!(routines[0].source, "good");
     let attempts = alice.store().sender_attempts().await.unwrap();
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome, "passed");
+    assert_eq!(attempts[0].outcome.as_str(), "passed");
     assert_eq!(attempts[0].report, "2/2 checks passed");
     let implementing = alice
         .store()
@@ -269,7 +269,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     assert!(routines[1].active);
     assert_eq!(routines[1].source, "good");
     let attempts = alice.store().sender_attempts().await.unwrap();
-    assert_eq!(attempts.last().unwrap().reason, "failures");
+    assert_eq!(attempts.last().unwrap().reason.as_str(), "failures");
 
     let run = alice
         .run_task(&bob.url, &task(), &data("Bergen, Norway"))

@@ -119,7 +119,7 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
     );
     let passed = attempts
         .iter()
-        .find(|a| a.outcome == "passed")
+        .find(|a| a.outcome.as_str() == "passed")
         .expect("a candidate passed its examination");
     let routine = server
         .node

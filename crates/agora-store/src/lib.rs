@@ -31,15 +31,17 @@ mod service_db;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
-pub use programming::{Example, ProgrammingTotals, RoutineAttempt};
+pub use programming::{
+    Attempt, Example, ProgrammerKey, ProgrammingTotals, RoutineAttempt, SenderRoutineAttempt,
+};
 pub use published::{PeerPage, PeerState, PublishedCounts, PublishedDocument, PublishedSummary};
 pub use records::{
-    Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, LlmCallRecord,
-    NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine, RoutineCode, RoutineLanguage,
-    RoutineOrigin, RoutineStatus, StoredDocument,
+    AttemptOutcome, Conversation, ConversationKind, Decision, DecisionOrigin, JobReason,
+    LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine,
+    RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoredDocument,
 };
 pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
-pub use sender_routines::{SenderExample, SenderKey, SenderRoutine, SenderRoutineAttempt};
+pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};
 pub use service_db::{
     MAX_ROWS, MAX_STATEMENT_BYTES, STATEMENT_TIME_LIMIT, ServiceDatabase, ServiceDbError,
     ServiceTable,

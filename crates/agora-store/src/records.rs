@@ -220,6 +220,30 @@ pub enum RoutineStatus {
     Disabled,
 }
 
+/// Why a programmer job (receiver or sender routine) was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobReason {
+    /// Enough new examples arrived since the key's last job.
+    Threshold,
+    /// The key's LLM-written routine failed too often and was disabled.
+    Failures,
+}
+
+/// How one attempt of a programmer job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptOutcome {
+    /// The candidate passed its examination (and was stored, unless the report says otherwise).
+    Passed,
+    /// The candidate did not build or load.
+    BuildFailed,
+    /// The candidate failed its examination.
+    TestsFailed,
+    /// The LLM call failed: no candidate.
+    LlmFailed,
+    /// The model wrote a candidate it had already written in this job.
+    Repeated,
+}
+
 /// Running counters for one protocol.
 ///
 /// `requests` counts every recorded request for the protocol; exactly one of `llm`, `routine`,
@@ -341,6 +365,14 @@ stored_words!(ConversationKind {
 stored_words!(RoutineLanguage { JavaScript => "javascript", Wasm => "wasm" });
 stored_words!(RoutineOrigin { Human => "human", Llm => "llm" });
 stored_words!(RoutineStatus { Active => "active", Disabled => "disabled" });
+stored_words!(JobReason { Threshold => "threshold", Failures => "failures" });
+stored_words!(AttemptOutcome {
+    Passed => "passed",
+    BuildFailed => "build_failed",
+    TestsFailed => "tests_failed",
+    LlmFailed => "llm_failed",
+    Repeated => "repeated",
+});
 stored_words!(RequestPath {
     Llm => "llm",
     Routine => "routine",
@@ -389,6 +421,25 @@ mod tests {
             Some(DecisionOrigin::Operator)
         );
         assert_eq!(DecisionOrigin::parse("Operator"), None);
+        // The words the programmer's attempts were stored with before these were enums.
+        let words = [
+            "passed",
+            "build_failed",
+            "tests_failed",
+            "llm_failed",
+            "repeated",
+        ];
+        for word in words {
+            assert_eq!(AttemptOutcome::parse(word).map(|o| o.as_str()), Some(word));
+        }
+        for word in ["threshold", "failures"] {
+            assert_eq!(JobReason::parse(word).map(|r| r.as_str()), Some(word));
+        }
+        assert!(matches!(
+            AttemptOutcome::from_column("routine_attempts.outcome", "won"),
+            Err(StoreError::Corrupt(message))
+                if message == "routine_attempts.outcome: unknown AttemptOutcome \"won\""
+        ));
         assert!(matches!(
             RequestPath::from_column("requests.path", "teleported"),
             Err(StoreError::Corrupt(message)) if message.contains("teleported")

@@ -5,23 +5,22 @@
 //! validated output), bounded per key like the receiver's examples: adding one prunes the
 //! oldest in the same transaction. A routine is stored only after it passed its examination;
 //! at most one per key is active (storing one disables the others in the same transaction, and
-//! a partial unique index enforces it). Attempts are kept for good, as the audit trail.
+//! a partial unique index enforces it). Attempts are kept for good, as the audit trail; they and
+//! the queries over them are the receiver routines' ones (`crate::programming`), over this key.
 
 use agora_protocol::ProtocolHash;
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::programming::{get, key, prune_examples};
 use crate::records::parse_hash;
-use crate::{Store, StoreError};
+use crate::{SenderRoutineAttempt, Store, StoreError};
 
 const EXAMPLE_COLUMNS: &str =
     "id, target, task, protocol_hash, data, body, reply, output, created_at";
 const ROUTINE_COLUMNS: &str = "id, target, task, protocol_hash, source, status, runs, failures, \
      last_error, created_at, updated_at";
-const ATTEMPT_COLUMNS: &str = "id, target, task, protocol_hash, job, attempt, reason, source, \
-     outcome, report, examples_upto, prompt_tokens, completion_tokens, cost_usd, routine_id, \
-     created_at";
 
 /// One task sent to one target under one protocol.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -76,37 +75,26 @@ pub struct SenderRoutine {
     pub updated_at_ms: i64,
 }
 
-/// One candidate sender routine the LLM wrote.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SenderRoutineAttempt {
-    /// Assigned by the store (0 in a new attempt).
-    pub id: i64,
-    /// What it was written for.
-    pub key: SenderKey,
-    /// The job it belongs to.
-    pub job: String,
-    /// 1 for the first candidate of a job, then one more per repair.
-    pub attempt: i64,
-    /// Why the job started: `threshold` or `failures`.
-    pub reason: String,
-    /// The candidate's source; `None` when the LLM gave none.
-    pub source: Option<String>,
-    /// `passed`, `build_failed`, `tests_failed` or `llm_failed`.
-    pub outcome: String,
-    /// Why, in words.
-    pub report: String,
-    /// The newest example the job saw.
-    pub examples_upto: i64,
-    /// Prompt tokens this attempt spent.
-    pub prompt_tokens: i64,
-    /// Completion tokens this attempt spent.
-    pub completion_tokens: i64,
-    /// What this attempt cost.
-    pub cost_usd: f64,
-    /// The routine it became, if it passed.
-    pub routine_id: Option<i64>,
-    /// When (Unix ms).
-    pub created_at_ms: i64,
+impl key::Columns for SenderKey {
+    const EXAMPLES: &'static str = "sender_examples";
+    const ATTEMPTS: &'static str = "sender_routine_attempts";
+    const COLUMNS: &'static [&'static str] = &["target", "task", "protocol_hash"];
+
+    fn bind<'q>(&'q self, query: key::AnyQuery<'q>) -> key::AnyQuery<'q> {
+        query
+            .bind(&self.target)
+            .bind(&self.task)
+            .bind(self.protocol_hash.to_hex())
+    }
+
+    fn read(row: &AnyRow, table: &str) -> Result<Self, StoreError> {
+        let hash: String = get(row, "protocol_hash")?;
+        Ok(SenderKey {
+            target: get(row, "target")?,
+            task: get(row, "task")?,
+            protocol_hash: parse_hash(&format!("{table}.protocol_hash"), &hash)?,
+        })
+    }
 }
 
 impl Store {
@@ -142,18 +130,7 @@ impl Store {
         let id: i64 = row
             .try_get("id")
             .map_err(StoreError::db("add_sender_example: id"))?;
-        sqlx::query(
-            "DELETE FROM sender_examples WHERE target = $1 AND task = $2 AND protocol_hash = $3 \
-             AND id NOT IN (SELECT id FROM sender_examples WHERE target = $1 AND task = $2 \
-             AND protocol_hash = $3 ORDER BY id DESC LIMIT $4)",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(&hash)
-        .bind(keep.max(1))
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::db("add_sender_example: prune"))?;
+        prune_examples(&mut tx, key, keep, "add_sender_example: prune").await?;
         tx.commit()
             .await
             .map_err(StoreError::db("add_sender_example: commit"))?;
@@ -166,66 +143,8 @@ impl Store {
         key: &SenderKey,
         limit: i64,
     ) -> Result<Vec<SenderExample>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EXAMPLE_COLUMNS} FROM sender_examples WHERE target = $1 AND task = $2 \
-             AND protocol_hash = $3 ORDER BY id DESC LIMIT $4"
-        ))
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(key.protocol_hash.to_hex())
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_examples: select"))?;
-        let mut examples = rows
-            .iter()
-            .map(example_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        examples.reverse();
-        Ok(examples)
-    }
-
-    /// How many of the key's examples are newer than the newest one its last job saw.
-    pub async fn sender_examples_since_last_attempt(
-        &self,
-        key: &SenderKey,
-    ) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM sender_examples WHERE target = $1 \
-             AND task = $2 AND protocol_hash = $3 AND id > \
-             (SELECT CAST(COALESCE(MAX(examples_upto), 0) AS BIGINT) FROM sender_routine_attempts \
-              WHERE target = $1 AND task = $2 AND protocol_hash = $3)",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(key.protocol_hash.to_hex())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_examples_since_last_attempt"))?;
-        row.try_get("n")
-            .map_err(StoreError::db("sender_examples_since_last_attempt: read"))
-    }
-
-    /// Sender routine jobs for `key` since its last attempt that passed (see
-    /// [`Store::failed_jobs_since_success`]).
-    pub async fn sender_failed_jobs_since_success(
-        &self,
-        key: &SenderKey,
-    ) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "SELECT CAST(COUNT(DISTINCT job) AS BIGINT) AS n FROM sender_routine_attempts \
-             WHERE target = $1 AND task = $2 AND protocol_hash = $3 AND id > \
-             (SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM sender_routine_attempts \
-              WHERE target = $1 AND task = $2 AND protocol_hash = $3 AND outcome = 'passed')",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(key.protocol_hash.to_hex())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_failed_jobs_since_success"))?;
-        row.try_get("n")
-            .map_err(StoreError::db("sender_failed_jobs_since_success: read"))
+        self.newest_examples(key, limit, EXAMPLE_COLUMNS, example_from_row)
+            .await
     }
 
     /// Stores a routine that passed, active, disabling the key's other routines; returns its id.
@@ -361,70 +280,10 @@ impl Store {
         Ok(())
     }
 
-    /// Records an attempt; returns its id.
-    pub async fn add_sender_attempt(
-        &self,
-        attempt: &SenderRoutineAttempt,
-    ) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
-        let key = &attempt.key;
-        let row = sqlx::query(
-            "INSERT INTO sender_routine_attempts (target, task, protocol_hash, job, attempt, \
-             reason, source, outcome, report, examples_upto, prompt_tokens, completion_tokens, \
-             cost_usd, routine_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-             RETURNING id",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(key.protocol_hash.to_hex())
-        .bind(&attempt.job)
-        .bind(attempt.attempt)
-        .bind(&attempt.reason)
-        .bind(attempt.source.clone())
-        .bind(&attempt.outcome)
-        .bind(&attempt.report)
-        .bind(attempt.examples_upto)
-        .bind(attempt.prompt_tokens)
-        .bind(attempt.completion_tokens)
-        .bind(attempt.cost_usd)
-        .bind(attempt.routine_id)
-        .bind(attempt.created_at_ms)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::db("add_sender_attempt"))?;
-        row.try_get("id")
-            .map_err(StoreError::db("add_sender_attempt: id"))
-    }
-
     /// Every sender routine attempt, oldest first.
     pub async fn sender_attempts(&self) -> Result<Vec<SenderRoutineAttempt>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM sender_routine_attempts ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_attempts"))?;
-        rows.iter().map(attempt_from_row).collect()
+        self.attempts::<SenderKey>(None).await
     }
-}
-
-/// One column of a row, or an error naming it.
-fn get<'r, T>(row: &'r AnyRow, column: &'static str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
-{
-    row.try_get(column)
-        .map_err(|error| StoreError::Database(format!("read column {column}: {error}")))
-}
-
-fn key_from_row(row: &AnyRow, table: &str) -> Result<SenderKey, StoreError> {
-    let hash: String = get(row, "protocol_hash")?;
-    Ok(SenderKey {
-        target: get(row, "target")?,
-        task: get(row, "task")?,
-        protocol_hash: parse_hash(&format!("{table}.protocol_hash"), &hash)?,
-    })
 }
 
 fn json_column(row: &AnyRow, column: &'static str) -> Result<Value, StoreError> {
@@ -436,7 +295,7 @@ fn json_column(row: &AnyRow, column: &'static str) -> Result<Value, StoreError> 
 fn example_from_row(row: &AnyRow) -> Result<SenderExample, StoreError> {
     Ok(SenderExample {
         id: get(row, "id")?,
-        key: key_from_row(row, "sender_examples")?,
+        key: <SenderKey as key::Columns>::read(row, "sender_examples")?,
         data: json_column(row, "data")?,
         body: get(row, "body")?,
         reply: get(row, "reply")?,
@@ -449,7 +308,7 @@ fn routine_from_row(row: &AnyRow) -> Result<SenderRoutine, StoreError> {
     let status: String = get(row, "status")?;
     Ok(SenderRoutine {
         id: get(row, "id")?,
-        key: key_from_row(row, "sender_routines")?,
+        key: <SenderKey as key::Columns>::read(row, "sender_routines")?,
         source: get(row, "source")?,
         active: status == "active",
         runs: get(row, "runs")?,
@@ -457,24 +316,5 @@ fn routine_from_row(row: &AnyRow) -> Result<SenderRoutine, StoreError> {
         last_error: get(row, "last_error")?,
         created_at_ms: get(row, "created_at")?,
         updated_at_ms: get(row, "updated_at")?,
-    })
-}
-
-fn attempt_from_row(row: &AnyRow) -> Result<SenderRoutineAttempt, StoreError> {
-    Ok(SenderRoutineAttempt {
-        id: get(row, "id")?,
-        key: key_from_row(row, "sender_routine_attempts")?,
-        job: get(row, "job")?,
-        attempt: get(row, "attempt")?,
-        reason: get(row, "reason")?,
-        source: get(row, "source")?,
-        outcome: get(row, "outcome")?,
-        report: get(row, "report")?,
-        examples_upto: get(row, "examples_upto")?,
-        prompt_tokens: get(row, "prompt_tokens")?,
-        completion_tokens: get(row, "completion_tokens")?,
-        cost_usd: get(row, "cost_usd")?,
-        routine_id: get(row, "routine_id")?,
-        created_at_ms: get(row, "created_at")?,
     })
 }

@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 use agora_protocol::VerifiedDocument;
-use agora_store::{SenderExample, SenderKey, SenderRoutineAttempt, Store};
+use agora_store::{
+    AttemptOutcome, JobReason, SenderExample, SenderKey, SenderRoutineAttempt, Store,
+};
 use serde_json::json;
 
 struct Fixture {
@@ -119,22 +121,16 @@ async fn examples_are_bounded_per_key_and_counted_since_the_last_attempt(fixture
     assert_eq!(ns, [2, 3, 4], "the oldest is pruned, oldest first");
     assert_eq!(kept[0].data, json!({"n": 2}));
     assert_eq!(kept[0].output, json!({"t": 1.5}));
-    assert_eq!(
-        store
-            .sender_examples_since_last_attempt(&bob)
-            .await
-            .unwrap(),
-        3
-    );
+    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 3);
 
     let attempt = SenderRoutineAttempt {
         id: 0,
         key: bob.clone(),
         job: "j".into(),
         attempt: 1,
-        reason: "threshold".into(),
+        reason: JobReason::Threshold,
         source: Some("function handle(input) {}".into()),
-        outcome: "tests_failed".into(),
+        outcome: AttemptOutcome::TestsFailed,
         report: "0/6 checks passed".into(),
         examples_upto: kept[2].id,
         prompt_tokens: 10,
@@ -143,32 +139,14 @@ async fn examples_are_bounded_per_key_and_counted_since_the_last_attempt(fixture
         routine_id: None,
         created_at_ms: 7,
     };
-    let id = store.add_sender_attempt(&attempt).await.unwrap();
-    assert_eq!(
-        store
-            .sender_examples_since_last_attempt(&bob)
-            .await
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        store
-            .sender_examples_since_last_attempt(&carol)
-            .await
-            .unwrap(),
-        1
-    );
+    let id = store.add_attempt(&attempt).await.unwrap();
+    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 0);
+    assert_eq!(store.examples_since_last_attempt(&carol).await.unwrap(), 1);
     store
         .add_sender_example(&example(&bob, 5), 3)
         .await
         .unwrap();
-    assert_eq!(
-        store
-            .sender_examples_since_last_attempt(&bob)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 1);
     let attempts = store.sender_attempts().await.unwrap();
     assert_eq!(attempts, [SenderRoutineAttempt { id, ..attempt }]);
 }

@@ -39,7 +39,7 @@ impl Node {
             Err(error) => error,
         };
         tracing::warn!(routine = %routine.name, origin = routine.origin.as_str(), %error, "routine failed");
-        // An LLM-written routine's failures count toward its retirement (see `programming`);
+        // An LLM-written routine's failures count toward its retirement (see `receiver_routines`);
         // a human-written routine's are only counted and reported.
         let failed_llm_routine = (routine.origin == RoutineOrigin::Llm).then_some(routine.id);
         let routine_error = Some(error.to_string());

@@ -32,7 +32,7 @@ use crate::checker;
 use crate::clock::Clock;
 use crate::config::{NodeConfig, SuitabilityMode};
 use crate::conversation;
-use crate::programmer::{PendingExample, ProgrammerQueue};
+use crate::programmer::{Job, PendingExample, ProgrammerQueue};
 use crate::resolver::{ResolveError, Resolver};
 use crate::responder::{Responder, Subject};
 use crate::routine_table::RoutineTable;
@@ -43,6 +43,7 @@ mod dispatch;
 mod ladder;
 mod negotiating;
 mod programming;
+mod receiver_routines;
 mod registry;
 mod sender_routines;
 mod sending;
@@ -106,7 +107,7 @@ struct Inner {
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
     routines: RoutineTable,
-    programmer: ProgrammerQueue,
+    programmer: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
     sender_routines: crate::sender::routine::SenderRoutines,
     negotiation: crate::negotiation::NegotiationSignal,
     /// Held by a driver to keep background routine writing for later (see
@@ -238,7 +239,7 @@ impl Node {
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
             tracing::Span::current().record("path", path_name(outcome.path));
-            let mut lesson = programming::Lesson {
+            let mut lesson = receiver_routines::Lesson {
                 example: outcome.example.clone(),
                 failed_llm_routine: outcome.failed_llm_routine,
             };

@@ -1,180 +1,194 @@
-//! The node writing its own routines: learning from LLM-answered requests, the programmer job,
-//! and retiring LLM-written routines that fail at run time.
+//! The programmer's job, one for both kinds of routine the node writes: receiver routines
+//! (keyed by protocol, `node::receiver_routines`) and sender routines (keyed by target, task and
+//! protocol, `node::sender_routines`). A [`JobSubject`] says what differs: where the examples are,
+//! the first prompt, how a candidate is examined and where a pass is stored.
 //!
-//! After each single-shot protocol request the LLM answered (directly, or as a routine's
-//! fallback) the request, its tool calls and the reply are kept as an example. When the
-//! protocol has no active routine and `thresholds.implementation` examples arrived since its
-//! last programmer run, a job is queued (see `crate::programmer`). The job asks the LLM
-//! (ledger category `implementing`) for a JavaScript routine, builds it with the routine
-//! engine, examines it on every kept example with recorded tool results, and sends failures
-//! back for up to `repair_attempts` repairs. A candidate that answers a valid example with an
-//! error reply from a check in its code (`if (!r.value) return { error: ... }`, which rejects
-//! a 0) gets that check taken out by the node (`programmer::guard`) and is examined again; the
-//! edit is kept only where more examples pass. A repair that repeats an earlier candidate ends the
-//! job (at temperature 0 the model would only repeat it again). Only a candidate that passes is
-//! stored and activated; every attempt is kept with its source, report and tokens.
-//!
-//! An LLM-written routine that has failed `max_routine_failures` times is disabled and the
-//! programmer runs again, now with the failing requests among the examples (the fallback
-//! answered them). Human-written routines are never touched: their failures are counted on the
-//! routine and reported, nothing more; and a candidate finished while a human routine is active
-//! for the protocol is stored disabled.
+//! A job is queued when the key has no active routine, no job, and enough examples arrived since
+//! its last job (the wait doubles after each job that found no routine, see [`backed_off`]), or
+//! when the key's LLM-written routine failed too often. Each kind has its own bounded queue and
+//! background worker, one job at a time. A job asks the LLM (ledger category `implementing`) for
+//! a JavaScript routine, builds it with the routine engine, examines it on the kept examples and
+//! sends failures back for up to `repair_attempts` repairs. A repair that repeats an earlier
+//! candidate ends the job (at temperature 0 the model would only repeat it again). Only a
+//! candidate that passes is stored; every attempt is kept with its source, report and tokens.
 
+use std::future::Future;
+use std::hash::Hash;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use agora_llm::{ChatRequest, Message};
-use agora_protocol::ProtocolHash;
-use agora_store::{Example, RoutineAttempt, RoutineOrigin, RoutineStatus};
+use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_store::{Attempt, AttemptOutcome, JobReason, ProgrammerKey};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Inner, Node};
 use crate::accounting::{Category, QueryContext};
-use crate::programmer::{Job, JobReason, PendingExample, exam, guard, prompt};
-use crate::routine_registry::{ProtocolInput, RoutineSpec};
+use crate::config::ProgrammerConfig;
+use crate::programmer::{Job, ProgrammerQueue, prompt};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource};
 
-/// What one protocol request leaves for the programmer.
-pub(super) struct Lesson {
-    /// The LLM's answer to keep as an example (successful single-shot answers only).
-    pub(super) example: Option<PendingExample>,
-    /// The LLM-written routine that failed on this request, if one did.
-    pub(super) failed_llm_routine: Option<i64>,
+/// What a programmer job writes a routine for, and what differs between the two kinds.
+pub(super) trait JobSubject: Send + Sync + Sized + 'static {
+    /// The key the queue and the store know the job by.
+    type Key: ProgrammerKey + Eq + Hash + std::fmt::Debug + 'static;
+    /// What the job examines candidates with (the examples, and what else the kind needs).
+    type Bench: Send + Sync;
+    /// What a candidate that passed carries to [`JobSubject::keep_routine`].
+    type Pass: Send;
+
+    /// The first part of the ledger query ids of the job's LLM calls.
+    const QUERY_PREFIX: &'static str;
+    /// What the logs call the routine.
+    const WHAT: &'static str;
+
+    fn key(&self) -> &Self::Key;
+    fn protocol_hash(&self) -> ProtocolHash;
+    fn queue(node: &Node) -> &ProgrammerQueue<Self::Key, Job<Self>>;
+    /// The worker's span for one job.
+    fn span(&self, reason: JobReason) -> tracing::Span;
+
+    /// Whether the key has an active routine (a job is then not wanted).
+    fn has_routine(&self, node: &Node) -> impl Future<Output = bool> + Send;
+
+    /// The examples and the first prompt; `None` when there is nothing to work on.
+    fn bench(
+        &self,
+        node: &Node,
+        document: &VerifiedDocument,
+        config: &ProgrammerConfig,
+    ) -> impl Future<Output = Option<Prepared<Self::Bench>>> + Send;
+
+    /// Builds and examines a candidate.
+    fn examine(
+        bench: &Self::Bench,
+        engine: &dyn RoutineEngine,
+        source: &str,
+        limits: RoutineLimits,
+    ) -> impl Future<Output = Examination<Self::Pass>> + Send;
+
+    /// Stores a candidate that passed; the error says why it could not be.
+    fn keep_routine(
+        &self,
+        node: &Node,
+        bench: &Self::Bench,
+        kept: Passed<Self::Pass>,
+    ) -> impl Future<Output = Result<Kept, String>> + Send;
+
+    /// After a pass and its attempt were stored.
+    fn passed(node: &Node) -> impl Future<Output = ()> + Send {
+        let _ = node;
+        async {}
+    }
+}
+
+/// What a job works on, before its first LLM call.
+pub(super) struct Prepared<B> {
+    pub(super) bench: B,
+    /// The id of the newest example the job saw.
+    pub(super) examples_upto: i64,
+    /// The first request to the model.
+    pub(super) messages: Vec<Message>,
+}
+
+/// A candidate after the routine engine and the examination had it.
+pub(super) enum Examination<P> {
+    /// It did not build or load.
+    Unbuilt(Unbuilt),
+    /// It was examined. `source` is the candidate as examined (the node may have edited it);
+    /// `pass` is set when it passed.
+    Examined {
+        source: String,
+        report: String,
+        feedback: String,
+        pass: Option<P>,
+    },
+}
+
+/// A candidate that passed, for [`JobSubject::keep_routine`].
+pub(super) struct Passed<P> {
+    pub(super) source: String,
+    pub(super) pass: P,
+    pub(super) job_id: String,
+    pub(super) attempt: i64,
+    pub(super) limits: RoutineLimits,
+}
+
+/// A stored routine.
+pub(super) struct Kept {
+    pub(super) routine_id: i64,
+    /// Added to the attempt's report.
+    pub(super) note: Option<&'static str>,
 }
 
 impl Node {
-    /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).
-    pub async fn programmer_idle(&self) {
-        self.inner.programmer.idle().await;
-    }
-
-    /// Keeps the request's example and decides whether the programmer should run.
-    pub(super) async fn learn(&self, query_id: &str, hash: ProtocolHash, lesson: Lesson) {
+    pub(super) fn programmer_limits(&self) -> RoutineLimits {
         let config = &self.inner.config.programmer;
-        if !config.enabled || self.inner.routines.engine().is_none() {
-            return;
-        }
-        if let Some(example) = lesson.example {
-            let example = Example {
-                id: 0,
-                protocol_hash: hash,
-                query_id: query_id.to_string(),
-                body: example.body,
-                tool_calls: example.tool_calls,
-                reply: example.reply,
-                created_at_ms: self.inner.clock.now_ms(),
-            };
-            let keep = config.max_examples.max(1) as i64;
-            if let Err(error) = self.inner.store.add_example(&example, keep).await {
-                tracing::error!(%error, "could not keep an example for the programmer");
-                return;
-            }
-        }
-        match lesson.failed_llm_routine {
-            Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
-            None => self.consider_programming(hash).await,
+        RoutineLimits {
+            timeout: Duration::from_millis(config.routine_timeout_ms.max(1)),
+            memory_bytes: config.routine_memory_bytes,
         }
     }
 
-    /// Queues a job when the protocol has no routine, no job, and enough new examples.
-    async fn consider_programming(&self, hash: ProtocolHash) {
-        if self.inner.routines.active(&hash).is_some() || self.inner.programmer.is_pending(&hash) {
+    /// Queues a job when the subject has no routine, no job, and enough new examples:
+    /// `threshold`, doubled after each job since the last pass.
+    pub(super) async fn consider_programming<S: JobSubject>(&self, subject: S, threshold: u64) {
+        if S::queue(self).is_pending(subject.key()) || subject.has_routine(self).await {
             return;
         }
-        let failed = match self.inner.store.failed_jobs_since_success(&hash).await {
+        let store = &self.inner.store;
+        let failed = match store.failed_jobs_since_success(subject.key()).await {
             Ok(failed) => failed,
             Err(error) => {
-                tracing::error!(%error, "could not count the programmer's failed runs");
+                tracing::error!(%error, "could not count the programmer's failed jobs");
                 return;
             }
         };
-        let threshold = backed_off(self.inner.config.thresholds.implementation.max(1), failed);
-        match self.inner.store.examples_since_last_attempt(&hash).await {
-            Ok(count) if count as u64 >= threshold => {
-                self.enqueue(Job {
-                    hash,
-                    reason: JobReason::Threshold,
-                });
-            }
+        let threshold = backed_off(threshold.max(1), failed);
+        match store.examples_since_last_attempt(subject.key()).await {
+            Ok(count) if count.max(0) as u64 >= threshold => self.enqueue(Job {
+                subject,
+                reason: JobReason::Threshold,
+            }),
             Ok(_) => {}
             Err(error) => tracing::error!(%error, "could not count the programmer's examples"),
         }
     }
 
-    /// Retires an LLM-written routine that failed too often, and asks for a new one.
-    async fn count_routine_failure(&self, routine_id: i64, hash: ProtocolHash) {
-        let max = self.inner.config.programmer.max_routine_failures.max(1);
-        let routine = match self.inner.store.routine(routine_id).await {
-            Ok(Some(routine)) => routine,
-            Ok(None) => return,
-            Err(error) => {
-                tracing::error!(%error, "could not read a failing routine");
-                return;
-            }
-        };
-        if routine.origin != RoutineOrigin::Llm
-            || routine.status != RoutineStatus::Active
-            || routine.failures < max
-        {
+    /// Queues a job unless the key has one or the queue is full.
+    pub(super) fn enqueue<S: JobSubject>(&self, job: Job<S>) {
+        let queue = S::queue(self);
+        let key = job.subject.key().clone();
+        if !queue.claim(key.clone()) {
             return;
-        }
-        tracing::warn!(
-            routine = %routine.name,
-            failures = routine.failures,
-            "deactivating an LLM-written routine that failed too often; rewriting it"
-        );
-        let now = self.inner.clock.now_ms();
-        if let Err(error) = self
-            .inner
-            .store
-            .set_routine_status(routine.id, RoutineStatus::Disabled, now)
-            .await
-        {
-            tracing::error!(%error, "could not deactivate a failing routine");
-            return;
-        }
-        self.sync_after_change().await;
-        self.enqueue(Job {
-            hash,
-            reason: JobReason::Failures,
-        });
-    }
-
-    /// Queues a job unless the protocol has one or the queue is full.
-    fn enqueue(&self, job: Job) -> bool {
-        let queue = &self.inner.programmer;
-        if !queue.claim(job.hash) {
-            return false;
         }
         let sender = queue.sender.get_or_init(|| {
             let capacity = self.inner.config.programmer.queue_capacity.max(1);
             let (sender, receiver) = mpsc::channel(capacity);
-            tokio::spawn(work(Arc::downgrade(&self.inner), receiver));
+            tokio::spawn(work::<S>(Arc::downgrade(&self.inner), receiver));
             sender
         });
+        let (protocol_hash, reason) = (job.subject.protocol_hash(), job.reason);
         match sender.try_send(job) {
             Ok(()) => {
-                tracing::info!(protocol_hash = %job.hash, reason = job.reason.as_str(), "programmer job queued");
-                true
+                tracing::info!(%protocol_hash, ?key, %reason, "{} job queued", S::WHAT);
             }
             Err(error) => {
-                tracing::warn!(protocol_hash = %job.hash, %error, "programmer queue full; the job is dropped");
-                queue.release(&job.hash);
-                false
+                tracing::warn!(%protocol_hash, ?key, %error, "{} queue full; the job is dropped", S::WHAT);
+                queue.release(&key);
             }
         }
     }
 
-    /// One programmer job: candidates, examinations, repairs, and activation of a pass.
-    async fn program(&self, job: Job) {
-        let hash = job.hash;
+    /// One job: candidates, examinations, repairs, and storing a pass.
+    async fn program<S: JobSubject>(&self, job: &Job<S>) {
         let config = self.inner.config.programmer.clone();
         let Some(engine) = self.inner.routines.engine().cloned() else {
             return;
         };
-        let store = &self.inner.store;
-        let document = match store.document(&hash).await {
+        let hash = job.subject.protocol_hash();
+        let document = match self.inner.store.document(&hash).await {
             Ok(Some(stored)) => stored.document,
             Ok(None) => {
                 tracing::warn!("the protocol document is gone; no routine written");
@@ -185,43 +199,31 @@ impl Node {
                 return;
             }
         };
-        let examples = match store
-            .examples(&hash, config.max_examples.max(1) as i64)
-            .await
-        {
-            Ok(examples) if !examples.is_empty() => examples,
-            Ok(_) => return,
-            Err(error) => {
-                tracing::error!(%error, "could not read the programmer's examples");
-                return;
-            }
+        let Some(Prepared {
+            bench,
+            examples_upto,
+            mut messages,
+        }) = job.subject.bench(self, &document, &config).await
+        else {
+            return;
         };
-        let examples_upto = examples.last().map(|e| e.id).unwrap_or_default();
-        let tools = self.inner.tools.specs();
-        let granted: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let reply_schema = exam::reply_schema(document.text())
-            .and_then(|schema| jsonschema::validator_for(&schema).ok());
-        let limits = RoutineLimits {
-            timeout: Duration::from_millis(config.routine_timeout_ms.max(1)),
-            memory_bytes: config.routine_memory_bytes,
-        };
-        let shown = &examples[examples
-            .len()
-            .saturating_sub(config.examples_in_prompt.max(1))..];
+        let limits = self.programmer_limits();
         let job_id = uuid::Uuid::new_v4().simple().to_string();
-        let mut messages = prompt::first_messages(&document, &tools, shown);
         let mut tried: Vec<String> = Vec::new();
 
         for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
-            let context = QueryContext::new(format!("programmer-{job_id}-{attempt}"), Some(hash));
-            let mut record = RoutineAttempt {
+            let context = QueryContext::new(
+                format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
+                Some(hash),
+            );
+            let mut record = Attempt {
                 id: 0,
-                protocol_hash: hash,
+                key: job.subject.key().clone(),
                 job: job_id.clone(),
                 attempt,
-                reason: job.reason.as_str().to_string(),
+                reason: job.reason,
                 source: None,
-                outcome: "llm_failed".into(),
+                outcome: AttemptOutcome::LlmFailed,
                 report: String::new(),
                 examples_upto,
                 prompt_tokens: 0,
@@ -237,7 +239,7 @@ impl Node {
                 Turn::Code(source) => source,
                 Turn::Repeated(source) => {
                     record.source = Some(source);
-                    record.outcome = "repeated".into();
+                    record.outcome = AttemptOutcome::Repeated;
                     record.report = REPEATED.into();
                     self.keep_attempt(record, &context).await;
                     break;
@@ -249,60 +251,38 @@ impl Node {
                 }
             };
             record.source = Some(source.clone());
-            let (source, problem) = match examine_candidate(
-                engine.as_ref(),
-                &source,
-                &examples,
-                reply_schema.as_ref(),
-                limits,
-            )
-            .await
+            let (source, problem) = match S::examine(&bench, engine.as_ref(), &source, limits).await
             {
-                Candidate::Unbuilt(unbuilt) => {
-                    record.outcome = "build_failed".into();
+                Examination::Unbuilt(unbuilt) => {
+                    record.outcome = AttemptOutcome::BuildFailed;
                     record.report = unbuilt.report;
                     (source, unbuilt.problem)
                 }
-                Candidate::Examined {
+                Examination::Examined {
                     source,
-                    component,
                     report,
-                    checks_removed,
+                    feedback,
+                    pass,
                 } => {
                     record.source = Some(source.clone());
                     if !tried.contains(&source) {
                         // An edit the node made: the model giving it back is a repeat too.
                         tried.push(source.clone());
                     }
-                    record.report = report.summary();
-                    for condition in &checks_removed {
-                        record.report.push_str(&format!(
-                            "; the node took out the check `if ({condition})`, which rejected a \
-                             valid example"
-                        ));
-                    }
-                    if report.passed() {
-                        record.outcome = "passed".into();
-                        let spec = RoutineSpec {
-                            name: format!("llm-{}-{}", &hash.to_hex()[..8], &job_id[..8]),
-                            protocol: ProtocolInput::Hash(hash),
-                            source: RoutineSource::JavaScript(source.clone()),
-                            tools: granted.clone(),
+                    record.report = report;
+                    if let Some(pass) = pass {
+                        record.outcome = AttemptOutcome::Passed;
+                        let passed = Passed {
+                            source,
+                            pass,
+                            job_id: job_id.clone(),
+                            attempt,
                             limits,
-                            origin: RoutineOrigin::Llm,
-                            activate: !self.human_routine_active(&hash).await,
                         };
-                        let activate = spec.activate;
-                        match self.routines().add_built(spec, component).await {
-                            Ok(routine) => {
-                                record.routine_id = Some(routine.id);
-                                if !activate {
-                                    record.report.push_str(
-                                        "; stored disabled: a human-written routine serves \
-                                         this protocol",
-                                    );
-                                }
-                                tracing::info!(routine = %routine.name, attempt, active = activate, "the programmer wrote a routine");
+                        match job.subject.keep_routine(self, &bench, passed).await {
+                            Ok(kept) => {
+                                record.routine_id = Some(kept.routine_id);
+                                record.report.push_str(kept.note.unwrap_or_default());
                             }
                             Err(error) => {
                                 record
@@ -311,33 +291,21 @@ impl Node {
                             }
                         }
                         self.keep_attempt(record, &context).await;
-                        self.sync_after_change().await;
+                        S::passed(self).await;
                         return;
                     }
-                    record.outcome = "tests_failed".into();
-                    (source, report.feedback())
+                    record.outcome = AttemptOutcome::TestsFailed;
+                    (source, feedback)
                 }
             };
-            tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "routine candidate rejected");
+            tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "{} candidate rejected", S::WHAT);
             self.keep_attempt(record, &context).await;
             messages = prompt::repair_messages(messages, &source, &problem);
         }
-        tracing::warn!("no candidate passed; the protocol stays with the LLM");
+        tracing::warn!("no {} candidate passed; the LLM keeps the work", S::WHAT);
     }
 
-    async fn human_routine_active(&self, hash: &ProtocolHash) -> bool {
-        match self.inner.store.routines().await {
-            Ok(routines) => routines.iter().any(|r| {
-                r.protocol_hash == *hash
-                    && r.status == RoutineStatus::Active
-                    && r.origin == RoutineOrigin::Human
-            }),
-            // When in doubt, do not activate over what may be a human routine.
-            Err(_) => true,
-        }
-    }
-
-    async fn keep_attempt(&self, mut record: RoutineAttempt, context: &QueryContext) {
+    async fn keep_attempt<K: ProgrammerKey>(&self, mut record: Attempt<K>, context: &QueryContext) {
         let tally = context.tally();
         record.prompt_tokens = tally.prompt_tokens;
         record.completion_tokens = tally.completion_tokens;
@@ -349,20 +317,37 @@ impl Node {
     }
 }
 
-/// The programmer's background task: one job at a time, until the node is dropped.
-async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job>) {
+/// The examples a job works on, and where the newest that the prompt shows start; `None`
+/// (logged) when they could not be read or there are none.
+pub(super) fn examples_to_work_on<E>(
+    read: Result<Vec<E>, agora_store::StoreError>,
+    config: &ProgrammerConfig,
+) -> Option<(Vec<E>, usize)> {
+    match read {
+        Ok(examples) if !examples.is_empty() => {
+            let shown = examples
+                .len()
+                .saturating_sub(config.examples_in_prompt.max(1));
+            Some((examples, shown))
+        }
+        Ok(_) => None,
+        Err(error) => {
+            tracing::error!(%error, "could not read the programmer's examples");
+            None
+        }
+    }
+}
+
+/// A kind's background task: one job at a time, until the node is dropped.
+async fn work<S: JobSubject>(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job<S>>) {
     while let Some(job) = jobs.recv().await {
         let Some(inner) = inner.upgrade() else { break };
         let node = Node { inner };
-        let span = tracing::info_span!(
-            "agora.node.program",
-            protocol_hash = %job.hash,
-            reason = job.reason.as_str()
-        );
+        let span = job.subject.span(job.reason);
         let permit = node.job_permit().await;
-        node.program(job).instrument(span).await;
+        node.program(&job).instrument(span).await;
         drop(permit);
-        node.inner.programmer.release(&job.hash);
+        S::queue(&node).release(job.subject.key());
     }
 }
 
@@ -442,84 +427,6 @@ pub(super) async fn build_and_load(
         problem: format!("Your code could not be loaded: {error}"),
     })?;
     Ok((component, loaded))
-}
-
-/// A candidate after the routine engine and the exam had it.
-enum Candidate {
-    /// It did not build or load.
-    Unbuilt(Unbuilt),
-    /// It was examined; `source` may have had rejecting checks taken out (`checks_removed`).
-    Examined {
-        source: String,
-        component: Vec<u8>,
-        report: exam::ExamReport,
-        checks_removed: Vec<String>,
-    },
-}
-
-/// Checks the programmer takes out of one candidate at most (see [`guard`]).
-const MAX_CHECKS_REMOVED: usize = 3;
-
-/// Builds, loads and examines `source`. While the candidate answers a valid example with an
-/// error reply that a check in its code returns, the check is taken out and the result examined
-/// again; an edit is kept only when more examples pass.
-async fn examine_candidate(
-    engine: &dyn RoutineEngine,
-    source: &str,
-    examples: &[Example],
-    reply_schema: Option<&jsonschema::Validator>,
-    limits: RoutineLimits,
-) -> Candidate {
-    let (component, report) =
-        match build_and_examine(engine, source, examples, reply_schema, limits).await {
-            Ok(examined) => examined,
-            Err(unbuilt) => return unbuilt,
-        };
-    let mut best = (source.to_string(), component, report);
-    let mut checks_removed = Vec::new();
-    'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
-        let Some(message) = best
-            .2
-            .rejected_valid_request()
-            .as_ref()
-            .and_then(guard::error_text)
-        else {
-            break;
-        };
-        // Several checks may return the same text: try each until one helps.
-        for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
-            if let Ok((component, report)) =
-                build_and_examine(engine, &edited, examples, reply_schema, limits).await
-                && report.passed_count() > best.2.passed_count()
-            {
-                best = (edited, component, report);
-                checks_removed.push(condition);
-                continue 'edits;
-            }
-        }
-        break;
-    }
-    let (source, component, report) = best;
-    Candidate::Examined {
-        source,
-        component,
-        report,
-        checks_removed,
-    }
-}
-
-async fn build_and_examine(
-    engine: &dyn RoutineEngine,
-    source: &str,
-    examples: &[Example],
-    reply_schema: Option<&jsonschema::Validator>,
-    limits: RoutineLimits,
-) -> Result<(Vec<u8>, exam::ExamReport), Candidate> {
-    let (component, loaded) = build_and_load(engine, source)
-        .await
-        .map_err(Candidate::Unbuilt)?;
-    let report = exam::examine(loaded.as_ref(), examples, reply_schema, limits).await;
-    Ok((component, report))
 }
 
 #[cfg(test)]

@@ -4,11 +4,10 @@
 //! Every successful LLM-written protocol run of [`Node::send`] is kept as a sender example
 //! (data, body, reply, output; bounded per (target, task, protocol) by
 //! `programmer.max_examples`). After `sender.sender_routine_threshold` of them since the key's
-//! last job, and while the key has no active sender routine, a background job (the
-//! programmer's bounded queue, one job per key, one at a time) asks the LLM (`implementing`)
-//! for a routine, builds it with the node's routine engine, examines it on every kept example
-//! and sends failures back for up to `programmer.repair_attempts` repairs. A pass is stored and
-//! activated; every attempt is stored.
+//! last job, and while the key has no active sender routine, the programmer's job
+//! (`node::programming`, with its own bounded queue for sender keys) writes a routine: here is
+//! what it does for a key (the prompt shows both operations of each example; the examination
+//! replays encode and decode). A pass is stored and activated.
 //!
 //! [`Node::run_task`] then sends under the protocol with the routine alone: encode, post,
 //! decode, validate against the output schema, no LLM call. A routine error, an output that
@@ -18,21 +17,21 @@
 //! rewritten. A `rejected` reply or an unreachable target is not the routine's fault and is
 //! returned as it is, as the LLM's run would.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use agora_protocol::VerifiedDocument;
-use agora_store::{SenderExample, SenderKey, SenderRoutineAttempt};
+use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_store::{JobReason, SenderExample, SenderKey};
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tracing::Instrument;
 
-use super::programming::{REPEATED, Turn, build_and_load};
-use super::{Inner, Node};
-use crate::accounting::QueryContext;
-use crate::programmer::prompt::repair_messages;
-use crate::routines::{LoadedRoutine, RoutineLimits};
-use crate::sender::routine::{self, SenderJob, SenderJobReason};
+use super::Node;
+use super::programming::{
+    Examination, JobSubject, Kept, Passed, Prepared, build_and_load, examples_to_work_on,
+};
+use crate::config::ProgrammerConfig;
+use crate::programmer::{Job, ProgrammerQueue};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
+use crate::sender::routine::{self, SenderSubject};
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
 
@@ -57,14 +56,6 @@ impl Node {
         self.inner.config.sender.sender_routine_threshold > 0
             && self.inner.config.programmer.enabled
             && self.inner.routines.engine().is_some()
-    }
-
-    fn sender_limits(&self) -> RoutineLimits {
-        let config = &self.inner.config.programmer;
-        RoutineLimits {
-            timeout: Duration::from_millis(config.routine_timeout_ms.max(1)),
-            memory_bytes: config.routine_memory_bytes,
-        }
     }
 
     /// Keeps a successful LLM-written protocol run and queues a job when the key is due one.
@@ -94,37 +85,12 @@ impl Node {
             tracing::error!(%error, "could not keep a sender example");
             return;
         }
-        if self.inner.sender_routines.queue.is_pending(&key) {
-            return;
-        }
-        match store.active_sender_routine(&key).await {
-            Ok(None) => {}
-            Ok(Some(_)) => return,
-            Err(error) => {
-                tracing::error!(%error, "could not read the sender routine");
-                return;
-            }
-        }
-        let failed = match store.sender_failed_jobs_since_success(&key).await {
-            Ok(failed) => failed,
-            Err(error) => {
-                tracing::error!(%error, "could not count the failed sender routine jobs");
-                return;
-            }
+        let threshold = self.inner.config.sender.sender_routine_threshold.max(1) as u64;
+        let subject = SenderSubject {
+            key,
+            task: task.clone(),
         };
-        let threshold = super::programming::backed_off(
-            self.inner.config.sender.sender_routine_threshold.max(1) as u64,
-            failed,
-        );
-        match store.sender_examples_since_last_attempt(&key).await {
-            Ok(count) if count.max(0) as u64 >= threshold => self.enqueue_sender_job(SenderJob {
-                key,
-                task: task.clone(),
-                reason: SenderJobReason::Threshold,
-            }),
-            Ok(_) => {}
-            Err(error) => tracing::error!(%error, "could not count the sender examples"),
-        }
+        self.consider_programming(subject, threshold).await;
     }
 
     /// Runs the task under the protocol with the key's active sender routine, if it has one.
@@ -156,7 +122,7 @@ impl Node {
                     .await;
             }
         };
-        let limits = self.sender_limits();
+        let limits = self.programmer_limits();
         let body = match routine::run(loaded.as_ref(), &routine::encode_input(data), limits).await {
             Ok(body) => body,
             Err(error) => {
@@ -269,187 +235,125 @@ impl Node {
                 return RoutineRun::Failed;
             }
             self.inner.sender_routines.forget(id);
-            self.enqueue_sender_job(SenderJob {
-                key: key.clone(),
-                task: task.clone(),
-                reason: SenderJobReason::Failures,
+            self.enqueue(Job {
+                subject: SenderSubject {
+                    key: key.clone(),
+                    task: task.clone(),
+                },
+                reason: JobReason::Failures,
             });
         }
         RoutineRun::Failed
     }
+}
 
-    /// Queues a job unless the key has one or the queue is full.
-    fn enqueue_sender_job(&self, job: SenderJob) {
-        let queue = &self.inner.sender_routines.queue;
-        if !queue.claim(job.key.clone()) {
-            return;
-        }
-        let sender = queue.sender.get_or_init(|| {
-            let capacity = self.inner.config.programmer.queue_capacity.max(1);
-            let (sender, receiver) = mpsc::channel(capacity);
-            tokio::spawn(work(Arc::downgrade(&self.inner), receiver));
-            sender
-        });
-        let key = job.key.clone();
-        let reason = job.reason.as_str();
-        match sender.try_send(job) {
-            Ok(()) => {
-                tracing::info!(target_url = %key.target, task = %key.task, reason, "sender routine job queued")
-            }
+/// A sender routine is written for a target, task and protocol.
+impl JobSubject for SenderSubject {
+    type Key = SenderKey;
+    type Bench = SenderBench;
+    type Pass = (Vec<u8>, Arc<dyn LoadedRoutine>);
+
+    const QUERY_PREFIX: &'static str = "sender-programmer";
+    const WHAT: &'static str = "sender routine";
+
+    fn key(&self) -> &SenderKey {
+        &self.key
+    }
+
+    fn protocol_hash(&self) -> ProtocolHash {
+        self.key.protocol_hash
+    }
+
+    fn queue(node: &Node) -> &ProgrammerQueue<SenderKey, Job<SenderSubject>> {
+        &node.inner.sender_routines.queue
+    }
+
+    fn span(&self, reason: JobReason) -> tracing::Span {
+        tracing::info_span!(
+            "agora.node.program_sender",
+            protocol_hash = %self.key.protocol_hash,
+            task = %self.key.task,
+            reason = %reason
+        )
+    }
+
+    async fn has_routine(&self, node: &Node) -> bool {
+        match node.inner.store.active_sender_routine(&self.key).await {
+            Ok(active) => active.is_some(),
             Err(error) => {
-                tracing::warn!(%error, "sender routine queue full; the job is dropped");
-                queue.release(&key);
+                tracing::error!(%error, "could not read the sender routine");
+                true
             }
         }
     }
 
-    /// One job: candidates, examinations, repairs, and activation of a pass.
-    async fn program_sender(&self, job: &SenderJob) {
-        let config = self.inner.config.programmer.clone();
-        let Some(engine) = self.inner.routines.engine().cloned() else {
-            return;
+    async fn bench(
+        &self,
+        node: &Node,
+        document: &VerifiedDocument,
+        config: &ProgrammerConfig,
+    ) -> Option<Prepared<SenderBench>> {
+        let limit = config.max_examples.max(1) as i64;
+        let read = node.inner.store.sender_examples(&self.key, limit).await;
+        let (examples, shown) = examples_to_work_on(read, config)?;
+        Some(Prepared {
+            examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
+            messages: routine::first_messages(document, &self.task, &examples[shown..]),
+            bench: SenderBench {
+                task: self.task.clone(),
+                examples,
+            },
+        })
+    }
+
+    async fn examine(
+        bench: &SenderBench,
+        engine: &dyn RoutineEngine,
+        source: &str,
+        limits: RoutineLimits,
+    ) -> Examination<(Vec<u8>, Arc<dyn LoadedRoutine>)> {
+        let (component, loaded) = match build_and_load(engine, source).await {
+            Ok(built) => built,
+            Err(unbuilt) => return Examination::Unbuilt(unbuilt),
         };
-        let store = &self.inner.store;
-        let key = &job.key;
-        let document = match store.document(&key.protocol_hash).await {
-            Ok(Some(stored)) => stored.document,
-            Ok(None) => return,
-            Err(error) => {
-                tracing::error!(%error, "could not read the protocol document");
-                return;
-            }
-        };
-        let examples = match store
-            .sender_examples(key, config.max_examples.max(1) as i64)
+        let report = routine::examine(loaded.as_ref(), &bench.task, &bench.examples, limits).await;
+        Examination::Examined {
+            source: source.to_string(),
+            report: report.summary(),
+            feedback: report.feedback(),
+            pass: report.passed().then_some((component, loaded)),
+        }
+    }
+
+    async fn keep_routine(
+        &self,
+        node: &Node,
+        _bench: &SenderBench,
+        passed: Passed<(Vec<u8>, Arc<dyn LoadedRoutine>)>,
+    ) -> Result<Kept, String> {
+        let (component, loaded) = passed.pass;
+        let now = node.inner.clock.now_ms();
+        let id = node
+            .inner
+            .store
+            .add_sender_routine(&self.key, &passed.source, &component, now)
             .await
-        {
-            Ok(examples) if !examples.is_empty() => examples,
-            Ok(_) => return,
-            Err(error) => {
-                tracing::error!(%error, "could not read the sender examples");
-                return;
-            }
-        };
-        let examples_upto = examples.last().map(|e| e.id).unwrap_or_default();
-        let limits = self.sender_limits();
-        let shown = &examples[examples
-            .len()
-            .saturating_sub(config.examples_in_prompt.max(1))..];
-        let job_id = uuid::Uuid::new_v4().simple().to_string();
-        let mut messages = routine::first_messages(&document, &job.task, shown);
-        let mut tried: Vec<String> = Vec::new();
-
-        for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
-            let context = QueryContext::new(
-                format!("sender-programmer-{job_id}-{attempt}"),
-                Some(key.protocol_hash),
-            );
-            let mut record = SenderRoutineAttempt {
-                id: 0,
-                key: key.clone(),
-                job: job_id.clone(),
-                attempt,
-                reason: job.reason.as_str().to_string(),
-                source: None,
-                outcome: "llm_failed".into(),
-                report: String::new(),
-                examples_upto,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                cost_usd: 0.0,
-                routine_id: None,
-                created_at_ms: 0,
-            };
-            let source = match self
-                .next_candidate(&context, &messages, config.max_tokens, &mut tried)
-                .await
-            {
-                Turn::Code(source) => source,
-                Turn::Repeated(source) => {
-                    record.source = Some(source);
-                    record.outcome = "repeated".into();
-                    record.report = REPEATED.into();
-                    self.keep_sender_attempt(record, &context).await;
-                    break;
-                }
-                Turn::LlmFailed(report) => {
-                    record.report = report;
-                    self.keep_sender_attempt(record, &context).await;
-                    return;
-                }
-            };
-            record.source = Some(source.clone());
-            let built = build_and_load(engine.as_ref(), &source).await;
-            let problem = match built {
-                Err(unbuilt) => {
-                    record.outcome = "build_failed".into();
-                    record.report = unbuilt.report;
-                    unbuilt.problem
-                }
-                Ok((component, loaded)) => {
-                    let report =
-                        routine::examine(loaded.as_ref(), &job.task, &examples, limits).await;
-                    record.report = report.summary();
-                    if report.passed() {
-                        record.outcome = "passed".into();
-                        let now = self.inner.clock.now_ms();
-                        match store
-                            .add_sender_routine(key, &source, &component, now)
-                            .await
-                        {
-                            Ok(id) => {
-                                record.routine_id = Some(id);
-                                self.inner.sender_routines.keep_loaded(id, loaded);
-                                tracing::info!(
-                                    routine = id,
-                                    attempt,
-                                    "the LLM wrote a sender routine"
-                                );
-                            }
-                            Err(error) => record
-                                .report
-                                .push_str(&format!("; could not be stored: {error}")),
-                        }
-                        self.keep_sender_attempt(record, &context).await;
-                        return;
-                    }
-                    record.outcome = "tests_failed".into();
-                    report.feedback()
-                }
-            };
-            tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "sender routine candidate rejected");
-            self.keep_sender_attempt(record, &context).await;
-            messages = repair_messages(messages, &source, &problem);
-        }
-        tracing::warn!("no sender routine candidate passed; the LLM keeps doing the runs");
-    }
-
-    async fn keep_sender_attempt(&self, mut record: SenderRoutineAttempt, context: &QueryContext) {
-        let tally = context.tally();
-        record.prompt_tokens = tally.prompt_tokens;
-        record.completion_tokens = tally.completion_tokens;
-        record.cost_usd = tally.cost_usd;
-        record.created_at_ms = self.inner.clock.now_ms();
-        if let Err(error) = self.inner.store.add_sender_attempt(&record).await {
-            tracing::error!(%error, "could not keep a sender routine attempt");
-        }
+            .map_err(|error| error.to_string())?;
+        node.inner.sender_routines.keep_loaded(id, loaded);
+        tracing::info!(
+            routine = id,
+            attempt = passed.attempt,
+            "the LLM wrote a sender routine"
+        );
+        Ok(Kept {
+            routine_id: id,
+            note: None,
+        })
     }
 }
 
-/// The background task: one job at a time, until the node is dropped.
-async fn work(inner: Weak<Inner>, mut jobs: mpsc::Receiver<SenderJob>) {
-    while let Some(job) = jobs.recv().await {
-        let Some(inner) = inner.upgrade() else { break };
-        let node = Node { inner };
-        let span = tracing::info_span!(
-            "agora.node.program_sender",
-            protocol_hash = %job.key.protocol_hash,
-            task = %job.key.task,
-            reason = job.reason.as_str()
-        );
-        let permit = node.job_permit().await;
-        node.program_sender(&job).instrument(span).await;
-        drop(permit);
-        node.inner.sender_routines.queue.release(&job.key);
-    }
+/// What a sender routine job examines with.
+pub(super) struct SenderBench {
+    task: Task,
+    examples: Vec<SenderExample>,
 }

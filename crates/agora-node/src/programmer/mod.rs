@@ -1,7 +1,8 @@
 //! The programmer's parts that know nothing of the node: its job queue, the prompt, and the
-//! examination of candidates. The job itself (`node::programming`) ties them to the node.
+//! examination of candidates. The job itself (`node::programming`, one for receiver and sender
+//! routines) ties them to the node.
 //!
-//! Architecture invariant: at most one job per protocol is waiting or running, and at most
+//! Architecture invariant: at most one job per key is waiting or running, and at most
 //! `queue_capacity` jobs wait. Jobs run one at a time on a background task, so writing a
 //! routine never holds up a request (a local model has one slot anyway). The queue lives in
 //! memory: what a job needs (the examples) is in the store, so a job lost to a restart is asked
@@ -15,32 +16,15 @@ pub(crate) mod prompt;
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
-use agora_protocol::ProtocolHash;
+use agora_store::JobReason;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-/// Why a programmer job was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobReason {
-    /// Enough LLM-answered requests of the protocol.
-    Threshold,
-    /// The protocol's LLM-written routine failed too often and was deactivated.
-    Failures,
-}
-
-impl JobReason {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            JobReason::Threshold => "threshold",
-            JobReason::Failures => "failures",
-        }
-    }
-}
-
-/// Write a routine for this protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Job {
-    pub(crate) hash: ProtocolHash,
+/// Write a routine for `subject`: a protocol (receiver routines), or a target, task and protocol
+/// (sender routines, whose task travels with the job). See `node::programming`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Job<S> {
+    pub(crate) subject: S,
     pub(crate) reason: JobReason,
 }
 
@@ -57,7 +41,7 @@ pub(crate) struct PendingExample {
 
 /// The waiting and running jobs, one at most per key (a protocol for receiver routines; a
 /// target, task and protocol for sender routines, see `node::sender_routines`).
-pub(crate) struct ProgrammerQueue<K = ProtocolHash, J = Job> {
+pub(crate) struct ProgrammerQueue<K, J> {
     /// Created with the worker, on the first job (that needs a tokio runtime).
     pub(crate) sender: OnceLock<mpsc::Sender<J>>,
     /// Keys with a job waiting or running.

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::programmer::exam::{RecordedTools, json_equivalent, same_but_wording};
 use crate::programmer::prompt::{self, clip};
-use crate::programmer::{ProgrammerQueue, dataflow};
+use crate::programmer::{Job, ProgrammerQueue, dataflow};
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 use crate::task::Task;
 
@@ -58,37 +58,18 @@ function handle(input) {\n\
 ```\n\
 Answer with the complete code in one ```javascript block and nothing else.";
 
-/// Why a sender routine job was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SenderJobReason {
-    /// Enough successful LLM-written protocol runs.
-    Threshold,
-    /// The active sender routine failed too often and was disabled.
-    Failures,
-}
-
-impl SenderJobReason {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            SenderJobReason::Threshold => "threshold",
-            SenderJobReason::Failures => "failures",
-        }
-    }
-}
-
-/// Write a sender routine for this key. The task travels with the job: tasks may come from a
-/// file rather than the node's configuration.
+/// What a sender routine job writes for: the key, and the task itself (tasks may come from a
+/// file rather than the node's configuration, so the task travels with the job).
 #[derive(Debug, Clone)]
-pub(crate) struct SenderJob {
+pub(crate) struct SenderSubject {
     pub(crate) key: SenderKey,
     pub(crate) task: Task,
-    pub(crate) reason: SenderJobReason,
 }
 
 /// The node's sender-routine state: the job queue (bounded, one job per key, one running at a
 /// time) and the routines loaded so far, by store id, so a run loads a component once.
 pub(crate) struct SenderRoutines {
-    pub(crate) queue: ProgrammerQueue<SenderKey, SenderJob>,
+    pub(crate) queue: ProgrammerQueue<SenderKey, Job<SenderSubject>>,
     pub(crate) loaded: Mutex<HashMap<i64, Arc<dyn LoadedRoutine>>>,
 }
 

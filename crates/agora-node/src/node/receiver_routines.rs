@@ -1,0 +1,314 @@
+//! The node writing its own receiver routines: learning from LLM-answered requests, what the
+//! programmer's job (`node::programming`) does for a protocol, and retiring LLM-written routines
+//! that fail at run time.
+//!
+//! After each single-shot protocol request the LLM answered (directly, or as a routine's
+//! fallback) the request, its tool calls and the reply are kept as an example. When the
+//! protocol has no active routine and `thresholds.implementation` examples arrived since its
+//! last programmer run, a job is queued. The job examines a candidate on every kept example with
+//! recorded tool results (see `crate::programmer::exam`). A candidate that answers a valid
+//! example with an error reply from a check in its code (`if (!r.value) return { error: ... }`,
+//! which rejects a 0) gets that check taken out by the node (`programmer::guard`) and is
+//! examined again; the edit is kept only where more examples pass. A pass is stored as a routine
+//! of the registry and activated.
+//!
+//! An LLM-written routine that has failed `max_routine_failures` times is disabled and the
+//! programmer runs again, now with the failing requests among the examples (the fallback
+//! answered them). Human-written routines are never touched: their failures are counted on the
+//! routine and reported, nothing more; and a candidate finished while a human routine is active
+//! for the protocol is stored disabled.
+
+use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
+
+use super::Node;
+use super::programming::{
+    Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load, examples_to_work_on,
+};
+use crate::config::ProgrammerConfig;
+use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
+use crate::routine_registry::{ProtocolInput, RoutineSpec};
+use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
+
+/// What one protocol request leaves for the programmer.
+pub(super) struct Lesson {
+    /// The LLM's answer to keep as an example (successful single-shot answers only).
+    pub(super) example: Option<PendingExample>,
+    /// The LLM-written routine that failed on this request, if one did.
+    pub(super) failed_llm_routine: Option<i64>,
+}
+
+impl Node {
+    /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).
+    pub async fn programmer_idle(&self) {
+        self.inner.programmer.idle().await;
+    }
+
+    /// Keeps the request's example and decides whether the programmer should run.
+    pub(super) async fn learn(&self, query_id: &str, hash: ProtocolHash, lesson: Lesson) {
+        let config = &self.inner.config.programmer;
+        if !config.enabled || self.inner.routines.engine().is_none() {
+            return;
+        }
+        if let Some(example) = lesson.example {
+            let example = Example {
+                id: 0,
+                protocol_hash: hash,
+                query_id: query_id.to_string(),
+                body: example.body,
+                tool_calls: example.tool_calls,
+                reply: example.reply,
+                created_at_ms: self.inner.clock.now_ms(),
+            };
+            let keep = config.max_examples.max(1) as i64;
+            if let Err(error) = self.inner.store.add_example(&example, keep).await {
+                tracing::error!(%error, "could not keep an example for the programmer");
+                return;
+            }
+        }
+        match lesson.failed_llm_routine {
+            Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
+            None => {
+                let threshold = self.inner.config.thresholds.implementation;
+                self.consider_programming(hash, threshold).await;
+            }
+        }
+    }
+
+    /// Retires an LLM-written routine that failed too often, and asks for a new one.
+    async fn count_routine_failure(&self, routine_id: i64, hash: ProtocolHash) {
+        let max = self.inner.config.programmer.max_routine_failures.max(1);
+        let routine = match self.inner.store.routine(routine_id).await {
+            Ok(Some(routine)) => routine,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(%error, "could not read a failing routine");
+                return;
+            }
+        };
+        if routine.origin != RoutineOrigin::Llm
+            || routine.status != RoutineStatus::Active
+            || routine.failures < max
+        {
+            return;
+        }
+        tracing::warn!(
+            routine = %routine.name,
+            failures = routine.failures,
+            "deactivating an LLM-written routine that failed too often; rewriting it"
+        );
+        let now = self.inner.clock.now_ms();
+        if let Err(error) = self
+            .inner
+            .store
+            .set_routine_status(routine.id, RoutineStatus::Disabled, now)
+            .await
+        {
+            tracing::error!(%error, "could not deactivate a failing routine");
+            return;
+        }
+        self.sync_after_change().await;
+        self.enqueue(Job {
+            subject: hash,
+            reason: JobReason::Failures,
+        });
+    }
+
+    async fn human_routine_active(&self, hash: &ProtocolHash) -> bool {
+        match self.inner.store.routines().await {
+            Ok(routines) => routines.iter().any(|r| {
+                r.protocol_hash == *hash
+                    && r.status == RoutineStatus::Active
+                    && r.origin == RoutineOrigin::Human
+            }),
+            // When in doubt, do not activate over what may be a human routine.
+            Err(_) => true,
+        }
+    }
+}
+
+/// What a receiver routine job examines with.
+pub(super) struct ReceiverBench {
+    examples: Vec<Example>,
+    reply_schema: Option<jsonschema::Validator>,
+    /// The tools a routine is granted: all of the node's.
+    granted: Vec<String>,
+}
+
+/// A receiver routine is written for a protocol.
+impl JobSubject for ProtocolHash {
+    type Key = ProtocolHash;
+    type Bench = ReceiverBench;
+    type Pass = Vec<u8>;
+
+    const QUERY_PREFIX: &'static str = "programmer";
+    const WHAT: &'static str = "routine";
+
+    fn key(&self) -> &ProtocolHash {
+        self
+    }
+
+    fn protocol_hash(&self) -> ProtocolHash {
+        *self
+    }
+
+    fn queue(node: &Node) -> &ProgrammerQueue<ProtocolHash, Job<ProtocolHash>> {
+        &node.inner.programmer
+    }
+
+    fn span(&self, reason: JobReason) -> tracing::Span {
+        tracing::info_span!("agora.node.program", protocol_hash = %self, reason = %reason)
+    }
+
+    async fn has_routine(&self, node: &Node) -> bool {
+        node.inner.routines.active(self).is_some()
+    }
+
+    async fn bench(
+        &self,
+        node: &Node,
+        document: &VerifiedDocument,
+        config: &ProgrammerConfig,
+    ) -> Option<Prepared<ReceiverBench>> {
+        let limit = config.max_examples.max(1) as i64;
+        let (examples, shown) =
+            examples_to_work_on(node.inner.store.examples(self, limit).await, config)?;
+        let tools = node.inner.tools.specs();
+        let messages = prompt::first_messages(document, &tools, &examples[shown..]);
+        Some(Prepared {
+            examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
+            messages,
+            bench: ReceiverBench {
+                reply_schema: exam::reply_schema(document.text())
+                    .and_then(|schema| jsonschema::validator_for(&schema).ok()),
+                granted: tools.iter().map(|t| t.name.clone()).collect(),
+                examples,
+            },
+        })
+    }
+
+    async fn examine(
+        bench: &ReceiverBench,
+        engine: &dyn RoutineEngine,
+        source: &str,
+        limits: RoutineLimits,
+    ) -> Examination<Vec<u8>> {
+        let examined = examine_candidate(
+            engine,
+            source,
+            &bench.examples,
+            bench.reply_schema.as_ref(),
+            limits,
+        )
+        .await;
+        let (source, component, exam, checks_removed) = match examined {
+            Ok(examined) => examined,
+            Err(unbuilt) => return Examination::Unbuilt(unbuilt),
+        };
+        let mut report = exam.summary();
+        for condition in &checks_removed {
+            report.push_str(&format!(
+                "; the node took out the check `if ({condition})`, which rejected a valid example"
+            ));
+        }
+        Examination::Examined {
+            source,
+            report,
+            feedback: exam.feedback(),
+            pass: exam.passed().then_some(component),
+        }
+    }
+
+    async fn keep_routine(
+        &self,
+        node: &Node,
+        bench: &ReceiverBench,
+        passed: Passed<Vec<u8>>,
+    ) -> Result<Kept, String> {
+        let hash = *self;
+        let spec = RoutineSpec {
+            name: format!("llm-{}-{}", &hash.to_hex()[..8], &passed.job_id[..8]),
+            protocol: ProtocolInput::Hash(hash),
+            source: RoutineSource::JavaScript(passed.source),
+            tools: bench.granted.clone(),
+            limits: passed.limits,
+            origin: RoutineOrigin::Llm,
+            activate: !node.human_routine_active(&hash).await,
+        };
+        let activate = spec.activate;
+        let routine = node
+            .routines()
+            .add_built(spec, passed.pass)
+            .await
+            .map_err(|error| error.to_string())?;
+        tracing::info!(routine = %routine.name, attempt = passed.attempt, active = activate, "the programmer wrote a routine");
+        Ok(Kept {
+            routine_id: routine.id,
+            note: (!activate)
+                .then_some("; stored disabled: a human-written routine serves this protocol"),
+        })
+    }
+
+    async fn passed(node: &Node) {
+        node.sync_after_change().await;
+    }
+}
+
+/// Checks the programmer takes out of one candidate at most (see [`guard`]).
+const MAX_CHECKS_REMOVED: usize = 3;
+
+/// A candidate as examined: its source (maybe edited), component, report and the conditions of
+/// the checks taken out.
+type Examined = (String, Vec<u8>, exam::ExamReport, Vec<String>);
+
+/// Builds, loads and examines `source`. While the candidate answers a valid example with an
+/// error reply that a check in its code returns, the check is taken out and the result examined
+/// again; an edit is kept only when more examples pass.
+async fn examine_candidate(
+    engine: &dyn RoutineEngine,
+    source: &str,
+    examples: &[Example],
+    reply_schema: Option<&jsonschema::Validator>,
+    limits: RoutineLimits,
+) -> Result<Examined, Unbuilt> {
+    let (component, report) =
+        build_and_examine(engine, source, examples, reply_schema, limits).await?;
+    let mut best = (source.to_string(), component, report);
+    let mut checks_removed = Vec::new();
+    'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
+        let Some(message) = best
+            .2
+            .rejected_valid_request()
+            .as_ref()
+            .and_then(guard::error_text)
+        else {
+            break;
+        };
+        // Several checks may return the same text: try each until one helps.
+        for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
+            if let Ok((component, report)) =
+                build_and_examine(engine, &edited, examples, reply_schema, limits).await
+                && report.passed_count() > best.2.passed_count()
+            {
+                best = (edited, component, report);
+                checks_removed.push(condition);
+                continue 'edits;
+            }
+        }
+        break;
+    }
+    let (source, component, report) = best;
+    Ok((source, component, report, checks_removed))
+}
+
+async fn build_and_examine(
+    engine: &dyn RoutineEngine,
+    source: &str,
+    examples: &[Example],
+    reply_schema: Option<&jsonschema::Validator>,
+    limits: RoutineLimits,
+) -> Result<(Vec<u8>, exam::ExamReport), Unbuilt> {
+    let (component, loaded) = build_and_load(engine, source).await?;
+    let report = exam::examine(loaded.as_ref(), examples, reply_schema, limits).await;
+    Ok((component, report))
+}
