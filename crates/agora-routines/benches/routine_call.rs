@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../tests/common/forecast.rs"]
+#[path = "../tests/it/common/forecast.rs"]
 mod forecast;
 use agora_routine_contract::{
     LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource, ToolHost,

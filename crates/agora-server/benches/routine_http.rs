@@ -21,9 +21,13 @@ use std::time::{Duration, Instant};
 use agora_protocol::ProtocolHash;
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir};
+
+#[path = "../tests/it/support.rs"]
+mod support;
 use axum::routing::post;
 use base64::Engine as _;
 use serde_json::{Value, json};
+use support::Spawn;
 
 /// Requests in flight per side, unless `AGORA_BENCH_CONCURRENCY` says otherwise.
 const DEFAULT_CONCURRENCY: usize = 8;

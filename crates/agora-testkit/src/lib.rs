@@ -1,6 +1,11 @@
 //! Test-only helpers: a scripted LLM, a scripted routine engine, nodes over
 //! temporary SQLite stores, and nodes served over HTTP on 127.0.0.1 port 0.
 //!
+//! The fixtures never pull in the HTTP edge or the WebAssembly runtime: a
+//! served node (`NodeBuilder::spawn_with`) takes its HTTP server as a
+//! function, which `agora-server`'s tests pass in (`serve_state` over the
+//! node's router). Node-boundary tests so link neither axum nor wasmtime.
+//!
 //! Architecture invariant: nothing outside tests depends on this crate. The
 //! scripted LLM and routine engine exist for deterministic orchestration
 //! tests; every LLM role also has a test against the real local model, and
@@ -15,8 +20,11 @@ use std::sync::Arc;
 use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
 use agora_node::{Clock, Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
-use agora_server::AppState;
 use agora_store::Store;
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -151,26 +159,26 @@ impl NodeBuilder {
         (node, self)
     }
 
-    /// Builds the node and serves it on 127.0.0.1 with an ephemeral port.
-    pub async fn spawn(mut self) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    /// Builds the node and serves it on 127.0.0.1 with an ephemeral port, with the HTTP server
+    /// `serve` (the caller's: this crate knows no HTTP server). The node's public URL is the
+    /// bound address.
+    pub async fn spawn_with(mut self, serve: impl Serve) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binding 127.0.0.1:0");
         let address = listener.local_addr().expect("a bound address");
         let url = format!("http://{address}");
         self.config.public_url = url.clone();
         let (node, builder) = self.build_parts().await;
-        let state = AppState::new(
-            node.clone(),
-            builder.admin_token.clone(),
-            builder.max_body_bytes,
-            64,
-        );
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let task = tokio::spawn(async move {
-            let _ = agora_server::app::serve_state(listener, state, token).await;
-        });
+        let served = Served {
+            listener,
+            node: node.clone(),
+            admin_token: builder.admin_token.clone(),
+            max_body_bytes: builder.max_body_bytes,
+            shutdown: CancellationToken::new(),
+        };
+        let shutdown = served.shutdown.clone();
+        let task = tokio::spawn(serve(served));
         TestServer {
             node,
             url,
@@ -179,6 +187,25 @@ impl NodeBuilder {
         }
     }
 }
+
+/// What an HTTP server gets to serve a test node: the bound listener, the node, the admin token,
+/// the largest request body, and the token that stops it.
+pub struct Served {
+    /// The listener on 127.0.0.1, already bound.
+    pub listener: TcpListener,
+    /// The node to serve.
+    pub node: Node,
+    /// The admin token, if the test sets one.
+    pub admin_token: Option<String>,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Cancelled when the test server stops.
+    pub shutdown: CancellationToken,
+}
+
+/// An HTTP server for a test node: serves until `Served::shutdown` is cancelled.
+pub trait Serve: FnOnce(Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {}
+impl<F: FnOnce(Served) -> Pin<Box<dyn Future<Output = ()> + Send>>> Serve for F {}
 
 /// A node served over HTTP for a test; stopped on drop.
 pub struct TestServer {
@@ -214,6 +241,44 @@ impl TestServer {
 }
 
 impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A peer on 127.0.0.1 serving one text at `url` (a protocol document's source for the resolver's
+/// tests); stopped on drop.
+pub struct TextPeer {
+    /// Where the text is served: `http://127.0.0.1:PORT/document`.
+    pub url: String,
+    shutdown: CancellationToken,
+}
+
+/// Serves `text` over HTTP on 127.0.0.1 with an ephemeral port.
+pub async fn serve_text(text: &str) -> TextPeer {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding 127.0.0.1:0");
+    let address = listener.local_addr().expect("a bound address");
+    let text = text.to_string();
+    let router = axum::Router::new().route(
+        "/document",
+        axum::routing::get(move || std::future::ready(text.clone())),
+    );
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
+    TextPeer {
+        url: format!("http://{address}/document"),
+        shutdown,
+    }
+}
+
+impl Drop for TextPeer {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }

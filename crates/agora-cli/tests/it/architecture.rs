@@ -1,0 +1,84 @@
+//! `ARCHITECTURE.md`'s crate graph is true: the `crate-graph` block names every workspace crate,
+//! with exactly the workspace crates it depends on (normal dependencies), as `cargo metadata`
+//! reports them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn documented() -> Graph {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path).expect("ARCHITECTURE.md is readable");
+    let block = text
+        .split("```crate-graph\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("ARCHITECTURE.md has a crate-graph block");
+    block
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let (name, deps) = line.split_once(':').expect("a line is `crate: deps`");
+            let deps = deps
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(String::from)
+                .collect();
+            (name.trim().to_string(), deps)
+        })
+        .collect()
+}
+
+fn actual() -> Graph {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&output.stdout).expect("metadata is JSON");
+    let members: BTreeSet<String> = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| p["name"].as_str().expect("a name").to_string())
+        .collect();
+    metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|package| {
+            let deps = package["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str())
+                .filter(|name| members.contains(*name))
+                .map(String::from)
+                .collect();
+            (package["name"].as_str().expect("a name").to_string(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn the_documented_crate_graph_is_the_real_one() {
+    assert_eq!(documented(), actual());
+}

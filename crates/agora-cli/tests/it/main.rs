@@ -1,0 +1,10 @@
+//! agora-cli's integration tests: one test binary (on 2 cores every binary is another link), one
+//! module per area.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod architecture;
+mod common;
+mod network_demo_cli;
+mod protocol_db_cli;
+mod routine_cli;

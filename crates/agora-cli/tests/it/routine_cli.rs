@@ -1,0 +1,282 @@
+//! The `agora routine` commands, run as a user runs them: the `agora` binary against a
+//! temporary SQLite store (`AGORA_STORE`) and a configuration file naming the node's tools.
+//!
+//! `add` and `test` build and run routines with the real routine runtime, so these tests need
+//! `AGORA_JS_ENGINE` (`scripts/test.sh` sources `~/.cache/agora/env.sh`, which sets it); without
+//! it they fail and say so.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agora_node::tools::WeatherForecastTool;
+use agora_protocol::ProtocolHash;
+use common::http;
+use serde_json::Value;
+
+use crate::common;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        let engine = std::env::var_os("AGORA_JS_ENGINE").filter(|p| !p.is_empty());
+        assert!(
+            engine.is_some_and(|p| Path::new(&p).is_file()),
+            "AGORA_JS_ENGINE is not set or missing: run scripts/install.sh, then \
+             `source ~/.cache/agora/env.sh` (scripts/test.sh does both)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("node.toml"),
+            "[[node.tools]]\nname = \"weather_forecast\"\nkind = \"builtin\"\nbuiltin = \"weather_forecast\"\nseed = 3\n",
+        )
+        .unwrap();
+        Self { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// The `agora` command with these arguments, the configuration file and the store.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
+        command
+            .args(args)
+            .arg("--config")
+            .arg(self.dir.path().join("node.toml"))
+            .current_dir(repo())
+            .env(
+                "AGORA_STORE",
+                format!("sqlite://{}", self.dir.path().join("node.db").display()),
+            )
+            // Compiled routines are shared between test runs (a compile takes a second or two).
+            .env(
+                "AGORA_ROUTINE_RUNTIME__ARTIFACT_DIR",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("agora-cli-artifacts"),
+            );
+        command
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "agora {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    /// Runs and expects failure; returns stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(!output.status.success(), "agora {args:?} succeeded");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+}
+
+#[test]
+fn routines_are_added_listed_tested_switched_and_removed() {
+    let cli = Cli::new();
+    // A routine folder: protocol, tools and limits come from its manifest.
+    let added = cli.ok(&["routine", "add", "routines/weather-forecast"]);
+    assert!(added.contains("added routine weather-forecast"), "{added}");
+    // A single file, with everything on the command line.
+    cli.ok(&[
+        "routine",
+        "add",
+        "--protocol",
+        "protocols/weather-forecast.md",
+        "routines/weather-forecast/routine.js",
+        "--tools",
+        "weather_forecast",
+        "--name",
+        "weather-2",
+        "--timeout-ms",
+        "500",
+        "--memory-mb",
+        "32",
+        "--disabled",
+    ]);
+
+    let table = cli.ok(&["routine", "list"]);
+    assert!(
+        table.contains("weather-forecast") && table.contains("weather-2"),
+        "{table}"
+    );
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    let routines = listed.as_array().unwrap();
+    assert_eq!(routines.len(), 2);
+    assert_eq!(routines[0]["status"], "active");
+    assert_eq!(
+        routines[0]["tools"],
+        serde_json::json!(["weather_forecast"])
+    );
+    assert_eq!(routines[0]["language"], "javascript");
+    assert_eq!(routines[0]["failures"], 0);
+    assert_eq!(
+        (
+            routines[1]["status"].as_str(),
+            routines[1]["timeoutMs"].as_i64()
+        ),
+        (Some("disabled"), Some(500))
+    );
+
+    // The protocol was stored and allowed with the routine.
+    let pds = cli.ok(&["pd", "list"]);
+    assert!(
+        pds.contains("WeatherForecastQuery") && pds.contains("allowed"),
+        "{pds}"
+    );
+
+    // A test run uses the node's tools (seed 3 here).
+    let reply = cli.ok(&[
+        "routine",
+        "test",
+        "weather-forecast",
+        "--body",
+        r#"{"location": "London, UK", "date": "2024-09-27"}"#,
+    ]);
+    let reply: Value = serde_json::from_str(reply.trim()).unwrap();
+    let forecast = WeatherForecastTool::new(3).forecast("London, UK", "2024-09-27");
+    assert_eq!(reply["weatherCondition"], forecast["condition"]);
+    assert_eq!(
+        reply["temperature"].as_f64(),
+        forecast["temperature_c"].as_f64()
+    );
+
+    cli.ok(&["routine", "enable", "weather-2"]);
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["status"], "disabled");
+    assert_eq!(listed[1]["status"], "active");
+    let shown = cli.ok(&["routine", "show", "weather-2"]);
+    assert!(shown.contains("callTool(\"weather_forecast\""), "{shown}");
+    // A protocol hash shows the programmer's attempts for it (none: these are human routines).
+    let hash = listed[0]["protocolHash"].as_str().unwrap().to_string();
+    let attempts = cli.ok(&["routine", "show", &hash]);
+    assert!(attempts.contains("no routine attempts for"), "{attempts}");
+
+    cli.ok(&["routine", "rm", "weather-forecast"]);
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn bad_routines_are_refused_with_a_reason() {
+    let cli = Cli::new();
+    let unknown = "0000000000000000000000000000000000000000";
+    let error = cli.fails(&[
+        "routine",
+        "add",
+        "--protocol",
+        unknown,
+        "routines/weather-forecast/routine.js",
+    ]);
+    assert!(error.contains("no protocol document"), "{error}");
+    let broken = cli.dir.path().join("broken.js");
+    std::fs::write(&broken, "function handle(body) { return ; ; )").unwrap();
+    let error = cli.fails(&[
+        "routine",
+        "add",
+        "--protocol",
+        "protocols/weather-forecast.md",
+        broken.to_str().unwrap(),
+    ]);
+    assert!(error.contains("does not build"), "{error}");
+    let error = cli.fails(&[
+        "routine",
+        "add",
+        "--protocol",
+        "protocols/weather-forecast.md",
+        "routines/weather-forecast/routine.js",
+        "--tools",
+        "teleport",
+    ]);
+    assert!(error.contains("unknown tool \"teleport\""), "{error}");
+    let error = cli.fails(&["routine", "disable", "nope"]);
+    assert!(error.contains("no routine \"nope\""), "{error}");
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    assert_eq!(listed, serde_json::json!([]));
+}
+
+/// A node answers with its routine, records each request without waiting for the commit, and
+/// on SIGTERM (what a service manager sends) stops cleanly having written every record.
+#[test]
+fn a_node_stopped_by_sigterm_has_recorded_every_answered_request() {
+    let cli = Cli::new();
+    cli.ok(&["routine", "add", "routines/weather-forecast"]);
+    // No LLM is needed (the routine answers); an empty cassette stands in for one.
+    let cassette = cli.dir.path().join("empty.jsonl");
+    std::fs::write(&cassette, "").unwrap();
+    let mut node = cli
+        .command(&["node", "run", "--listen", "127.0.0.1:0", "--llm", "replay"])
+        .env("AGORA_LLM__REPLAY", &cassette)
+        // Longer than the test: the records reach the database only because stopping writes
+        // what is queued.
+        .env("AGORA_REQUEST_LINGER_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(node.stdout.take().unwrap());
+    let mut banner = String::new();
+    stdout.read_line(&mut banner).unwrap();
+    let Some(url) = banner
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http://"))
+    else {
+        let _ = node.kill();
+        panic!("no URL in the banner: {banner:?}");
+    };
+    let url = url.to_string();
+
+    let pd = std::fs::read(repo().join("protocols/weather-forecast.md")).unwrap();
+    let request = serde_json::json!({
+        "protocolHash": ProtocolHash::of(&pd).to_hex(),
+        "protocolSources": [],
+        "body": {"location": "Paris", "date": "2024-03-01"},
+    })
+    .to_string();
+    const REQUESTS: i64 = 40;
+    for _ in 0..REQUESTS {
+        let (status, reply) = http(&url, "POST", "/", None, request.as_bytes());
+        assert_eq!(status, 200, "{reply}");
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["status"], "success", "{reply}");
+    }
+
+    let terminated = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    let exit = node.wait().unwrap();
+    assert!(exit.success(), "the node did not stop cleanly: {exit}");
+    drop(stdout);
+
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["runs"], REQUESTS, "{listed}");
+    let stats = cli.ok(&["stats"]);
+    assert!(stats.contains(&REQUESTS.to_string()), "{stats}");
+    let stats: Value = serde_json::from_str(&cli.ok(&["stats", "--json"])).unwrap();
+    let usage = &stats["protocols"][0];
+    assert_eq!(
+        (&usage["requests"], &usage["routine"]),
+        (&REQUESTS.into(), &REQUESTS.into()),
+        "{stats}"
+    );
+}

@@ -1,0 +1,8 @@
+//! agora-fetch's integration tests: one test binary (on 2 cores every binary is another link), one
+//! module per area.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod classify;
+mod fetch;
+mod post;

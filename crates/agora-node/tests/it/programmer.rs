@@ -1,0 +1,660 @@
+//! Node-boundary tests of the programmer, with a scripted LLM and a scripted routine engine:
+//! the threshold queues a job whose passing candidate is activated; a failed candidate is
+//! repaired; when every attempt fails the protocol stays with the LLM; an LLM-written routine
+//! that fails at run time falls back, is deactivated and rewritten; a human-written routine is
+//! never replaced; and one protocol never has two jobs at once.
+//!
+//! The scripted LLM plays a correct weather agent (a tool call, then the tool's values under the
+//! protocol's names) and hands out the candidates a test lists, by key; the scripted engine
+//! builds a key into the routine registered under it, or refuses it as code that does not build.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+
+use agora_llm::ChatRequest;
+use agora_node::{
+    Node, ProtocolInput, RoutineError, RoutineLimits, RoutineSource, RoutineSpec, ToolHost,
+};
+use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status};
+use agora_store::{RequestPath, RoutineAttempt, RoutineOrigin, RoutineStatus};
+use agora_testkit::{
+    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, last_user_message, schema_name, system_prompt,
+    temp_dir, weather_tool,
+};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+
+fn hash() -> ProtocolHash {
+    ProtocolHash::of(WEATHER_PD.as_bytes())
+}
+
+/// The candidates the scripted programmer hands out, in order, and a gate that can hold it.
+#[derive(Clone, Default)]
+struct Programmer {
+    candidates: Arc<Mutex<VecDeque<&'static str>>>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Programmer {
+    fn with(candidates: &[&'static str]) -> Self {
+        let programmer = Self::default();
+        programmer
+            .candidates
+            .lock()
+            .unwrap()
+            .extend(candidates.iter().copied());
+        *programmer.gate.0.lock().unwrap() = true;
+        programmer
+    }
+
+    fn close_gate(&self) {
+        *self.gate.0.lock().unwrap() = false;
+    }
+
+    fn open_gate(&self) {
+        *self.gate.0.lock().unwrap() = true;
+        self.gate.1.notify_all();
+    }
+
+    fn answer(&self) -> String {
+        let (open, changed) = &*self.gate;
+        let mut open_now = open.lock().unwrap();
+        while !*open_now {
+            open_now = changed.wait(open_now).unwrap();
+        }
+        let key = self
+            .candidates
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or("none");
+        format!("Here is the routine:\n```javascript\n{key}\n```\n")
+    }
+}
+
+fn is_programmer_call(request: &ChatRequest) -> bool {
+    schema_name(request).is_none() && system_prompt(request).contains("handle(body)")
+}
+
+/// A correct weather agent, and the scripted programmer.
+fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
+    let programmer = programmer.clone();
+    ScriptedLlm::new(move |request| {
+        if is_programmer_call(request) {
+            return Ok(programmer.answer());
+        }
+        match schema_name(request) {
+            Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
+            Some("step") => {
+                let last = last_user_message(request);
+                if let Some(body) = last.strip_prefix("Request body:\n") {
+                    let body: Value = serde_json::from_str(body).unwrap();
+                    let arguments = json!({"location": body["location"], "date": body["date"]});
+                    Ok(json!({"tool": "weather_forecast", "arguments": arguments}).to_string())
+                } else if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+                    let forecast: Value = serde_json::from_str(result).unwrap();
+                    let answer = json!({
+                        "temperature": forecast["temperature_c"],
+                        "precipitation": forecast["precipitation_mm"],
+                        "weatherCondition": forecast["condition"],
+                    });
+                    Ok(json!({"tool": "final_answer", "answer": answer}).to_string())
+                } else {
+                    panic!("unexpected step: {last}")
+                }
+            }
+            other => panic!("unexpected LLM request {other:?}"),
+        }
+    })
+}
+
+/// The forecast for the request's place and date, from the weather tool.
+async fn forecast(body: &str, tools: &dyn ToolHost) -> Result<Value, RoutineError> {
+    let request: Value =
+        serde_json::from_str(body).map_err(|e| RoutineError::Failed(e.to_string()))?;
+    let arguments = json!({"location": request["location"], "date": request["date"]});
+    let forecast = tools
+        .call_tool("weather_forecast", &arguments.to_string())
+        .await
+        .map_err(RoutineError::Failed)?;
+    Ok(serde_json::from_str(&forecast).unwrap())
+}
+
+/// What the weather agent replies.
+async fn good(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    let forecast = forecast(&body, tools.as_ref()).await?;
+    Ok(json!({
+        "temperature": forecast["temperature_c"],
+        "precipitation": forecast["precipitation_mm"],
+        "weatherCondition": forecast["condition"],
+    })
+    .to_string())
+}
+
+/// A candidate that drops two fields of the reply.
+async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    let forecast = forecast(&body, tools.as_ref()).await?;
+    Ok(json!({"temperature": forecast["temperature_c"]}).to_string())
+}
+
+/// A candidate whose check rejects Lima's request: the check is the middle line, which the node
+/// may take out (leaving [`UNGUARDED`], which behaves like "good").
+const GUARDED: &str =
+    "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const UNGUARDED: &str = "guarded\ngood";
+/// A check that rejects Lima in front of code that is wrong except for Lima; without the check
+/// ([`HALF_UNGUARDED`]) one more example passes, but not all.
+const HALF_GUARDED: &str =
+    "half\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\nhalf";
+const HALF_UNGUARDED: &str = "half\nhalf";
+/// Two checks returning the same error; only the second one rejects Lima.
+const TWICE_GUARDED: &str = "twice\n  if (!request) { return { error: \"Invalid forecast\" }; }\n  \
+     if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const TWICE_GUARDED_FIRST_OUT: &str =
+    "twice\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\ngood";
+const TWICE_GUARDED_SECOND_OUT: &str =
+    "twice\n  if (!request) { return { error: \"Invalid forecast\" }; }\ngood";
+/// The same check in front of a candidate that is wrong anyway: taking it out does not help.
+const GUARDED_WRONG: &str =
+    "guarded\n  if (!r1.precipitation_mm) { return { error: \"Invalid forecast\" }; }\nwrong";
+
+async fn rejects_lima(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    if body.contains("Lima") {
+        return Ok(json!({"error": "Invalid forecast"}).to_string());
+    }
+    good(body, tools).await
+}
+
+async fn rejects_lima_else_wrong(
+    body: String,
+    tools: Arc<dyn ToolHost>,
+) -> Result<String, RoutineError> {
+    if body.contains("Lima") {
+        return Ok(json!({"error": "Invalid forecast"}).to_string());
+    }
+    wrong(body, tools).await
+}
+
+/// The candidates, by key. "good" does what the weather agent does; "wrong" (and "wrong again",
+/// "wrong once more": other code, same behaviour) drops a field;
+/// "flaky" is right except for Atlantis, where it fails; [`GUARDED`] rejects Lima; anything else
+/// does not build.
+fn engine() -> ScriptedRoutineEngine {
+    ScriptedRoutineEngine::new()
+        .routine("good", good)
+        .routine(GUARDED, rejects_lima)
+        .routine(UNGUARDED, good)
+        .routine(TWICE_GUARDED, rejects_lima)
+        .routine(HALF_GUARDED, rejects_lima_else_wrong)
+        .routine(HALF_UNGUARDED, |body, tools| async move {
+            if body.contains("Lima") {
+                return good(body, tools).await;
+            }
+            wrong(body, tools).await
+        })
+        .routine(TWICE_GUARDED_FIRST_OUT, rejects_lima)
+        .routine(TWICE_GUARDED_SECOND_OUT, good)
+        .routine(GUARDED_WRONG, rejects_lima_else_wrong)
+        .routine("guarded\nwrong", wrong)
+        .routine("wrong", wrong)
+        .routine("wrong again", wrong)
+        .routine("wrong once more", wrong)
+        .routine("flaky", |body, tools| async move {
+            if body.contains("Atlantis") {
+                return Err(RoutineError::Failed("no such place".into()));
+            }
+            good(body, tools).await
+        })
+}
+
+async fn node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) -> Node {
+    let node = NodeBuilder::new(llm(programmer), dir)
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = threshold;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await;
+    with_document(node).await
+}
+
+/// The node knows the weather document (the requests carry no sources).
+async fn with_document(node: Node) -> Node {
+    node.add_document(WEATHER_PD, &[]).await.unwrap();
+    node
+}
+
+async fn ask(node: &Node, location: &str, day: u32) -> Reply {
+    let reply = node
+        .handle(Request {
+            protocol: ProtocolRef::Protocol(hash()),
+            hash_dialect: HashDialect::Hex,
+            sources: vec![],
+            body: Body::Json(json!({"location": location, "date": format!("2024-09-{day:02}")})),
+            multiround: false,
+        })
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    reply
+}
+
+async fn paths(node: &Node) -> Vec<RequestPath> {
+    let mut requests = node.store().recent_requests(100).await.unwrap();
+    requests.reverse();
+    requests.into_iter().map(|r| r.path).collect()
+}
+
+async fn implementing_calls(node: &Node) -> usize {
+    node.store()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|c| c.category == "implementing")
+        .count()
+}
+
+/// A node whose programmer (threshold 2) ran on a Paris and a Lima request with `candidates`,
+/// and its attempts.
+async fn programmed_after_paris_and_lima(
+    dir: &std::path::Path,
+    candidates: &[&'static str],
+) -> (Node, Vec<RoutineAttempt>) {
+    let programmer = Programmer::with(candidates);
+    let node = node(dir, &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    (node, attempts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = node(dir.path(), &programmer, 5).await;
+    for day in 1..=4 {
+        ask(&node, "Paris", day).await;
+    }
+    node.programmer_idle().await;
+    assert_eq!(implementing_calls(&node).await, 0, "below the threshold");
+
+    ask(&node, "Paris", 5).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    let attempt = &attempts[0];
+    assert_eq!(
+        (attempt.outcome.as_str(), attempt.reason.as_str()),
+        ("passed", "threshold")
+    );
+    assert_eq!(attempt.report, "5/5 examples passed");
+    assert_eq!(attempt.source.as_deref(), Some("good"));
+    assert!(attempt.prompt_tokens > 0 && attempt.completion_tokens > 0);
+    let routine = node
+        .routines()
+        .find(&format!("{}", attempt.routine_id.unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (routine.origin, routine.status),
+        (RoutineOrigin::Llm, RoutineStatus::Active)
+    );
+    assert_eq!(routine.tools, vec!["weather_forecast".to_string()]);
+
+    // The programmer's prompt had the document, the tool and recorded tool calls.
+    let calls = node.store().llm_calls(None).await.unwrap();
+    let llm_calls_before = calls.len();
+    assert_eq!(implementing_calls(&node).await, 1);
+
+    let expected = ask(&node, "Paris", 1).await; // a request seen before: same reply
+    let replay = ask(&node, "Oslo", 6).await;
+    assert_eq!(
+        node.store().llm_calls(None).await.unwrap().len(),
+        llm_calls_before
+    );
+    let paths = paths(&node).await;
+    assert_eq!(&paths[5..], &[RequestPath::Routine, RequestPath::Routine]);
+    assert!(expected.body.is_some() && replay.body.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_candidate_is_repaired_with_its_failure() {
+    let dir = temp_dir();
+    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &["wrong", "good"]).await;
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "passed"]);
+    assert!(
+        attempts[0]
+            .report
+            .starts_with("0/2 examples passed; example 1 failed: "),
+        "{}",
+        attempts[0].report
+    );
+    assert!(attempts[0].report.contains(".precipitation is missing"));
+    assert_eq!(attempts[0].job, attempts[1].job);
+    assert!(attempts[1].routine_id.is_some() && attempts[0].routine_id.is_none());
+
+    assert_eq!(implementing_calls(&node).await, 2);
+    let reply = ask(&node, "Lima", 3).await;
+    assert!(reply.body.is_some());
+    assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_llm() {
+    let dir = temp_dir();
+    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &[GUARDED]).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome.as_str(), "passed");
+    assert_eq!(
+        attempts[0].report,
+        "2/2 examples passed; the node took out the check `if (!r1.precipitation_mm)`, which \
+         rejected a valid example"
+    );
+    assert_eq!(attempts[0].source.as_deref(), Some(UNGUARDED));
+    assert_eq!(implementing_calls(&node).await, 1);
+    ask(&node, "Lima", 3).await;
+    assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
+    let dir = temp_dir();
+    let (_node, attempts) = programmed_after_paris_and_lima(dir.path(), &[TWICE_GUARDED]).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome.as_str(), "passed");
+    assert_eq!(
+        attempts[0].source.as_deref(),
+        Some(TWICE_GUARDED_SECOND_OUT)
+    );
+    assert!(
+        attempts[0].report.ends_with(
+            "took out the check `if (!r1.precipitation_mm)`, which rejected a valid example"
+        ),
+        "{}",
+        attempts[0].report
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_that_helps_but_does_not_pass_goes_to_the_repair_and_counts_as_tried() {
+    let dir = temp_dir();
+    // The model's repair gives back the node's edit: a repeat, which ends the job.
+    let (_node, attempts) =
+        programmed_after_paris_and_lima(dir.path(), &[HALF_GUARDED, HALF_UNGUARDED]).await;
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "repeated"]);
+    assert_eq!(attempts[0].source.as_deref(), Some(HALF_UNGUARDED));
+    assert!(
+        attempts[0].report.starts_with("1/2 examples passed")
+            && attempts[0].report.contains("took out the check"),
+        "{}",
+        attempts[0].report
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_is_kept_when_taking_it_out_does_not_help() {
+    let dir = temp_dir();
+    let (node, attempts) =
+        programmed_after_paris_and_lima(dir.path(), &[GUARDED_WRONG, "good"]).await;
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "passed"]);
+    assert_eq!(attempts[0].source.as_deref(), Some(GUARDED_WRONG));
+    assert!(
+        !attempts[0].report.contains("took out"),
+        "{}",
+        attempts[0].report
+    );
+    // Trying the edit cost no LLM call: one for the candidate, one for the repair.
+    assert_eq!(implementing_calls(&node).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repair_prompt_carries_the_failing_example() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["wrong", "good"]);
+    let scripted = llm(&programmer);
+    let node = NodeBuilder::new(scripted.clone(), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 1;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await;
+    let node = with_document(node).await;
+    ask(&node, "Paris", 1).await;
+    node.programmer_idle().await;
+    let programming: Vec<ChatRequest> = scripted
+        .calls()
+        .into_iter()
+        .filter(is_programmer_call)
+        .collect();
+    assert_eq!(programming.len(), 2);
+    let first = last_user_message(&programming[0]);
+    assert!(first.contains("weather_forecast"), "{first}");
+    assert!(first.contains("Reply: {"), "{first}");
+    assert!(
+        first.contains(r#"callTool("weather_forecast", {"#),
+        "{first}"
+    );
+    // The example is also shown as code, each value traced to where it came from.
+    assert!(first.contains("Example 1 as code"), "{first}");
+    assert!(
+        first.contains(r#"const r1 = callTool("weather_forecast", { location: request.location"#),
+        "{first}"
+    );
+    let repair = &programming[1].messages;
+    assert_eq!(repair.len(), 4, "system, task, candidate, failure");
+    assert!(repair[2].content.contains("wrong"));
+    let failure = &repair[3].content;
+    assert!(failure.contains("Expected reply:"), "{failure}");
+    assert!(failure.contains(r#""location":"Paris""#), "{failure}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
+    let dir = temp_dir();
+    let programmer =
+        Programmer::with(&["wrong", "does not build", "wrong again", "wrong once more"]);
+    let node = node(dir.path(), &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(
+        outcomes,
+        [
+            "tests_failed",
+            "build_failed",
+            "tests_failed",
+            "tests_failed"
+        ],
+        "the first candidate and repair_attempts = 3 repairs"
+    );
+    assert!(
+        attempts[1].report.contains("does not build"),
+        "{}",
+        attempts[1].report
+    );
+    assert!(node.routines().list().await.unwrap().is_empty());
+
+    // The LLM keeps answering; one more request is not enough for another job.
+    ask(&node, "Oslo", 3).await;
+    node.programmer_idle().await;
+    assert_eq!(implementing_calls(&node).await, 4);
+    assert_eq!(paths(&node).await.last(), Some(&RequestPath::Llm));
+    // After a job that found nothing the wait doubles: two more are not enough either...
+    ask(&node, "Rome", 4).await;
+    node.programmer_idle().await;
+    assert_eq!(implementing_calls(&node).await, 4);
+    // ...four are: the next job sees the examples recorded since the last one.
+    ask(&node, "Quito", 5).await;
+    ask(&node, "Perth", 6).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_ne!(attempts[4].job, attempts[3].job);
+    assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 4);
+    // The scripted model has run out of ideas and answers "none" every time: the job ends at
+    // the first repeat instead of asking three times more.
+    let second: Vec<&str> = attempts[4..].iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(second, ["build_failed", "repeated"]);
+    assert_eq!(implementing_calls(&node).await, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routine_failing_at_run_time_falls_back_is_deactivated_and_rewritten() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["flaky", "good"]);
+    let node = node(dir.path(), &programmer, 1).await;
+    ask(&node, "Paris", 1).await;
+    node.programmer_idle().await;
+    let flaky = node.routines().list().await.unwrap().remove(0);
+    assert_eq!(flaky.status, RoutineStatus::Active);
+
+    // Three failures: each is answered by the LLM fallback and becomes an example.
+    for day in 2..=4 {
+        let reply = ask(&node, "Atlantis", day).await;
+        assert!(reply.body.unwrap().to_text().contains("temperature"));
+    }
+    node.programmer_idle().await;
+    let routines = node.routines().list().await.unwrap();
+    assert_eq!(routines.len(), 2);
+    let retired = &routines[0];
+    assert_eq!(
+        (retired.status, retired.failures, retired.runs),
+        (RoutineStatus::Disabled, 3, 3)
+    );
+    assert!(
+        retired
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("no such place")
+    );
+    let rewritten = &routines[1];
+    assert_eq!(
+        (rewritten.origin, rewritten.status),
+        (RoutineOrigin::Llm, RoutineStatus::Active)
+    );
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let reasons: Vec<&str> = attempts.iter().map(|a| a.reason.as_str()).collect();
+    assert_eq!(reasons, ["threshold", "failures"]);
+    assert_eq!(
+        attempts[1].report, "4/4 examples passed",
+        "the failing requests are examples"
+    );
+
+    ask(&node, "Atlantis", 5).await;
+    assert_eq!(
+        paths(&node).await,
+        [
+            RequestPath::Llm,
+            RequestPath::Fallback,
+            RequestPath::Fallback,
+            RequestPath::Fallback,
+            RequestPath::Routine
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_routine_is_never_replaced() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = node(dir.path(), &programmer, 1).await;
+    let human = node
+        .add_routine(RoutineSpec {
+            name: "human-weather".into(),
+            protocol: ProtocolInput::Text(WEATHER_PD.into()),
+            source: RoutineSource::JavaScript("flaky".into()),
+            tools: vec!["weather_forecast".into()],
+            limits: RoutineLimits::default(),
+            origin: RoutineOrigin::Human,
+            activate: true,
+        })
+        .await
+        .unwrap();
+    for day in 1..=5 {
+        ask(&node, "Atlantis", day).await;
+    }
+    node.programmer_idle().await;
+    let routines = node.routines().list().await.unwrap();
+    assert_eq!(routines.len(), 1);
+    assert_eq!(routines[0].id, human.id);
+    assert_eq!(
+        (routines[0].status, routines[0].failures),
+        (RoutineStatus::Active, 5)
+    );
+    assert_eq!(implementing_calls(&node).await, 0);
+    assert!(
+        paths(&node)
+            .await
+            .iter()
+            .all(|p| *p == RequestPath::Fallback)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_protocol_never_has_two_jobs_at_once() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["wrong"]);
+    programmer.close_gate();
+    let node = NodeBuilder::new(llm(&programmer), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 1;
+            c.programmer.repair_attempts = 0;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await;
+    let node = with_document(node).await;
+    // The first request queues a job, held at its LLM call; the next ones find it pending.
+    for day in 1..=3 {
+        ask(&node, "Paris", day).await;
+    }
+    programmer.open_gate();
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(implementing_calls(&node).await, 1);
+}
+
+#[tokio::test]
+async fn examples_keep_the_tool_calls_and_are_bounded() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&[]);
+    let node = NodeBuilder::new(llm(&programmer), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 100;
+            c.programmer.max_examples = 3;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await;
+    let node = with_document(node).await;
+    for day in 1..=4 {
+        ask(&node, "Quito", day).await;
+    }
+    let examples = node.store().examples(&hash(), 10).await.unwrap();
+    assert_eq!(examples.len(), 3, "only the newest are kept");
+    let first = &examples[0];
+    assert!(first.body.contains("2024-09-02"), "{}", first.body);
+    let call = &first.tool_calls[0];
+    assert_eq!(call["tool"], "weather_forecast");
+    assert_eq!(call["arguments"]["location"], "Quito");
+    assert!(call["result"]["temperature_c"].is_number());
+    let reply: Value = serde_json::from_str(&first.reply).unwrap();
+    assert_eq!(reply["temperature"], call["result"]["temperature_c"]);
+}

@@ -1,0 +1,587 @@
+//! Node-boundary tests of the receiver with a scripted LLM: natural
+//! language with tools, protocol resolution and verification, suitability,
+//! multiround conversations and restarts.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_fetch::FetchPolicy;
+use agora_llm::ChatRequest;
+use agora_node::tools::WeatherForecastTool;
+use agora_node::{ManualClock, SuitabilityMode};
+use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status, data_uri};
+use agora_testkit::{
+    NodeBuilder, ScriptedLlm, Turn, last_user_message, schema_name, serve_text, temp_dir,
+    weather_tool,
+};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+
+/// A script that plays a competent LLM: checks say yes (unless the PD is
+/// about flights), the responder calls the weather tool once and then
+/// answers from its result.
+fn competent(request: &ChatRequest) -> Turn {
+    match schema_name(request) {
+        Some("suitability") => {
+            let user = last_user_message(request);
+            let doc = user.split("Protocol document:").nth(1).unwrap_or("");
+            if doc.contains("flight") {
+                Ok(r#"{"reason": "no booking tools", "suitable": "no"}"#.into())
+            } else {
+                Ok(r#"{"reason": "the weather tool covers it", "suitable": "yes"}"#.into())
+            }
+        }
+        Some("step") => {
+            let last = last_user_message(request);
+            if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+                let forecast: Value = serde_json::from_str(result).unwrap();
+                let protocol = request.messages[0].content.contains("Protocol document");
+                let answer = if protocol {
+                    json!({"temperature": forecast["temperature_c"], "precipitation": forecast["precipitation_mm"], "weatherCondition": forecast["condition"]})
+                } else {
+                    json!(format!(
+                        "It will be {} at {} degrees.",
+                        forecast["condition"].as_str().unwrap(),
+                        forecast["temperature_c"]
+                    ))
+                };
+                Ok(json!({"tool": "final_answer", "answer": answer}).to_string())
+            } else {
+                Ok(json!({"tool": "weather_forecast", "arguments": {"location": "London, UK", "date": "2024-09-27"}}).to_string())
+            }
+        }
+        other => panic!("unexpected request kind {other:?}"),
+    }
+}
+
+fn nl(body: &str, multiround: bool) -> Request {
+    Request {
+        protocol: ProtocolRef::NaturalLanguage,
+        hash_dialect: HashDialect::Hex,
+        sources: vec![],
+        body: Body::Text(body.into()),
+        multiround,
+    }
+}
+
+fn protocol(text: &str, sources: Vec<String>, body: Body) -> Request {
+    Request {
+        protocol: ProtocolRef::Protocol(ProtocolHash::of(text.as_bytes())),
+        hash_dialect: HashDialect::Base64,
+        sources,
+        body,
+        multiround: false,
+    }
+}
+
+fn expected_forecast() -> Value {
+    WeatherForecastTool::new(7).forecast("London, UK", "2024-09-27")
+}
+
+#[tokio::test]
+async fn natural_language_request_calls_a_tool_then_answers() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let reply = node
+        .handle(nl("Weather in London on 2024-09-27?", false))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let text = reply.body.unwrap().to_text();
+    assert!(
+        text.contains(&expected_forecast()["temperature_c"].to_string()),
+        "{text}"
+    );
+    assert_eq!(llm.call_count(), 2);
+    let calls = node.store().llm_calls(None).await.unwrap();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.category == "conversation"));
+    let requests = node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].llm_calls, 2);
+    assert_eq!(requests[0].query_id, calls[0].query_id.clone().unwrap());
+}
+
+#[tokio::test]
+async fn invalid_tool_arguments_go_back_to_the_llm() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(|request| {
+        let last = last_user_message(request);
+        if last.contains("invalid arguments") {
+            Ok(json!({"tool": "final_answer", "answer": "gave up"}).to_string())
+        } else {
+            Ok(json!({"tool": "weather_forecast", "arguments": {"location": "Paris", "date": "tomorrow"}}).to_string())
+        }
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let reply = node.handle(nl("Weather in Paris tomorrow?", false)).await;
+    assert_eq!(reply.body.unwrap().to_text(), "gave up");
+    assert_eq!(llm.call_count(), 2);
+}
+
+#[tokio::test]
+async fn the_tool_loop_is_bounded() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(|request| {
+        if last_user_message(request).contains("No more tool calls") {
+            Ok(json!({"tool": "final_answer", "answer": "done"}).to_string())
+        } else {
+            Ok(json!({"tool": "weather_forecast", "arguments": {"location": "Paris", "date": "2024-01-01"}}).to_string())
+        }
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.responder.max_tool_calls = 3;
+        })
+        .build()
+        .await;
+    let reply = node.handle(nl("loop forever", false)).await;
+    assert_eq!(reply.body.unwrap().to_text(), "done");
+    assert_eq!(llm.call_count(), 4);
+}
+
+#[tokio::test]
+async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
+    let source = serve_text(WEATHER_PD).await;
+    let document = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
+    let url = source.url.clone();
+
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
+    let reply = node
+        .handle(protocol(WEATHER_PD, vec![url.clone()], body))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let answer: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
+    assert_eq!(answer["temperature"], expected_forecast()["temperature_c"]);
+
+    let stored = node
+        .store()
+        .document(&document.hash())
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(stored.sources, vec![url]);
+    let decision = node
+        .store()
+        .suitability(&document.hash())
+        .await
+        .unwrap()
+        .expect("decided");
+    assert!(decision.allowed);
+    let categories: Vec<String> = node
+        .store()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.category)
+        .collect();
+    assert_eq!(categories, ["checking", "conversation", "conversation"]);
+
+    // Known now: no sources needed, no second check.
+    let again = node
+        .handle(protocol(
+            WEATHER_PD,
+            vec![],
+            Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into()),
+        ))
+        .await;
+    assert_eq!(again.status, Status::Success);
+    assert_eq!(
+        llm.calls()
+            .iter()
+            .filter(|r| schema_name(r) == Some("suitability"))
+            .count(),
+        1
+    );
+    let usage = node.store().usage(&document.hash()).await.unwrap();
+    assert_eq!((usage.requests, usage.llm), (2, 2));
+}
+
+#[tokio::test]
+async fn a_json_body_gets_a_json_reply() {
+    let dir = temp_dir();
+    let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let body = Body::Json(json!({"location": "London, UK", "date": "2024-09-27"}));
+    let reply = node
+        .handle(protocol(
+            WEATHER_PD,
+            vec![data_uri::encode(WEATHER_PD)],
+            body,
+        ))
+        .await;
+    match reply.body {
+        Some(Body::Json(value)) => {
+            assert_eq!(value["weatherCondition"], expected_forecast()["condition"])
+        }
+        other => panic!("expected a JSON body, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tampered_document_is_rejected_and_not_stored() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path()).build().await;
+    let tampered = WEATHER_PD.replace("Celsius", "Fahrenheit");
+    let request = protocol(
+        WEATHER_PD,
+        vec![
+            data_uri::encode(&tampered),
+            data_uri::encode_base64(&tampered),
+        ],
+        Body::Text("{}".into()),
+    );
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let reply = node.handle(request).await;
+    assert_eq!(reply.status, Status::Failure);
+    let error = reply.error.unwrap();
+    assert!(error.contains("hash mismatch"), "{error}");
+    assert!(node.store().document(&hash).await.unwrap().is_none());
+    assert!(node.store().documents().await.unwrap().is_empty());
+    assert_eq!(llm.call_count(), 0);
+}
+
+#[tokio::test]
+async fn a_failing_source_does_not_stop_the_next() {
+    let dir = temp_dir();
+    let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let sources = vec![
+        "http://127.0.0.1:1/unreachable".to_string(),
+        "ftp://example.org/pd".to_string(),
+        data_uri::encode("not the document"),
+        data_uri::encode(WEATHER_PD),
+    ];
+    let reply = node
+        .handle(protocol(
+            WEATHER_PD,
+            sources,
+            Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into()),
+        ))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_by_default() {
+    let source = serve_text(WEATHER_PD).await;
+    let dir = temp_dir();
+    let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
+        .fetch(FetchPolicy::default())
+        .build()
+        .await;
+    let reply = node
+        .handle(protocol(
+            WEATHER_PD,
+            vec![source.url.clone()],
+            Body::Text("{}".into()),
+        ))
+        .await;
+    assert_eq!(reply.status, Status::Failure);
+    let error = reply.error.unwrap();
+    assert!(error.contains("loopback"), "{error}");
+}
+
+#[tokio::test]
+async fn unsuitable_protocol_is_rejected_once_and_remembered() {
+    let flights = "---\nname: FlightBooking\ndescription: Book a flight\n---\nSend {\"from\": ..., \"to\": ...}; reply with a booking reference for the flight.";
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    for _ in 0..2 {
+        let reply = node
+            .handle(protocol(
+                flights,
+                vec![data_uri::encode(flights)],
+                Body::Text("{}".into()),
+            ))
+            .await;
+        assert_eq!(reply.status, Status::Rejected);
+        let error = reply.error.unwrap();
+        assert!(error.contains("is not suitable for execution"), "{error}");
+        // The hash is quoted in the sender's dialect (base64 here).
+        assert!(
+            error.starts_with(&ProtocolHash::of(flights.as_bytes()).to_base64()),
+            "{error}"
+        );
+    }
+    assert_eq!(llm.call_count(), 1);
+    let usage = node
+        .store()
+        .usage(&ProtocolHash::of(flights.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(usage.rejected, 2);
+}
+
+#[tokio::test]
+async fn operator_decisions_override_the_checker() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    node.set_operator_decision(&hash, false, "not today")
+        .await
+        .unwrap();
+    let reply = node
+        .handle(protocol(
+            WEATHER_PD,
+            vec![data_uri::encode(WEATHER_PD)],
+            Body::Text("{}".into()),
+        ))
+        .await;
+    assert_eq!(reply.status, Status::Rejected);
+    assert!(reply.error.unwrap().contains("not today"));
+    assert_eq!(llm.call_count(), 0);
+}
+
+#[tokio::test]
+async fn operator_only_mode_rejects_unlisted_protocols_without_the_llm() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.suitability = SuitabilityMode::OperatorOnly)
+        .build()
+        .await;
+    let reply = node
+        .handle(protocol(
+            WEATHER_PD,
+            vec![data_uri::encode(WEATHER_PD)],
+            Body::Text("{}".into()),
+        ))
+        .await;
+    assert_eq!(reply.status, Status::Rejected);
+    assert_eq!(llm.call_count(), 0);
+}
+
+#[tokio::test]
+async fn multiround_conversation_lifecycle_and_expiry() {
+    let dir = temp_dir();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let llm = ScriptedLlm::new(|request| {
+        // Answers with the number of earlier user turns it can see.
+        let earlier = request
+            .messages
+            .iter()
+            .filter(|m| m.role == agora_llm::Role::User)
+            .count()
+            - 1;
+        Ok(json!({"tool": "final_answer", "answer": format!("turn {earlier}")}).to_string())
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .clock(clock.clone())
+        .build()
+        .await;
+    let first = node.handle(nl("hello", true)).await;
+    assert_eq!(first.body.clone().unwrap().to_text(), "turn 0");
+    let id = first.conversation_id.clone().expect("a conversation id");
+    assert_eq!(first.conversation_expires, Some(1_700_000_000 + 300));
+
+    clock.advance(Duration::from_secs(200));
+    let second = node
+        .follow_up(
+            &id,
+            agora_protocol::FollowUp {
+                body: Body::Text("again".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.body.unwrap().to_text(), "turn 1");
+    // The idle timer restarted at the follow-up.
+    assert_eq!(second.conversation_expires, Some(1_700_000_000 + 200 + 300));
+
+    clock.advance(Duration::from_secs(299));
+    assert!(
+        node.follow_up(
+            &id,
+            agora_protocol::FollowUp {
+                body: Body::Text("still here".into())
+            }
+        )
+        .await
+        .is_ok()
+    );
+    clock.advance(Duration::from_secs(301));
+    assert!(
+        node.follow_up(
+            &id,
+            agora_protocol::FollowUp {
+                body: Body::Text("too late".into())
+            }
+        )
+        .await
+        .is_err()
+    );
+    assert_eq!(node.purge_expired_conversations().await.unwrap(), 1);
+
+    let other = node.handle(nl("hi", true)).await.conversation_id.unwrap();
+    assert!(node.close_conversation(&other).await.unwrap());
+    assert!(!node.close_conversation(&other).await.unwrap());
+    assert!(
+        node.follow_up(
+            &other,
+            agora_protocol::FollowUp {
+                body: Body::Text("x".into())
+            }
+        )
+        .await
+        .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_restart_keeps_documents_decisions_and_conversations() {
+    let dir = temp_dir();
+    let (hash, conversation_id) = {
+        let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
+            .config(|c| c.tools = vec![weather_tool()])
+            .build()
+            .await;
+        let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
+        let reply = node
+            .handle(protocol(
+                WEATHER_PD,
+                vec![data_uri::encode(WEATHER_PD)],
+                body,
+            ))
+            .await;
+        assert_eq!(reply.status, Status::Success);
+        let opened = node
+            .handle(nl("Weather in London on 2024-09-27?", true))
+            .await;
+        (
+            ProtocolHash::of(WEATHER_PD.as_bytes()),
+            opened.conversation_id.unwrap(),
+        )
+    };
+    let llm = ScriptedLlm::new(competent);
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| c.tools = vec![weather_tool()])
+        .build()
+        .await;
+    // Known document, known decision: no sources, no check.
+    let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
+    let reply = node.handle(protocol(WEATHER_PD, vec![], body)).await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    assert!(
+        llm.calls()
+            .iter()
+            .all(|r| schema_name(r) != Some("suitability"))
+    );
+    assert!(
+        node.store()
+            .suitability(&hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
+    // The conversation survived, with its history.
+    let follow = node
+        .follow_up(
+            &conversation_id,
+            agora_protocol::FollowUp {
+                body: Body::Text("And the day after?".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(follow.status, Status::Success);
+    let last = llm.calls().last().unwrap().clone();
+    assert!(
+        last.messages
+            .iter()
+            .any(|m| m.content.contains("Weather in London on 2024-09-27?"))
+    );
+    assert_eq!(node.wellknown().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn llm_failure_is_a_failure_reply_not_a_crash() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(|_| {
+        Err(agora_llm::LlmError::Unavailable(
+            "connection refused".into(),
+        ))
+    });
+    let node = NodeBuilder::new(llm, dir.path()).build().await;
+    let reply = node.handle(nl("hello", true)).await;
+    assert_eq!(reply.status, Status::Failure);
+    assert!(reply.conversation_id.is_none());
+    let requests = node.store().recent_requests(1).await.unwrap();
+    assert_eq!(requests[0].status, "failure");
+}
+
+#[tokio::test]
+async fn native_tool_calling_when_the_backend_supports_it() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::with_tool_calls(|request| {
+        assert!(
+            request.format == agora_llm::OutputFormat::Text,
+            "no schema in native mode"
+        );
+        let last = last_user_message(request);
+        if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+            let forecast: Value = serde_json::from_str(result).unwrap();
+            Ok((
+                format!("It will be {} degrees.", forecast["temperature_c"]),
+                vec![],
+            ))
+        } else {
+            assert_eq!(request.tools.len(), 1, "the tools are offered natively");
+            Ok((
+                String::new(),
+                vec![agora_llm::ToolCallRequest {
+                    name: "weather_forecast".into(),
+                    arguments: json!({"location": "London, UK", "date": "2024-09-27"}),
+                }],
+            ))
+        }
+    });
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.responder.native_tools = true;
+        })
+        .build()
+        .await;
+    let reply = node
+        .handle(nl("Weather in London on 2024-09-27?", false))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let text = reply.body.unwrap().to_text();
+    assert!(
+        text.contains(&expected_forecast()["temperature_c"].to_string()),
+        "{text}"
+    );
+    assert_eq!(llm.call_count(), 2);
+}

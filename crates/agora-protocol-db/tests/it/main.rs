@@ -1,0 +1,6 @@
+//! agora-protocol-db's integration tests: one test binary (on 2 cores every binary is another link), one
+//! module per area.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod protocol_db;

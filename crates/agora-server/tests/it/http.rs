@@ -1,0 +1,539 @@
+//! The HTTP edge over a real loopback socket: status codes and the error
+//! shape for bad input, discovery, documents, admin auth and metrics.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use crate::support::Spawn;
+use agora_protocol::{ProtocolHash, data_uri};
+use agora_testkit::{NodeBuilder, ScriptedLlm, TestServer, temp_dir};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+
+fn answering() -> std::sync::Arc<ScriptedLlm> {
+    ScriptedLlm::new(|request| match agora_testkit::schema_name(request) {
+        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
+        _ => Ok(json!({"tool": "final_answer", "answer": "hello from the node"}).to_string()),
+    })
+}
+
+async fn server(dir: &std::path::Path) -> TestServer {
+    NodeBuilder::new(answering(), dir)
+        .admin_token("secret-token")
+        .spawn()
+        .await
+}
+
+async fn raw(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String, Option<String>) {
+    let mut request = reqwest::Client::new().request(method, format!("{}{}", server.url, path));
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, response.text().await.unwrap(), content_type)
+}
+
+fn assert_error_shape(body: &str) -> Value {
+    let value: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    assert_eq!(value["status"], "failure", "{value}");
+    assert!(
+        value["error"].is_string() && value["message"].is_string(),
+        "{value}"
+    );
+    value
+}
+
+#[tokio::test]
+async fn malformed_input_gets_4xx_in_the_protocol_error_shape() {
+    let dir = temp_dir();
+    let server = server(dir.path()).await;
+    for (body, status) in [
+        ("{not json", 400),
+        ("", 400),
+        ("[1, 2]", 400),
+        (r#"{"protocolSources": [], "body": "x"}"#, 400),
+        (r#"{"protocolHash": null, "protocolSources": []}"#, 400),
+        (
+            r#"{"protocolHash": "not-a-hash", "protocolSources": [], "body": "x"}"#,
+            400,
+        ),
+        (
+            r#"{"protocolHash": 7, "protocolSources": [], "body": "x"}"#,
+            400,
+        ),
+    ] {
+        let (code, text, content_type) = raw(&server, reqwest::Method::POST, "/", Some(body)).await;
+        assert_eq!(code, status, "{body} -> {text}");
+        assert!(content_type.unwrap().starts_with("application/json"));
+        assert_error_shape(&text);
+    }
+    let huge = format!(
+        r#"{{"protocolHash": null, "protocolSources": [], "body": "{}"}}"#,
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let (code, text, _) = raw(&server, reqwest::Method::POST, "/", Some(&huge)).await;
+    assert_eq!(code, 413);
+    assert_eq!(assert_error_shape(&text)["code"], "payload_too_large");
+
+    let (code, text, _) = raw(&server, reqwest::Method::GET, "/", None).await;
+    assert_eq!(code, 405);
+    assert_error_shape(&text);
+    let (code, text, _) = raw(&server, reqwest::Method::GET, "/nowhere", None).await;
+    assert_eq!(code, 404);
+    assert_error_shape(&text);
+}
+
+#[tokio::test]
+async fn natural_language_and_conversations_over_http() {
+    let dir = temp_dir();
+    let server = server(dir.path()).await;
+    let (status, reply) = server
+        .post(
+            "/",
+            &json!({"protocolHash": null, "protocolSources": [], "body": "hi", "multiround": true}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["status"], "success");
+    assert_eq!(reply["body"], "hello from the node");
+    let id = reply["conversationId"].as_str().unwrap().to_string();
+    assert!(reply["conversationExpires"].as_i64().unwrap() > 1_600_000_000);
+
+    // The Python sender repeats the whole envelope on follow-ups.
+    let (status, follow) = server
+        .post(&format!("/conversations/{id}"), &json!({"protocolHash": null, "protocolSources": [], "body": "again", "multiround": true}))
+        .await;
+    assert_eq!((status, follow["status"].as_str()), (200, Some("success")));
+
+    let (code, text, _) = raw(
+        &server,
+        reqwest::Method::DELETE,
+        &format!("/conversations/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["status"],
+        "success"
+    );
+    // Unknown ids: DELETE still answers 200 (the Python sender insists), POST answers 404.
+    let (code, _, _) = raw(
+        &server,
+        reqwest::Method::DELETE,
+        "/conversations/nope",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (status, body) = server
+        .post(&format!("/conversations/{id}"), &json!({"body": "gone?"}))
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(body["code"], "conversation_not_found");
+}
+
+#[tokio::test]
+async fn wellknown_and_documents_are_served() {
+    let dir = temp_dir();
+    let server = server(dir.path()).await;
+    let (_, empty, _) = raw(&server, reqwest::Method::GET, "/.wellknown", None).await;
+    assert_eq!(serde_json::from_str::<Value>(&empty).unwrap(), json!({}));
+
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let (status, reply) = server
+        .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": "{}"}))
+        .await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (200, Some("success")),
+        "{reply}"
+    );
+
+    for path in ["/.wellknown", "/wellknown"] {
+        let (code, text, _) = raw(&server, reqwest::Method::GET, path, None).await;
+        assert_eq!(code, 200);
+        let listing: Value = serde_json::from_str(&text).unwrap();
+        let sources = listing[hash.to_hex()].as_array().expect("listed");
+        assert_eq!(
+            sources[0],
+            format!("{}/protocols/{}", server.url, hash.to_hex())
+        );
+    }
+    let (code, text, content_type) = raw(
+        &server,
+        reqwest::Method::GET,
+        &format!("/protocols/{}", hash.to_hex()),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(content_type.as_deref(), Some("text/plain; charset=utf-8"));
+    assert_eq!(text, WEATHER_PD);
+    assert_eq!(ProtocolHash::of(text.as_bytes()), hash);
+    let (code, _, _) = raw(
+        &server,
+        reqwest::Method::GET,
+        &format!("/protocols/{}", ProtocolHash::of(b"x").to_hex()),
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn admin_api_requires_the_token() {
+    let dir = temp_dir();
+    let server = server(dir.path()).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/admin/protocols", server.url);
+    assert_eq!(
+        client.get(&url).send().await.unwrap().status().as_u16(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    let added: Value = client
+        .post(&url)
+        .bearer_auth("secret-token")
+        .json(&json!({"text": WEATHER_PD, "sources": []}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    assert_eq!(added["hash"], hash.to_hex());
+    let decided = client
+        .put(format!("{url}/{}/decision", hash.to_hex()))
+        .bearer_auth("secret-token")
+        .json(&json!({"allowed": true, "reason": "ours"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status().as_u16(), 200);
+    let listed: Value = client
+        .get(&url)
+        .bearer_auth("secret-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed[0]["decision"]["allowed"], true);
+    assert_eq!(listed[0]["decision"]["origin"], "operator");
+
+    // Without a configured token the admin API is off.
+    let other_dir = temp_dir();
+    let open = NodeBuilder::new(answering(), other_dir.path())
+        .spawn()
+        .await;
+    let status = client
+        .get(format!("{}/admin/protocols", open.url))
+        .bearer_auth("")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 403);
+}
+
+#[tokio::test]
+async fn metrics_report_the_ledger() {
+    let dir = temp_dir();
+    let server = server(dir.path()).await;
+    server
+        .post(
+            "/",
+            &json!({"protocolHash": null, "protocolSources": [], "body": "hi"}),
+        )
+        .await;
+    let (code, text, content_type) = raw(&server, reqwest::Method::GET, "/metrics", None).await;
+    assert_eq!(code, 200);
+    assert!(content_type.unwrap().starts_with("text/plain"));
+    assert!(text.contains("agora_llm_calls_total{node=\"test-node\",category=\"conversation\",model=\"scripted\"} 1"), "{text}");
+    assert!(text.contains("agora_http_requests_total{node=\"test-node\",method=\"POST\",route=\"/\",status=\"200\"} 1"), "{text}");
+}
+
+fn routine_engine() -> std::sync::Arc<agora_testkit::ScriptedRoutineEngine> {
+    std::sync::Arc::new(agora_testkit::ScriptedRoutineEngine::new().routine(
+        "shout",
+        |body, _tools| async move { Ok(body.to_uppercase()) },
+    ))
+}
+
+#[tokio::test]
+async fn routine_admin_routes_require_the_token() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(answering(), dir.path())
+        .routine_engine(routine_engine())
+        .admin_token("secret-token")
+        .spawn()
+        .await;
+    let other_dir = temp_dir();
+    let disabled = NodeBuilder::new(answering(), other_dir.path())
+        .routine_engine(routine_engine())
+        .spawn()
+        .await;
+    let client = reqwest::Client::new();
+    let add = json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout"});
+    for (method, path) in [
+        (reqwest::Method::GET, "/admin/routines"),
+        (reqwest::Method::POST, "/admin/routines"),
+        (reqwest::Method::GET, "/admin/routines/shout"),
+        (reqwest::Method::POST, "/admin/routines/shout/enable"),
+        (reqwest::Method::POST, "/admin/routines/shout/disable"),
+        (reqwest::Method::POST, "/admin/routines/shout/test"),
+        (reqwest::Method::DELETE, "/admin/routines/shout"),
+    ] {
+        for (url, token, expected) in [
+            (&server.url, None, 401),
+            (&server.url, Some("wrong"), 401),
+            (&disabled.url, None, 403),
+            (&disabled.url, Some("secret-token"), 403),
+        ] {
+            let mut request = client
+                .request(method.clone(), format!("{url}{path}"))
+                .json(&add);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(
+                response.status().as_u16(),
+                expected,
+                "{method} {path} {token:?}"
+            );
+            assert_error_shape(&response.text().await.unwrap());
+        }
+    }
+    // Nothing got through.
+    assert!(server.node.routines().list().await.unwrap().is_empty());
+    assert!(disabled.node.routines().list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn routines_are_managed_over_the_admin_api() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(answering(), dir.path())
+        .routine_engine(routine_engine())
+        .admin_token("secret-token")
+        .spawn()
+        .await;
+    let client = reqwest::Client::new();
+    let admin = |method: reqwest::Method, path: &str| {
+        client
+            .request(method, format!("{}/admin{path}", server.url))
+            .bearer_auth("secret-token")
+    };
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let question = json!({"protocolHash": hash.to_hex(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": "quiet please"});
+    let ask = || server.post("/", &question);
+
+    let added = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout", "timeoutMs": 500, "memoryMb": 16}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status().as_u16(), 201);
+    let added: Value = added.json().await.unwrap();
+    assert_eq!(added["status"], "active");
+    assert_eq!(added["protocolHash"], hash.to_hex());
+    assert_eq!(
+        (added["timeoutMs"].as_i64(), added["memoryMb"].as_f64()),
+        (Some(500), Some(16.0))
+    );
+    // Applied at once: the routine answers, not the LLM.
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "QUIET PLEASE");
+
+    let again = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "shout", "protocolHash": hash.to_hex(), "source": "shout"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    let broken = admin(reqwest::Method::POST, "/routines")
+        .json(&json!({"name": "broken", "protocolHash": hash.to_hex(), "source": "syntax error("}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status().as_u16(), 422);
+    assert!(
+        assert_error_shape(&broken.text().await.unwrap())["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not build")
+    );
+    let missing = admin(reqwest::Method::GET, "/routines/nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+
+    let listed: Value = admin(reqwest::Method::GET, "/routines")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(
+        (listed[0]["name"].as_str(), listed[0]["runs"].as_i64()),
+        (Some("shout"), Some(1))
+    );
+    let shown: Value = admin(reqwest::Method::GET, "/routines/shout")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["source"], "shout");
+    let tested: Value = admin(reqwest::Method::POST, "/routines/shout/test")
+        .json(&json!({"body": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (tested["status"].as_str(), tested["body"].as_str()),
+        (Some("success"), Some("HI"))
+    );
+
+    let disabled: Value = admin(reqwest::Method::POST, "/routines/shout/disable")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(disabled["status"], "disabled");
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "hello from the node");
+    let enabled: Value = admin(
+        reqwest::Method::POST,
+        &format!("/routines/{}/enable", added["id"]),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(enabled["status"], "active");
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "QUIET PLEASE");
+
+    let metrics = client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains(&format!("agora_routine_runs_total{{node=\"test-node\",routine=\"shout\",protocol=\"{}\",origin=\"human\"}} 2", hash.to_hex())), "{metrics}");
+    assert!(
+        metrics.contains("agora_routine_failures_total{node=\"test-node\",routine=\"shout\""),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "agora_protocol_tokens_saved_estimate{{node=\"test-node\",protocol=\"{}\"}} ",
+            hash.to_hex()
+        )),
+        "{metrics}"
+    );
+
+    let removed = admin(reqwest::Method::DELETE, "/routines/shout")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status().as_u16(), 200);
+    let listed: Value = admin(reqwest::Method::GET, "/routines")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed, json!([]));
+    let (_, reply) = ask().await;
+    assert_eq!(reply["body"], "hello from the node");
+}
+
+#[tokio::test]
+async fn each_node_reports_only_its_own_numbers_and_methods_are_bounded() {
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let a = server(dir_a.path()).await;
+    let b = NodeBuilder::new(answering(), dir_b.path())
+        .config(|c| c.name = "other-node".into())
+        .spawn()
+        .await;
+    let purge = reqwest::Method::from_bytes(b"PURGE").unwrap();
+    let (code, _, _) = raw(&a, purge, "/healthz", None).await;
+    assert_eq!(code, 405);
+    for node in [&a, &b] {
+        let (code, _, _) = raw(node, reqwest::Method::GET, "/healthz", None).await;
+        assert_eq!(code, 200);
+    }
+    let (_, text_a, _) = raw(&a, reqwest::Method::GET, "/metrics", None).await;
+    let (_, text_b, _) = raw(&b, reqwest::Method::GET, "/metrics", None).await;
+    assert!(text_a.contains("agora_http_requests_total{node=\"test-node\",method=\"GET\",route=\"/healthz\",status=\"200\"} 1"), "{text_a}");
+    assert!(
+        text_a.contains("method=\"other\"") && !text_a.contains("PURGE"),
+        "an unknown method is counted as other: {text_a}"
+    );
+    assert!(
+        text_a.contains("# TYPE agora_http_requests counter"),
+        "{text_a}"
+    );
+    assert!(text_b.contains("agora_http_requests_total{node=\"other-node\",method=\"GET\",route=\"/healthz\",status=\"200\"} 1"), "{text_b}");
+    assert!(
+        !text_b.contains("test-node") && !text_b.contains("method=\"other\""),
+        "{text_b}"
+    );
+
+    let scraped = reqwest::Client::new()
+        .get(format!("{}/metrics", b.url))
+        .header("accept", "application/openmetrics-text; version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    let content_type = scraped.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(scraped.text().await.unwrap().ends_with("# EOF\n"));
+}

@@ -1,0 +1,19 @@
+//! agora-server's integration tests: one test binary (on 2 cores every binary is another link), one
+//! module per area.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod http;
+mod ladder;
+mod negotiation;
+mod negotiation_db;
+mod protocol_db;
+mod python_interop;
+mod real_model;
+mod real_model_negotiation;
+mod real_model_programmer;
+mod real_model_sender_routine;
+mod sender;
+mod sender_routines;
+mod support;
+mod wasm_routines;

@@ -1,0 +1,143 @@
+//! End-to-end tests over loopback HTTP with the real local model.
+//!
+//! Ignored by plain `cargo test`; `scripts/test.sh` starts llama-server
+//! with the installed model and runs them one at a time with
+//! `AGORA_TEST_LLM_URL` set. They are kept to a few LLM calls.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use crate::support::Spawn;
+use agora_node::tools::WeatherForecastTool;
+use agora_protocol::{ProtocolHash, data_uri};
+use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+
+const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, precipitation, sky condition) for a location and a date.";
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_answers_a_weather_question_with_tool_data() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let (status, reply) = server
+        .post("/", &json!({"protocolHash": null, "protocolSources": [], "body": "What is the weather forecast for London, UK on 2024-09-27?"}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["status"], "success", "{reply}");
+    let answer = reply["body"].as_str().unwrap();
+    let forecast = WeatherForecastTool::new(7).forecast("London, UK", "2024-09-27");
+    let temperature = forecast["temperature_c"].as_f64().unwrap();
+    eprintln!("answer: {answer}\nforecast: {forecast}");
+    let numbers: Vec<f64> = answer
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|t| t.trim_end_matches('.').parse().ok())
+        .collect();
+    assert!(
+        numbers.iter().any(|n| (n - temperature).abs() < 0.051),
+        "the answer should carry the tool's temperature {temperature}: {answer}"
+    );
+    let calls = server.node.store().llm_calls(None).await.unwrap();
+    assert!(calls.len() >= 2, "a tool step and an answer step");
+}
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let stocks = "---\nname: StockQuote\ndescription: Get the latest price of a stock.\nmultiround: false\n---\n\n\
+        Request: {\"ticker\": string}. Reply: {\"price\": number, \"currency\": string}.\n";
+    let air = "---\nname: AirQuality\ndescription: Air quality index for a city on a date.\nmultiround: false\n---\n\n\
+        Request: {\"city\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"aqi\": integer, \"pm25\": number}.\n";
+    for (text, expected) in [(WEATHER_PD, true), (stocks, false), (air, false)] {
+        let hash = ProtocolHash::of(text.as_bytes());
+        let body = r#"{"location": "Rome, Italy", "date": "2025-06-01"}"#;
+        let (_, reply) = server
+            .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(text)], "body": body}))
+            .await;
+        let decision = server
+            .node
+            .store()
+            .suitability(&hash)
+            .await
+            .unwrap()
+            .expect("a decision was stored");
+        eprintln!("{}: {:?} / reply {}", hash, decision, reply);
+        assert_eq!(decision.allowed, expected, "{}", decision.reason);
+        let status = reply["status"].as_str().unwrap();
+        assert_eq!(status == "rejected", !expected, "{reply}");
+        if expected {
+            let body: Value = serde_json::from_str(reply["body"].as_str().unwrap_or("null"))
+                .unwrap_or(Value::Null);
+            eprintln!("protocol reply body: {body}");
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protocol() {
+    let bob_dir = temp_dir();
+    let bob = NodeBuilder::new(agora_testkit::local_llm(), bob_dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+        })
+        .spawn()
+        .await;
+    let alice_dir = temp_dir();
+    let alice = NodeBuilder::new(agora_testkit::local_llm(), alice_dir.path())
+        .build()
+        .await;
+    let task: agora_node::Task = serde_json::from_value(json!({
+        "name": "weather",
+        "description": "Get the weather forecast for a location on a date.",
+        "inputSchema": {"type": "object", "required": ["location", "date"],
+            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
+        "outputSchema": {"type": "object",
+            "required": ["temperature", "precipitation", "weatherCondition"],
+            "properties": {"temperature": {"type": "number"}, "precipitation": {"type": "number"},
+                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}}}
+    }))
+    .unwrap();
+    let data = json!({"location": "Oslo, Norway", "date": "2025-02-03"});
+
+    // Natural language: the output is schema-valid (the receiver may word the place its own way).
+    let outcome = alice.send(&bob.url, &task, &data, None).await.unwrap();
+    eprintln!(
+        "natural language: {} from {:?}",
+        outcome.output, outcome.reply_body
+    );
+    assert!(outcome.output["temperature"].is_number());
+
+    // Under the protocol the body carries the place verbatim, so the output is the tool's data.
+    let document = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
+    let sources = vec![data_uri::encode(WEATHER_PD)];
+    let outcome = alice
+        .send(&bob.url, &task, &data, Some((&document, &sources)))
+        .await
+        .unwrap();
+    eprintln!("protocol: {} from {:?}", outcome.output, outcome.reply_body);
+    let forecast = WeatherForecastTool::new(7).forecast("Oslo, Norway", "2025-02-03");
+    assert_eq!(
+        outcome.output["temperature"].as_f64(),
+        forecast["temperature_c"].as_f64()
+    );
+    assert_eq!(outcome.output["weatherCondition"], forecast["condition"]);
+    let calls = alice.store().llm_calls(None).await.unwrap();
+    assert_eq!(calls.len(), 4, "two querier calls per task run");
+}

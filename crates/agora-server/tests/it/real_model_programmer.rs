@@ -1,0 +1,163 @@
+//! The node writing its own routine with the real local model, end to end over loopback HTTP:
+//! five weather-protocol requests answered by the LLM with the weather tool, a JavaScript routine
+//! written by the model, built by the real WebAssembly runtime and examined on those requests,
+//! then the next requests answered by that routine with no LLM call at all.
+//!
+//! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
+//! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` and `AGORA_JS_ENGINE` set.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::support::Spawn;
+use agora_node::tools::WeatherForecastTool;
+use agora_protocol::{ProtocolHash, data_uri};
+use agora_routines::{RuntimeConfig, WasmRuntime};
+use agora_store::{RequestPath, RoutineOrigin, RoutineStatus};
+use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
+use serde_json::{Value, json};
+
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, \
+                   precipitation, sky condition) for a location and a date.";
+
+fn runtime() -> WasmRuntime {
+    let engine = std::env::var_os("AGORA_JS_ENGINE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .expect("AGORA_JS_ENGINE is not set: source ~/.cache/agora/env.sh");
+    WasmRuntime::new(RuntimeConfig {
+        js_engine: Some(engine),
+        artifact_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("agora-artifacts")),
+        ..RuntimeConfig::default()
+    })
+    .expect("the routine runtime starts")
+}
+
+fn expected(location: &str, date: &str) -> Value {
+    let forecast = WeatherForecastTool::new(7).forecast(location, date);
+    json!({
+        "temperature": forecast["temperature_c"],
+        "precipitation": forecast["precipitation_mm"],
+        "weatherCondition": forecast["condition"],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
+        .config(|c| {
+            c.description = BOB.into();
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 5;
+        })
+        .routine_engine(Arc::new(runtime()))
+        .spawn()
+        .await;
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let request = |location: &str, date: &str| {
+        json!({
+            "protocolHash": hash.to_hex(),
+            "protocolSources": [data_uri::encode(WEATHER_PD)],
+            "body": json!({"location": location, "date": date}).to_string(),
+        })
+    };
+
+    // `AGORA_TEST_TRIAL=n` picks other places (other forecasts, so other examples) for measuring
+    // the pass rate over several runs; the default run is the same every time.
+    let places = [
+        "London, UK",
+        "Paris, France",
+        "Tokyo, Japan",
+        "Lima, Peru",
+        "Oslo, Norway",
+        "Nairobi, Kenya",
+        "Quito, Ecuador",
+        "Perth, Australia",
+    ];
+    let trial: usize = std::env::var("AGORA_TEST_TRIAL")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    let asked: Vec<(&str, String)> = (0..5)
+        .map(|i| {
+            let place = places[(i + trial * 3) % places.len()];
+            (
+                place,
+                format!("2025-{:02}-{:02}", 1 + (i + trial) % 12, 3 + 5 * i),
+            )
+        })
+        .collect();
+    for (location, date) in &asked {
+        let (status, reply) = server.post("/", &request(location, date.as_str())).await;
+        assert_eq!(status, 200);
+        assert_eq!(reply["status"], "success", "{reply}");
+        eprintln!("LLM reply for {location} {date}: {}", reply["body"]);
+    }
+    let started = Instant::now();
+    server.node.programmer_idle().await;
+    let attempts = server.node.store().attempts(Some(&hash)).await.unwrap();
+    for attempt in &attempts {
+        eprintln!(
+            "attempt {} {}: {} ({} + {} tokens)\n{}\n",
+            attempt.attempt,
+            attempt.outcome,
+            attempt.report,
+            attempt.prompt_tokens,
+            attempt.completion_tokens,
+            attempt.source.as_deref().unwrap_or("(no source)")
+        );
+    }
+    eprintln!(
+        "programmer: {} attempt(s) in {:.1} s",
+        attempts.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let passed = attempts
+        .iter()
+        .find(|a| a.outcome.as_str() == "passed")
+        .expect("a candidate passed its examination");
+    let routine = server
+        .node
+        .store()
+        .routine(passed.routine_id.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (routine.origin, routine.status),
+        (RoutineOrigin::Llm, RoutineStatus::Active)
+    );
+
+    let calls_before = server.node.store().llm_calls(None).await.unwrap().len();
+    for (location, date) in [
+        ("Berlin, Germany", "2025-03-10"),
+        ("Cairo, Egypt", "2025-07-04"),
+    ] {
+        let (status, reply) = server.post("/", &request(location, date)).await;
+        assert_eq!(status, 200);
+        assert_eq!(reply["status"], "success", "{reply}");
+        let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            body,
+            expected(location, date),
+            "the routine's reply carries the tool data"
+        );
+    }
+    let calls_after = server.node.store().llm_calls(None).await.unwrap().len();
+    assert_eq!(
+        calls_after, calls_before,
+        "no LLM call once the routine serves"
+    );
+    let requests = server.node.store().recent_requests(2).await.unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.path == RequestPath::Routine && r.llm_calls == 0)
+    );
+}

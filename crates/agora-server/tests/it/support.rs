@@ -1,0 +1,28 @@
+//! Nodes served over HTTP by this crate's router, for the tests that need a real server: the
+//! testkit builds the node and binds 127.0.0.1:0, and `serve` plugs in `serve_state`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use agora_server::AppState;
+use agora_testkit::{NodeBuilder, Served, TestServer};
+
+/// Serves a test node with the node's real router until the test server stops.
+pub fn serve(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let state = AppState::new(served.node, served.admin_token, served.max_body_bytes, 64);
+        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+    })
+}
+
+/// `NodeBuilder::spawn`: builds the node and serves it over HTTP on 127.0.0.1.
+pub trait Spawn {
+    /// Builds the node and serves it with [`serve`].
+    fn spawn(self) -> impl Future<Output = TestServer> + Send;
+}
+
+impl Spawn for NodeBuilder {
+    fn spawn(self) -> impl Future<Output = TestServer> + Send {
+        self.spawn_with(serve)
+    }
+}
