@@ -46,18 +46,10 @@ impl Default for TargetPolicy {
 }
 
 /// The HTTP client for operator-configured targets. Cheap to clone.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct TargetClient {
     client: Client,
     policy: Arc<TargetPolicy>,
-}
-
-impl std::fmt::Debug for TargetClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TargetClient")
-            .field("policy", &self.policy)
-            .finish_non_exhaustive()
-    }
 }
 
 impl TargetClient {
