@@ -12,6 +12,7 @@ pub mod checker;
 pub use agora_store::clock;
 pub mod config;
 mod conversation;
+pub mod focus;
 pub mod negotiation;
 mod node;
 mod programmer;
@@ -32,6 +33,7 @@ pub use config::{
     ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig, SenderConfig,
     SuitabilityMode, Thresholds,
 };
+pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{FollowUpError, Node, NodeError, NodeParts, TaskRun};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
+use crate::focus::Focus;
 use crate::tools::{ToolRegistry, catalogue};
 
 /// Characters of a PD shown to the responder; longer documents are cut.
@@ -93,12 +94,13 @@ fn writes_out_an_object(text: &str) -> bool {
 pub struct Responder<'a> {
     /// The ledger-recording LLM.
     pub accountant: &'a Accountant,
-    /// The tools on offer.
+    /// The node's tools (calls go through the registry's validation).
     pub tools: &'a ToolRegistry,
     /// Limits.
     pub config: &'a ResponderConfig,
-    /// The node's description.
-    pub description: &'a str,
+    /// The node's description and the tools on offer for this request: the whole of both, or
+    /// their focus on the request's protocol (see [`crate::focus`]).
+    pub focus: &'a Focus,
 }
 
 impl Responder<'_> {
@@ -116,7 +118,7 @@ impl Responder<'_> {
             Subject::Natural => message.to_string(),
             Subject::Protocol(_) => format!("Request body:\n{message}"),
         }));
-        if self.config.native_tools && !self.tools.is_empty() {
+        if self.config.native_tools && !self.focus.tools.is_empty() {
             return self.respond_native(context, subject, messages).await;
         }
         let answer_schema = match subject {
@@ -153,11 +155,7 @@ impl Responder<'_> {
                 return Err(RespondError::Unreadable(clip(&response.content)));
             }
             let arguments = step.get("arguments").cloned().unwrap_or_else(|| json!({}));
-            let result = self
-                .tools
-                .call(tool, arguments.clone())
-                .await
-                .map_err(|e| e.to_string());
+            let result = self.call(tool, arguments.clone()).await;
             tracing::info!(tool, ok = result.is_ok(), "tool call");
             let feedback = match &result {
                 Ok(value) => format!(
@@ -185,13 +183,13 @@ impl Responder<'_> {
         mut messages: Vec<Message>,
     ) -> Result<Answer, RespondError> {
         let definitions: Vec<ToolDefinition> = self
+            .focus
             .tools
-            .specs()
-            .into_iter()
+            .iter()
             .map(|spec| ToolDefinition {
-                name: spec.name,
-                description: spec.description,
-                parameters: spec.parameters,
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                parameters: spec.parameters.clone(),
             })
             .collect();
         let mut tool_calls = Vec::new();
@@ -222,11 +220,7 @@ impl Responder<'_> {
                 };
                 return Ok(Answer { value, tool_calls });
             };
-            let result = self
-                .tools
-                .call(&call.name, call.arguments.clone())
-                .await
-                .map_err(|e| e.to_string());
+            let result = self.call(&call.name, call.arguments.clone()).await;
             tracing::info!(tool = %call.name, ok = result.is_ok(), "native tool call");
             let feedback = match &result {
                 Ok(value) => format!(
@@ -248,11 +242,22 @@ impl Responder<'_> {
         }
     }
 
+    /// Calls a tool on offer (another name is unknown here, even if the node has it).
+    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
+        if !self.focus.tools.iter().any(|spec| spec.name == tool) {
+            return Err(crate::tools::ToolError::Unknown(tool.to_string()).to_string());
+        }
+        self.tools
+            .call(tool, arguments)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     fn system_prompt(&self, subject: Subject<'_>) -> String {
         let mut prompt = format!(
             "You are the assistant of an agent in an Agora network of AI agents.\n\
              About this agent: {}\n\n",
-            self.description
+            self.focus.description
         );
         match subject {
             Subject::Natural => prompt.push_str(
@@ -267,7 +272,7 @@ impl Responder<'_> {
                 ));
             }
         }
-        let specs = self.tools.specs();
+        let specs = &self.focus.tools;
         if self.config.native_tools && !specs.is_empty() {
             prompt.push_str(
                 "Call the tools you were given when they can supply facts; never invent data a \
@@ -283,7 +288,7 @@ impl Responder<'_> {
                  {{\"tool\": \"<name>\", \"arguments\": {{...}}}}. When you have the answer: \
                  {{\"tool\": \"final_answer\", \"answer\": ...}}. Take facts from tool results; \
                  never invent data that a tool can provide.",
-                catalogue(&specs)
+                catalogue(specs)
             ));
         }
         prompt
@@ -299,13 +304,13 @@ impl Responder<'_> {
             "required": ["tool", "answer"],
             "additionalProperties": false
         });
-        if !tools_allowed || self.tools.is_empty() {
+        if !tools_allowed || self.focus.tools.is_empty() {
             return final_step;
         }
         let mut variants: Vec<Value> = self
+            .focus
             .tools
-            .specs()
-            .into_iter()
+            .iter()
             .map(|spec| {
                 json!({
                     "type": "object",

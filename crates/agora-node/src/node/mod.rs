@@ -32,7 +32,8 @@ use crate::checker;
 use crate::clock::Clock;
 use crate::config::{NodeConfig, SuitabilityMode};
 use crate::conversation;
-use crate::programmer::{Job, PendingExample, ProgrammerQueue};
+use crate::focus::Focus;
+use crate::programmer::{Job, PendingExample, ProgrammerQueue, grounding};
 use crate::resolver::{ResolveError, Resolver};
 use crate::responder::{Responder, Subject};
 use crate::routine_table::RoutineTable;
@@ -546,11 +547,12 @@ impl Node {
         history: Vec<agora_llm::Message>,
         conversation: Option<Conversation>,
     ) -> Outcome {
+        let focus = self.focus(subject);
         let responder = Responder {
             accountant: &self.inner.accountant,
             tools: &self.inner.tools,
             config: &self.inner.config.responder,
-            description: &self.inner.config.description,
+            focus: &focus,
         };
         let message = body.to_text();
         let answer = match responder
@@ -564,9 +566,31 @@ impl Node {
             }
         };
         let reply_body = reply_body(body, answer.value);
-        let example =
-            (matches!(subject, Subject::Protocol(_)) && conversation.is_none()).then(|| {
-                PendingExample {
+        let grounded = |document: &VerifiedDocument| {
+            let sources = grounding::Sources {
+                request: &message,
+                results: answer
+                    .tool_calls
+                    .iter()
+                    .filter_map(|call| call.result.as_ref().ok())
+                    .collect(),
+                tools_offered: !focus.tools.is_empty(),
+                document: document.text(),
+                description: &focus.description,
+            };
+            let reply = serde_json::from_str(&reply_body.to_text())
+                .unwrap_or_else(|_| Value::String(reply_body.to_text()));
+            match grounding::ungrounded(&reply, &sources) {
+                None => true,
+                Some(reason) => {
+                    tracing::info!(%reason, "the answer is not kept as an example");
+                    false
+                }
+            }
+        };
+        let example = match subject {
+            Subject::Protocol(document) if conversation.is_none() && grounded(document) => {
+                Some(PendingExample {
                     body: message.clone(),
                     tool_calls: Value::Array(
                         answer
@@ -583,8 +607,10 @@ impl Node {
                             .collect(),
                     ),
                     reply: reply_body.to_text(),
-                }
-            });
+                })
+            }
+            _ => None,
+        };
         let mut reply = Reply::success(reply_body.clone());
         let conversation = conversation.map(|mut c| {
             let now = self.inner.clock.now_ms();
@@ -606,6 +632,17 @@ impl Node {
             conversation,
             example,
             ..Outcome::new(reply, RequestPath::Llm)
+        }
+    }
+
+    /// The description and tools the LLM gets for `subject`: for a protocol, their focus on the
+    /// protocol document (see [`crate::focus`]); for natural language, all of both.
+    pub(super) fn focus(&self, subject: Subject<'_>) -> Focus {
+        let description = &self.inner.config.description;
+        let tools = self.inner.tools.specs();
+        match subject {
+            Subject::Natural => Focus::everything(description, tools),
+            Subject::Protocol(document) => Focus::on(description, tools, document.text()),
         }
     }
 

@@ -9,8 +9,14 @@
 //! background worker, one job at a time. A job asks the LLM (ledger category `implementing`) for
 //! a JavaScript routine, builds it with the routine engine, examines it on the kept examples and
 //! sends failures back for up to `repair_attempts` repairs. A repair that repeats an earlier
-//! candidate ends the job (at temperature 0 the model would only repeat it again). Only a
-//! candidate that passes is stored; every attempt is kept with its source, report and tokens.
+//! candidate starts the conversation over once, from the first prompt with the failure explained
+//! (at temperature 0 the same conversation would only repeat it again); a second repeat ends the
+//! job. Only a candidate that passes is stored; every attempt is kept with its source, report and
+//! tokens.
+//!
+//! The back-off never passes `max_examples`: new examples are counted among the kept ones, so a
+//! higher threshold could never be met and the key would never be programmed again (in the
+//! committed 1000-query run this locked skiResort2's rentSki out after query 94).
 
 use std::future::Future;
 use std::hash::Hash;
@@ -145,7 +151,10 @@ impl Node {
                 return;
             }
         };
-        let threshold = backed_off(threshold.max(1), failed);
+        // Never more than the examples kept: the count of new ones cannot pass that, and a
+        // threshold above it would stop the programmer for good.
+        let kept = self.inner.config.programmer.max_examples.max(1) as u64;
+        let threshold = backed_off(threshold.max(1), failed).min(kept);
         match store.examples_since_last_attempt(subject.key()).await {
             Ok(count) if count.max(0) as u64 >= threshold => self.enqueue(Job {
                 subject,
@@ -210,6 +219,10 @@ impl Node {
         let limits = self.programmer_limits();
         let job_id = uuid::Uuid::new_v4().simple().to_string();
         let mut tried: Vec<String> = Vec::new();
+        let first = messages.clone();
+        // The last failure, for a fresh prompt after a repeat.
+        let mut last_problem: Option<(String, String)> = None;
+        let mut fresh_prompts = 0;
 
         for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
             let context = QueryContext::new(
@@ -242,7 +255,17 @@ impl Node {
                     record.outcome = AttemptOutcome::Repeated;
                     record.report = REPEATED.into();
                     self.keep_attempt(record, &context).await;
-                    break;
+                    // The repair conversation is stuck: start over from the first prompt with
+                    // the failure explained (a new prompt gets new code at temperature 0). A
+                    // second repeat after that ends the job.
+                    match last_problem.take() {
+                        Some((candidate, problem)) if fresh_prompts == 0 => {
+                            fresh_prompts += 1;
+                            messages = prompt::fresh_start(first.clone(), &candidate, &problem);
+                            continue;
+                        }
+                        _ => break,
+                    }
                 }
                 Turn::LlmFailed(report) => {
                     record.report = report;
@@ -301,6 +324,7 @@ impl Node {
             tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "{} candidate rejected", S::WHAT);
             self.keep_attempt(record, &context).await;
             messages = prompt::repair_messages(messages, &source, &problem);
+            last_problem = Some((source, problem));
         }
         tracing::warn!("no {} candidate passed; the LLM keeps the work", S::WHAT);
     }

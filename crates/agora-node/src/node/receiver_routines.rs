@@ -27,6 +27,7 @@ use super::programming::{
 };
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
+use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
 use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
 
@@ -131,8 +132,10 @@ impl Node {
 pub(super) struct ReceiverBench {
     examples: Vec<Example>,
     reply_schema: Option<jsonschema::Validator>,
-    /// The tools a routine is granted: all of the node's.
+    /// The tools a routine is granted: those the responder is offered for the protocol.
     granted: Vec<String>,
+    /// The protocol document's text (a value it names is no tool's to hard-code).
+    document: String,
 }
 
 /// A receiver routine is written for a protocol.
@@ -173,7 +176,9 @@ impl JobSubject for ProtocolHash {
         let limit = config.max_examples.max(1) as i64;
         let (examples, shown) =
             examples_to_work_on(node.inner.store.examples(self, limit).await, config)?;
-        let tools = node.inner.tools.specs();
+        // The tools the responder was offered for this protocol, so the routine is written
+        // (and granted) for what the examples could have called.
+        let tools = node.focus(Subject::Protocol(document)).tools;
         let messages = prompt::first_messages(document, &tools, &examples[shown..]);
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
@@ -182,6 +187,7 @@ impl JobSubject for ProtocolHash {
                 reply_schema: exam::reply_schema(document.text())
                     .and_then(|schema| jsonschema::validator_for(&schema).ok()),
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
+                document: document.text().to_string(),
                 examples,
             },
         })
@@ -211,11 +217,19 @@ impl JobSubject for ProtocolHash {
                 "; the node took out the check `if ({condition})`, which rejected a valid example"
             ));
         }
+        let mut feedback = exam.feedback();
+        let mut passed = exam.passed();
+        if passed && let Some(problem) = exam::hard_coded(&source, &bench.examples, &bench.document)
+        {
+            report.push_str(&format!("; rejected: {problem}"));
+            feedback = problem;
+            passed = false;
+        }
         Examination::Examined {
             source,
             report,
-            feedback: exam.feedback(),
-            pass: exam.passed().then_some(component),
+            feedback,
+            pass: passed.then_some(component),
         }
     }
 

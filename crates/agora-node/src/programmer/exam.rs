@@ -90,7 +90,7 @@ impl ToolHost for RecordedTools {
         let found = parsed.as_ref().and_then(|arguments| {
             self.calls
                 .iter()
-                .find(|call| call.tool == name && json_equivalent(&call.arguments, arguments))
+                .find(|call| call.tool == name && arguments_equivalent(&call.arguments, arguments))
         });
         if let Some(call) = found {
             return match &call.result {
@@ -107,6 +107,34 @@ impl ToolHost for RecordedTools {
         }
         Err(message)
     }
+}
+
+/// Equality of tool arguments: [`json_equivalent`], with strings compared up to white space
+/// (`SkiType='racing'` and `SkiType = 'racing'`, a line break in a long query) and the kind of
+/// quote, so that a routine's query that differs from the recording only in layout is answered.
+pub(crate) fn arguments_equivalent(recorded: &Value, called: &Value) -> bool {
+    match (recorded, called) {
+        (Value::String(x), Value::String(y)) => x == y || layout_free(x) == layout_free(y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| arguments_equivalent(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, x)| y.get(key).is_some_and(|y| arguments_equivalent(x, y)))
+        }
+        _ => json_equivalent(recorded, called),
+    }
+}
+
+/// `text` without white space, with `"` for every `'`, and without a final `;`.
+fn layout_free(text: &str) -> String {
+    text.trim()
+        .trim_end_matches(';')
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| if c == '\'' { '"' } else { c })
+        .collect()
 }
 
 /// Equality of JSON values ignoring key order and the spelling of numbers.
@@ -440,6 +468,98 @@ fn pointer<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     }
 }
 
+/// A value the candidate `source` writes as a literal although an example's reply took it from
+/// a tool result (and neither the request nor the protocol document has it): a routine that
+/// returns a constant where the data came from a tool passes examples whose tool always said the
+/// same, and is wrong on the next. Returns what the model is told. Small integers (|n| <= 2) are
+/// left out: they are indexes and counts in any code.
+pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> Option<String> {
+    let document = document.to_lowercase();
+    for (index, example) in examples.iter().enumerate() {
+        let Ok(reply) = serde_json::from_str::<Value>(&example.reply) else {
+            continue;
+        };
+        let mut reply_leaves = Vec::new();
+        leaves("", &reply, &mut reply_leaves);
+        let body = example.body.to_lowercase();
+        for call in recorded_calls(&example.tool_calls) {
+            let Ok(result) = &call.result else { continue };
+            let mut tool_leaves = Vec::new();
+            leaves("", result, &mut tool_leaves);
+            for (_, value) in &reply_leaves {
+                if !tool_leaves
+                    .iter()
+                    .any(|(_, tool)| json_equivalent(tool, value))
+                {
+                    continue;
+                }
+                let literal = match value {
+                    Value::String(text) if text.len() >= 2 => {
+                        let lower = text.to_lowercase();
+                        if body.contains(&lower) || document.contains(&lower) {
+                            continue;
+                        }
+                        writes_string(source, text).then(|| format!("{text:?}"))
+                    }
+                    Value::Number(number) => {
+                        let Some(n) = number.as_f64() else { continue };
+                        if n.abs() <= 2.0 || body.contains(&number.to_string()) {
+                            continue;
+                        }
+                        writes_number(source, n).then(|| number.to_string())
+                    }
+                    _ => None,
+                };
+                if let Some(literal) = literal {
+                    return Some(format!(
+                        "Your code writes {literal} as a literal, but in example {} that value came \
+                         from the result of {}. Read it from the tool's result instead of writing \
+                         it in the code.",
+                        index + 1,
+                        call.tool
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Whether `source` has `text` as a quoted string literal.
+fn writes_string(source: &str, text: &str) -> bool {
+    ['"', '\'', '`']
+        .iter()
+        .any(|quote| source.contains(&format!("{quote}{text}{quote}")))
+}
+
+/// Whether `source` has a number literal equal to `n` (not part of a longer word or number).
+fn writes_number(source: &str, n: f64) -> bool {
+    let bytes = source.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at].is_ascii_digit()
+            && (at == 0
+                || !(bytes[at - 1].is_ascii_alphanumeric() || matches!(bytes[at - 1], b'_' | b'.')))
+        {
+            let start = at;
+            while at < bytes.len() && (bytes[at].is_ascii_digit() || bytes[at] == b'.') {
+                at += 1;
+            }
+            let followed_by_word =
+                at < bytes.len() && (bytes[at].is_ascii_alphabetic() || bytes[at] == b'_');
+            if !followed_by_word
+                && let Ok(found) = source[start..at].trim_end_matches('.').parse::<f64>()
+                && found == n
+            {
+                return true;
+            }
+        } else {
+            at += 1;
+        }
+    }
+    false
+}
+
 /// The JSON Schema the protocol document gives for its reply, if it gives one: a fenced JSON
 /// block that is a schema (`$schema`, or `type` with `properties`) under a heading that names
 /// the reply (reply, response, output or result).
@@ -623,6 +743,48 @@ mod tests {
         assert_eq!(reply_schema(shipped), None, "an example is not a schema");
     }
 
+    fn example(body: &str, calls: Value, reply: &str) -> Example {
+        Example {
+            id: 0,
+            protocol_hash: "0000000000000000000000000000000000000000".parse().unwrap(),
+            query_id: "q".into(),
+            body: body.into(),
+            tool_calls: calls,
+            reply: reply.into(),
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_tool_value_written_as_a_literal_is_found() {
+        let examples = [example(
+            r#"{"date": "2024-01-05", "type": "racing"}"#,
+            json!([{"tool": "rent", "arguments": {}, "result": {"skiId": "A234", "price": 45}}]),
+            r#"{"status": "success", "skiId": "A234", "price": 45}"#,
+        )];
+        let document = "reply: status (success or failure), skiId, price";
+        let constant = "function handle(b) { callTool('rent', {}); \
+                        return { status: 'success', skiId: 'A234', price: r.price }; }";
+        let problem = hard_coded(constant, &examples, document).unwrap();
+        assert!(
+            problem.contains("\"A234\"") && problem.contains("rent"),
+            "{problem}"
+        );
+        let priced = "function handle(b) { const r = callTool('rent', {}); \
+                      return { status: 'success', skiId: r.skiId, price: 45 }; }";
+        assert!(
+            hard_coded(priced, &examples, document)
+                .unwrap()
+                .contains("45")
+        );
+        let read = "function handle(b) { const r = callTool('rent', {}); \
+                    return { status: 'success', skiId: r.skiId, price: r.price + 0 }; }";
+        assert_eq!(hard_coded(read, &examples, document), None);
+        // Part of a longer number, or a word: not the literal.
+        assert!(!writes_number("x = 450; y = a45; z = 4.5", 45.0));
+        assert!(writes_number("return [45];", 45.0));
+    }
+
     #[tokio::test]
     async fn recorded_tools_answer_equivalent_calls_and_refuse_others() {
         let tools = RecordedTools::new(vec![call(
@@ -644,5 +806,19 @@ mod tests {
         );
         assert!(refused.contains("Paris"), "{refused}");
         assert_eq!(tools.unexpected().len(), 1);
+    }
+
+    #[test]
+    fn arguments_match_up_to_layout_but_not_content() {
+        let recorded = json!({"query": "SELECT SkiId FROM Skis WHERE SkiType = 'racing';"});
+        assert!(arguments_equivalent(
+            &recorded,
+            &json!({"query": "SELECT SkiId FROM Skis\n  WHERE SkiType=\"racing\""})
+        ));
+        assert!(!arguments_equivalent(
+            &recorded,
+            &json!({"query": "SELECT SkiId FROM Skis WHERE SkiType = 'carving'"})
+        ));
+        assert!(arguments_equivalent(&json!({"n": 1}), &json!({"n": 1.0})));
     }
 }

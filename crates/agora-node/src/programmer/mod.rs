@@ -10,6 +10,7 @@
 
 pub(crate) mod dataflow;
 pub(crate) mod exam;
+pub(crate) mod grounding;
 pub(crate) mod guard;
 pub(crate) mod prompt;
 

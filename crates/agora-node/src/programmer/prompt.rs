@@ -136,6 +136,21 @@ pub(crate) fn repair_messages(
     messages
 }
 
+/// The first prompt again, with a candidate that the repairs kept giving back and why it fails:
+/// a new start for a conversation that is stuck.
+pub(crate) fn fresh_start(mut first: Vec<Message>, candidate: &str, problem: &str) -> Vec<Message> {
+    first.push(Message::assistant(format!(
+        "```javascript\n{candidate}\n```"
+    )));
+    first.push(Message::user(format!(
+        "This code is wrong, and fixing it in place did not work.\n{problem}\nWrite handle(body) \
+         again from the start, in a different way: read every value from the request or from a \
+         tool result, and call the tools exactly as the examples do. Answer with the complete \
+         code in one ```javascript block."
+    )));
+    first
+}
+
 /// The code in the model's answer: the first fenced block (any language tag), or the whole
 /// answer when it has no fence.
 pub(crate) fn extract_code(answer: &str) -> String {

@@ -385,11 +385,16 @@ async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_that_helps_but_does_not_pass_goes_to_the_repair_and_counts_as_tried() {
     let dir = temp_dir();
-    // The model's repair gives back the node's edit: a repeat, which ends the job.
+    // The model's repair gives back the node's edit: a repeat. The job starts over once from
+    // the first prompt with the failure explained; the scripted model then has nothing ("none",
+    // which does not build), and its next answer repeats that, which ends the job.
     let (_node, attempts) =
         programmed_after_paris_and_lima(dir.path(), &[HALF_GUARDED, HALF_UNGUARDED]).await;
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["tests_failed", "repeated"]);
+    assert_eq!(
+        outcomes,
+        ["tests_failed", "repeated", "build_failed", "repeated"]
+    );
     assert_eq!(attempts[0].source.as_deref(), Some(HALF_UNGUARDED));
     assert!(
         attempts[0].report.starts_with("1/2 examples passed")
@@ -504,11 +509,12 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
     assert_ne!(attempts[4].job, attempts[3].job);
     assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 4);
-    // The scripted model has run out of ideas and answers "none" every time: the job ends at
-    // the first repeat instead of asking three times more.
+    // The scripted model has run out of ideas and answers "none" every time: the first repeat
+    // starts the job over once with a fresh prompt, the second repeat ends it instead of asking
+    // once more.
     let second: Vec<&str> = attempts[4..].iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(second, ["build_failed", "repeated"]);
-    assert_eq!(implementing_calls(&node).await, 6);
+    assert_eq!(second, ["build_failed", "repeated", "repeated"]);
+    assert_eq!(implementing_calls(&node).await, 7);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -657,4 +663,142 @@ async fn examples_keep_the_tool_calls_and_are_bounded() {
     assert!(call["result"]["temperature_c"].is_number());
     let reply: Value = serde_json::from_str(&first.reply).unwrap();
     assert_eq!(reply["temperature"], call["result"]["temperature_c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_programmer_runs_again_after_repeated_failed_jobs() {
+    let dir = temp_dir();
+    // Nothing the scripted model writes builds. Three examples are kept: the doubling wait
+    // (2, 4, 8, ...) is capped at 3, so every third new example brings another job.
+    let programmer = Programmer::with(&[]);
+    let node = NodeBuilder::new(llm(&programmer), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 2;
+            c.programmer.max_examples = 3;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await;
+    let node = with_document(node).await;
+    let mut day = 0;
+    let mut ask_next = async |n: u32| {
+        for _ in 0..n {
+            day += 1;
+            ask(&node, "Paris", day).await;
+        }
+        node.programmer_idle().await;
+    };
+    ask_next(2).await;
+    for _ in 0..3 {
+        ask_next(3).await;
+    }
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let mut jobs: Vec<&str> = attempts.iter().map(|a| a.job.as_str()).collect();
+    jobs.dedup();
+    assert_eq!(jobs.len(), 4, "a job after 2 examples, then one per 3 more");
+    assert!(attempts.iter().all(|a| a.routine_id.is_none()));
+}
+
+/// The node's weather tool, to know what it answers.
+fn forecast_of(location: &str, day: u32) -> Value {
+    agora_node::tools::WeatherForecastTool::new(7).forecast(location, &format!("2024-09-{day:02}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
+    let dir = temp_dir();
+    // A day whose forecast is no small number, asked twice: both examples carry the same
+    // temperature, so a routine returning it as a constant passes every example.
+    let day = (1..=28)
+        .find(|day| {
+            forecast_of("Paris", *day)["temperature_c"]
+                .as_f64()
+                .unwrap()
+                .abs()
+                > 2.0
+        })
+        .unwrap();
+    let temperature = forecast_of("Paris", day)["temperature_c"].clone();
+    let constant: &'static str = Box::leak(
+        format!("constant\n  return {{ temperature: {temperature}, precipitation: r1.precipitation_mm }};")
+            .into_boxed_str(),
+    );
+    let programmer = Programmer::with(&[constant, "good"]);
+    let node = NodeBuilder::new(llm(&programmer), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 2;
+        })
+        .routine_engine(Arc::new(engine().routine(constant, good)))
+        .build()
+        .await;
+    let node = with_document(node).await;
+    ask(&node, "Paris", day).await;
+    ask(&node, "Paris", day).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["tests_failed", "passed"]);
+    assert!(
+        attempts[0]
+            .report
+            .starts_with("2/2 examples passed; rejected: Your code writes")
+            && attempts[0].report.contains(&temperature.to_string())
+            && attempts[0].report.contains("weather_forecast"),
+        "{}",
+        attempts[0].report
+    );
+    assert_eq!(attempts[1].source.as_deref(), Some("good"));
+}
+
+/// A weather agent that looks the forecast up and then answers with a temperature of its own,
+/// or (with `look` false) answers at once without any tool.
+fn inventing_llm(look: bool) -> Arc<ScriptedLlm> {
+    ScriptedLlm::new(move |request| match schema_name(request) {
+        Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
+        Some("step") => {
+            let last = last_user_message(request);
+            let invented = json!({"tool": "final_answer", "answer": {
+                    "temperature": 99, "precipitation": 0, "weatherCondition": "sunny"}});
+            if let Some(body) = last.strip_prefix("Request body:\n") {
+                if !look {
+                    return Ok(invented.to_string());
+                }
+                let body: Value = serde_json::from_str(body).unwrap();
+                let arguments = json!({"location": body["location"], "date": body["date"]});
+                Ok(json!({"tool": "weather_forecast", "arguments": arguments}).to_string())
+            } else {
+                Ok(invented.to_string())
+            }
+        }
+        other => panic!("unexpected LLM request {other:?}"),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grounding_keeps_no_example_of_an_invented_or_unlooked_answer() {
+    for look in [true, false] {
+        let dir = temp_dir();
+        let node = NodeBuilder::new(inventing_llm(look), dir.path())
+            .config(|c| {
+                c.tools = vec![weather_tool()];
+                c.thresholds.implementation = 1;
+            })
+            .routine_engine(Arc::new(engine()))
+            .build()
+            .await;
+        let node = with_document(node).await;
+        for day in 1..=3 {
+            // The peer still gets the answer: grounding decides what the programmer learns from.
+            let reply = ask(&node, "Paris", day).await;
+            assert!(reply.body.unwrap().to_text().contains("99"));
+        }
+        node.programmer_idle().await;
+        assert!(
+            node.store().examples(&hash(), 10).await.unwrap().is_empty(),
+            "look: {look}"
+        );
+        assert_eq!(implementing_calls(&node).await, 0, "look: {look}");
+    }
 }
