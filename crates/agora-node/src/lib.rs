@@ -41,6 +41,7 @@ pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
     LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
 };
+pub use sender::fit::ProtocolFit;
 pub use sender::{SendError, SendOutcome};
 pub use task::{Task, TaskError};
 pub use tools::{Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};

@@ -10,7 +10,8 @@
 //!   as the body under a protocol; they read a reply's `answer` member (or, in natural language,
 //!   a minimal instance of the output schema, which is what `answer` holds);
 //! - negotiated protocols carry a `REPLY-ANSWER: {minimal output}` line (and `TASK-NAME:`, which
-//!   the protocol fit check looks for);
+//!   the scripted protocol fit check looks for) and name the task's fields (which the node's
+//!   structural fit check looks for);
 //! - servers call the tool that fits the data best (once), then answer a string in natural
 //!   language or `{"answer": REPLY-ANSWER, "toolResult": result}` under a protocol;
 //! - the receiver programmer registers a routine doing the same with the node's tools; the sender
@@ -317,10 +318,22 @@ fn scripted_llm(engine: ScriptedRoutineEngine) -> Arc<ScriptedLlm> {
                 let output: Value =
                     serde_json::from_str(output.split("\n\n").next().unwrap()).unwrap();
                 let answer = minimal(&output);
+                let input = &first_user[first_user.find("Input (JSON Schema):\n").unwrap()
+                    + "Input (JSON Schema):\n".len()..];
+                let input: Value =
+                    serde_json::from_str(input.split("\nOutput (JSON Schema):").next().unwrap())
+                        .unwrap();
+                let fields = |schema: &Value| {
+                    schema["properties"]
+                        .as_object()
+                        .map(|p| p.keys().cloned().collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default()
+                };
+                let (inputs, outputs) = (fields(&input), fields(&output));
                 let document = format!(
                     "TASK-NAME: {task}\nREPLY-ANSWER: {answer}\n\nRequest: the task's data as a \
-                     JSON object.\nReply: {{\"answer\": REPLY-ANSWER, \"toolResult\": the result \
-                     of the receiver's tool, or null}}.\n"
+                     JSON object ({inputs}).\nReply: {{\"answer\": REPLY-ANSWER ({outputs}), \
+                     \"toolResult\": the result of the receiver's tool, or null}}.\n"
                 );
                 json!({"message": "Final.", "final_protocol": {
                     "name": format!("{task}Protocol"),

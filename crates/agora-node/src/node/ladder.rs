@@ -6,8 +6,10 @@
 //! 1. below `explore_threshold` uses, natural language;
 //! 2. from `explore_threshold`, once (until something changes): look for an existing protocol in
 //!    the target's `/.wellknown`, in the protocols this sender already uses for the task with
-//!    other targets, and in its protocol database; prefilter by name and description when there
-//!    are more than `max_candidates`, and ask the LLM (`checking`) whether each fits the task;
+//!    other targets, and in its protocol database; skip (and remember as rejected) those whose
+//!    text does not name every field of the task (`sender::fit`), prefilter the rest by name and
+//!    description when there are more than `max_candidates`, and ask the LLM (`checking`)
+//!    whether each fits the task;
 //! 3. from `negotiate_threshold` uses, or as soon as the target asked for it
 //!    (`negotiationRequested`), negotiate a protocol (`negotiation`), publish it to the protocol
 //!    database if one is configured, and send under it from then on, with the database's URL
@@ -23,7 +25,7 @@
 
 use std::time::Duration;
 
-use agora_llm::ChatRequest;
+use agora_llm::{ChatRequest, LlmError};
 use agora_protocol::{ProtocolHash, VerifiedDocument, data_uri};
 use agora_store::{SenderMemory, SenderRun};
 use serde_json::Value;
@@ -31,6 +33,7 @@ use serde_json::Value;
 use super::Node;
 use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
+use crate::sender::fit::{self, ProtocolFit};
 use crate::sender::{self, SendError, SendOutcome};
 use crate::task::Task;
 
@@ -81,7 +84,7 @@ impl Node {
                 memory.explored = true;
                 steps.push("explored".to_string());
                 if let Some((document, sources)) =
-                    self.explore(&checking, target, task, &memory).await
+                    self.explore(&checking, target, task, &mut memory).await
                 {
                     steps.push(format!("found {}", document.hash()));
                     memory.protocol_hash = Some(document.hash());
@@ -244,7 +247,7 @@ impl Node {
         context: &QueryContext,
         target: &str,
         task: &Task,
-        memory: &SenderMemory,
+        memory: &mut SenderMemory,
     ) -> Option<(VerifiedDocument, Vec<String>)> {
         let config = &self.inner.config.sender;
         let timeout = Duration::from_secs(config.timeout_secs.clamp(1, 30));
@@ -325,37 +328,33 @@ impl Node {
                 }
             }
         }
+        // The structural check before the LLM: free, and it refuses the protocols of other tasks
+        // that a small model accepts (see `sender::fit`). Like a target's refusal, the verdict is
+        // remembered: the document's text, and so the verdict, never changes.
+        documents.retain(|(document, _)| {
+            let missing = fit::missing_fields(task, document.text());
+            if missing.is_empty() {
+                return true;
+            }
+            let hash = document.hash();
+            tracing::info!(%hash, task = %task.name, ?missing, "candidate protocol lacks task fields");
+            memory.rejected.push(hash);
+            false
+        });
         if documents.len() > config.max_candidates.max(1) {
-            documents
-                .sort_by_key(|(document, _)| std::cmp::Reverse(sender::overlap(task, document)));
+            documents.sort_by_key(|(document, _)| std::cmp::Reverse(fit::overlap(task, document)));
             documents.truncate(config.max_candidates.max(1));
         }
         for (document, sources) in documents {
-            let request = ChatRequest::new(sender::fit_messages(task, &document))
-                .json_schema("task_fit", sender::fit_schema())
-                .max_tokens(120);
-            let answer = match self
-                .inner
-                .accountant
-                .chat(Category::Checking, context, &request)
-                .await
-            {
-                Ok(answer) => answer,
+            let fit = match self.ask_fit(context, task, &document).await {
+                Ok(fit) => fit,
                 Err(error) => {
                     tracing::warn!(%error, "could not check a candidate protocol");
                     return None;
                 }
             };
-            let fits = serde_json::from_str::<Value>(answer.content.trim())
-                .ok()
-                .and_then(|v| {
-                    v.get("suitable")
-                        .and_then(Value::as_str)
-                        .map(|s| s == "yes")
-                })
-                .unwrap_or(false);
-            tracing::info!(hash = %document.hash(), fits, "candidate protocol checked");
-            if fits {
+            tracing::info!(hash = %document.hash(), ?fit, "candidate protocol checked");
+            if fit.fits() {
                 let sources = if sources.is_empty() {
                     vec![data_uri::encode(document.text())]
                 } else {
@@ -365,6 +364,53 @@ impl Node {
             }
         }
         None
+    }
+
+    /// Whether `document` fits `task`, decided as the ladder decides it when exploring: the
+    /// document must name every field of the task (no LLM call otherwise), and then the LLM is
+    /// asked (ledger category `checking`). Nothing is remembered.
+    pub async fn protocol_fit(
+        &self,
+        task: &Task,
+        document: &VerifiedDocument,
+    ) -> Result<ProtocolFit, SendError> {
+        let missing = fit::missing_fields(task, document.text());
+        if !missing.is_empty() {
+            return Ok(ProtocolFit::MissingFields(missing));
+        }
+        let context = QueryContext::new(
+            format!("fit-{}", uuid::Uuid::new_v4().simple()),
+            Some(document.hash()),
+        );
+        Ok(self.ask_fit(&context, task, document).await?)
+    }
+
+    /// Asks the LLM whether `document` fits `task`; an answer that cannot be read is a no.
+    async fn ask_fit(
+        &self,
+        context: &QueryContext,
+        task: &Task,
+        document: &VerifiedDocument,
+    ) -> Result<ProtocolFit, LlmError> {
+        let request = ChatRequest::new(fit::fit_messages(task, document))
+            .json_schema("task_fit", fit::fit_schema())
+            .max_tokens(160);
+        let answer = self
+            .inner
+            .accountant
+            .chat(Category::Checking, context, &request)
+            .await?;
+        let verdict = serde_json::from_str::<Value>(answer.content.trim()).unwrap_or_default();
+        let job = |key: &str| verdict.get(key).and_then(Value::as_str).unwrap_or("?");
+        let reason = format!(
+            "protocol: {}; task: {}",
+            job("protocol_job"),
+            job("task_job")
+        );
+        Ok(match verdict.get("suitable").and_then(Value::as_str) {
+            Some("yes") => ProtocolFit::Fits { reason },
+            _ => ProtocolFit::Unsuitable { reason },
+        })
     }
 }
 

@@ -7,6 +7,7 @@
 //! against the schema with a JSON Schema validator as well: a reply that cannot be read into the
 //! schema is a [`SendError::InvalidOutput`], never a silently wrong answer.
 
+pub(crate) mod fit;
 pub(crate) mod routine;
 
 use std::time::Duration;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use agora_fetch::{FetchError, TargetClient, TargetRequest, TargetResponse};
 use agora_llm::Message;
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status, VerifiedDocument};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::task::Task;
 
@@ -316,56 +317,6 @@ pub(crate) async fn publish(
         .ok_or_else(|| format!("no url in {value}"))
 }
 
-/// The messages asking whether a protocol fits a task (schema `task_fit`).
-pub(crate) fn fit_messages(task: &Task, document: &VerifiedDocument) -> Vec<Message> {
-    let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
-    vec![
-        Message::system(
-            "You decide whether a protocol between AI agents can be used to do a task. Answer              yes only if a request under the protocol can carry the task's data and its reply              gives what the task needs.",
-        ),
-        Message::user(format!(
-            "Task: {}: {}\nInput: {}\nOutput needed: {}\n\nProtocol document:\n<<<\n{}\n>>>",
-            task.name,
-            task.description,
-            schema_summary(&task.input_schema),
-            schema_summary(&task.output_schema),
-            text.trim()
-        )),
-    ]
-}
-
-/// The `task_fit` answer schema: the decision first, then a short reason.
-pub(crate) fn fit_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "suitable": {"type": "string", "enum": ["yes", "no"]},
-            "reason": {"type": "string", "maxLength": 200}
-        },
-        "required": ["suitable", "reason"],
-        "additionalProperties": false
-    })
-}
-
-/// How many words of a task's name and description a protocol's name and description share
-/// (the prefilter before asking the LLM about many candidates).
-pub(crate) fn overlap(task: &Task, document: &VerifiedDocument) -> usize {
-    let words = |text: &str| -> std::collections::BTreeSet<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| w.len() > 2)
-            .map(str::to_lowercase)
-            .collect()
-    };
-    let metadata = document.metadata();
-    let ours = words(&format!("{} {}", task.name, task.description));
-    let theirs = words(&format!(
-        "{} {}",
-        metadata.name.clone().unwrap_or_default(),
-        metadata.description.clone().unwrap_or_default()
-    ));
-    ours.intersection(&theirs).count()
-}
-
 /// The request envelope in the wire's JSON shape. The hash is spelled in base64, as the Python
 /// reference library writes and requires it (it compares the hash as a string); receivers that
 /// follow this crate read either spelling.
@@ -395,6 +346,7 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn fences_are_removed_and_plain_bodies_kept() {

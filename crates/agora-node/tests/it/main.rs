@@ -4,5 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod programmer;
+mod protocol_fit;
+mod real_model_fit;
 mod receiver;
 mod routines;

@@ -1,7 +1,7 @@
 //! The sender's ladder over real HTTP between nodes on 127.0.0.1, with scripted LLMs: natural
 //! language, then exploring (the target's `/.wellknown`, the sender's own memory), then a
-//! negotiated protocol; a receiver-requested negotiation; a rejection learned per target. Every
-//! run is in the sender's log.
+//! negotiated protocol; a protocol of another task skipped unasked; a receiver-requested
+//! negotiation; a rejection learned per target. Every run is in the sender's log.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -17,6 +17,9 @@ use agora_testkit::{
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+/// A protocol of another task (from the network demo): it names a date and whether a restaurant
+/// is open, not the weather task's location and temperature.
+const IS_OPEN_PD: &str = include_str!("../../../agora-node/tests/data/protocol-fit/is-open.md");
 const NEGOTIATED: &str = "Request: a JSON object {\"location\": string, \"date\": \"YYYY-MM-DD\"}.\n\
     Reply: a JSON object {\"temperature\": number, \"precipitation\": number, \
     \"weatherCondition\": string}.";
@@ -92,6 +95,11 @@ async fn alice(dir: &std::path::Path, explore: i64, negotiate: i64) -> Node {
         })
         .build()
         .await
+}
+
+async fn checking_calls(node: &Node) -> usize {
+    let calls = node.store().llm_calls(None).await.unwrap();
+    calls.iter().filter(|c| c.category == "checking").count()
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String)> {
@@ -201,6 +209,55 @@ async fn exploring_finds_the_targets_wellknown_protocol() {
         .filter(|c| c.category == "checking")
         .count();
     assert_eq!(fit_checks, 1);
+}
+
+#[tokio::test]
+async fn exploring_skips_a_protocol_of_another_task_that_the_llm_would_accept() {
+    let (a, b, c) = (temp_dir(), temp_dir(), temp_dir());
+    // Bob serves only the isOpen protocol. Alice's LLM would say yes to it, but it is never
+    // asked: the protocol does not name the task's fields.
+    let bob = receiver(b.path(), true, 0).await;
+    let is_open = bob.node.add_document(IS_OPEN_PD, &[]).await.unwrap();
+    bob.node
+        .set_operator_decision(&is_open.hash(), true, "served here")
+        .await
+        .unwrap();
+    let alice = alice(a.path(), 1, 100).await;
+    let run = alice.run_task(&bob.url, &task(), &data()).await.unwrap();
+    assert_eq!(run.protocol, None);
+    assert_eq!(run.steps, ["explored"]);
+    assert_eq!(checking_calls(&alice).await, 0);
+    let memory = alice
+        .store()
+        .sender_memory(&bob.url, "weather")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(memory.rejected, vec![is_open.hash()]);
+
+    // Carol serves both: the weather protocol is asked about and used, the other is skipped.
+    let carol = receiver(c.path(), true, 0).await;
+    for text in [IS_OPEN_PD, WEATHER_PD] {
+        let document = carol.node.add_document(text, &[]).await.unwrap();
+        carol
+            .node
+            .set_operator_decision(&document.hash(), true, "served here")
+            .await
+            .unwrap();
+    }
+    let run = alice.run_task(&carol.url, &task(), &data()).await.unwrap();
+    assert_eq!(
+        run.protocol,
+        Some(VerifiedDocument::from_text(WEATHER_PD).hash())
+    );
+    assert_eq!(checking_calls(&alice).await, 1);
+    let memory = alice
+        .store()
+        .sender_memory(&carol.url, "weather")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(memory.rejected, vec![is_open.hash()]);
 }
 
 #[tokio::test]
