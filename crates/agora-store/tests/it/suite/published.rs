@@ -7,9 +7,15 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use agora_protocol::VerifiedDocument;
-use agora_store::{PeerPage, PublishedCounts, StoreError};
+use agora_store::{PeerPage, PublishedCounts, PublishedDocument, Store, StoreError};
 
 use crate::Fixture;
+
+/// The catalogue entry for `document`, which must be there.
+async fn published(store: &Store, document: &VerifiedDocument) -> PublishedDocument {
+    let entry = store.published_document(&document.hash()).await.unwrap();
+    entry.expect("published")
+}
 
 fn pd(name: &str, description: &str) -> VerifiedDocument {
     VerifiedDocument::from_text(&format!(
@@ -40,11 +46,7 @@ pub async fn publishing_is_idempotent_and_numbers_entries(fixture: Fixture) {
         store.publish_document(&taxi, None, 30).await.unwrap(),
         (2, true)
     );
-    let stored = store
-        .published_document(&weather.hash())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = published(&store, &weather).await;
     assert_eq!(stored.document, weather);
     assert_eq!(stored.peer, None, "a known entry keeps its origin");
     assert_eq!(stored.published_at_ms, 10);
@@ -181,21 +183,9 @@ pub async fn peer_pages_store_documents_and_move_the_cursor_forward(fixture: Fix
         (state.last_seq, state.synced_at_ms, state.rejected),
         (7, Some(50), 1)
     );
-    let pulled = store
-        .published_document(&theirs.hash())
-        .await
-        .unwrap()
-        .unwrap();
+    let pulled = published(&store, &theirs).await;
     assert_eq!(pulled.peer.as_deref(), Some(peer));
-    assert_eq!(
-        store
-            .published_document(&mine.hash())
-            .await
-            .unwrap()
-            .unwrap()
-            .peer,
-        None
-    );
+    assert_eq!(published(&store, &mine).await.peer, None);
 
     // A peer that lost its data and serves lower seqs never moves the cursor back.
     let older = PeerPage {
@@ -267,15 +257,7 @@ pub async fn tampered_text_is_reported_corrupt_and_repaired_by_publishing(fixtur
         store.publish_document(&document, None, 2).await.unwrap(),
         (1, false)
     );
-    assert_eq!(
-        store
-            .published_document(&document.hash())
-            .await
-            .unwrap()
-            .unwrap()
-            .document,
-        document
-    );
+    assert_eq!(published(&store, &document).await.document, document);
     store.close().await;
 }
 

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{SenderMemory, SenderRun, SenderTotals};
+use agora_store::{SenderMemory, SenderRun, SenderTotals, Store};
 
 use crate::Fixture;
 
@@ -29,6 +29,14 @@ fn memory(target: &str, task: &str) -> SenderMemory {
     }
 }
 
+/// What `store` remembers of the task `weather` sent to Bob.
+async fn bobs_weather(store: &Store) -> Option<SenderMemory> {
+    store
+        .sender_memory("http://bob.test/", "weather")
+        .await
+        .unwrap()
+}
+
 fn run(target: &str, task: &str, rung: &str, outcome: &str, at: i64) -> SenderRun {
     SenderRun {
         target: target.to_string(),
@@ -48,22 +56,13 @@ fn run(target: &str, task: &str, rung: &str, outcome: &str, at: i64) -> SenderRu
 pub async fn a_fresh_memory_round_trips_with_no_protocol(fixture: Fixture) {
     let store = fixture.open().await;
     assert_eq!(
-        store
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
+        bobs_weather(&store).await,
         None,
         "nothing before the first run"
     );
     let fresh = memory("http://bob.test/", "weather");
     store.put_sender_memory(&fresh).await.unwrap();
-    assert_eq!(
-        store
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
-        Some(fresh)
-    );
+    assert_eq!(bobs_weather(&store).await, Some(fresh));
     assert_eq!(
         store
             .sender_memory("http://bob.test/", "taxi")
@@ -332,13 +331,7 @@ pub async fn memory_and_log_survive_a_restart(fixture: Fixture) {
     store.close().await;
 
     let reopened = fixture.open().await;
-    assert_eq!(
-        reopened
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
-        Some(kept)
-    );
+    assert_eq!(bobs_weather(&reopened).await, Some(kept));
     assert_eq!(
         reopened
             .sender_runs("http://bob.test/", "weather", 10)
