@@ -100,40 +100,23 @@ pub async fn search_narrows_by_lowercased_words(fixture: Fixture) {
             .await
             .unwrap();
     }
-    let hashes = |hits: Vec<agora_store::PublishedSummary>| -> Vec<_> {
+    let found = async |query: &[&str]| -> Vec<_> {
+        let hits = store.search_published(&words(query), 10).await.unwrap();
         hits.iter().map(|hit| hit.hash).collect()
     };
+    assert_eq!(found(&["weather"]).await, [weather.hash()]);
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["weather"]), 10)
-                .await
-                .unwrap()
-        ),
-        [weather.hash()]
-    );
-    assert_eq!(
-        hashes(store.search_published(&words(&["RIDE"]), 10).await.unwrap()),
+        found(&["RIDE"]).await,
         [taxi.hash()],
         "the query word is lowercased too"
     );
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["ÉMILE"]), 10)
-                .await
-                .unwrap()
-        ),
+        found(&["ÉMILE"]).await,
         [cafe.hash()],
         "case folding is Unicode, on both backends"
     );
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["rain", "taxi"]), 10)
-                .await
-                .unwrap()
-        ),
+        found(&["rain", "taxi"]).await,
         [taxi.hash(), weather.hash()],
         "any word matches; newest first"
     );
@@ -145,10 +128,7 @@ pub async fn search_narrows_by_lowercased_words(fixture: Fixture) {
             .is_empty(),
         "wildcards are literal"
     );
-    assert_eq!(
-        hashes(store.search_published(&words(&["0%"]), 10).await.unwrap()),
-        [cafe.hash()]
-    );
+    assert_eq!(found(&["0%"]).await, [cafe.hash()]);
     let all = store.search_published(&[], 10).await.unwrap();
     assert_eq!(all.len(), 4);
     assert_eq!(all[0].hash, bare.hash());

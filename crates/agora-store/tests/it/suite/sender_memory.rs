@@ -180,22 +180,14 @@ pub async fn protocols_for_a_task_are_those_in_use_across_targets(fixture: Fixtu
         protocol_sources: vec![format!("https://db.test/protocols/{name}")],
         ..memory(target, task)
     };
-    store
-        .put_sender_memory(&with("http://carol.test/", "weather", "WeatherB"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&with("http://alice.test/", "weather", "WeatherA"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&memory("http://bob.test/", "weather"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&with("http://alice.test/", "taxi", "Taxi"))
-        .await
-        .unwrap();
+    for remembered in [
+        with("http://carol.test/", "weather", "WeatherB"),
+        with("http://alice.test/", "weather", "WeatherA"),
+        memory("http://bob.test/", "weather"),
+        with("http://alice.test/", "taxi", "Taxi"),
+    ] {
+        store.put_sender_memory(&remembered).await.unwrap();
+    }
 
     let found = store.sender_protocols_for_task("weather").await.unwrap();
     let targets: Vec<&str> = found.iter().map(|m| m.target.as_str()).collect();
