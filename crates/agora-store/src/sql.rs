@@ -94,9 +94,11 @@ impl<'r> Columns<'r> {
     }
 }
 
-/// Builds a record from a row's [`Columns`], as `from_columns!(columns => Record { a, b, c: value })`:
-/// a bare field is read from the column of the same name, a `field: value` is taken as written (a
-/// renamed column, a parsed value). Fields are evaluated in the order written.
+/// Builds a record from a row's [`Columns`]:
+/// `from_columns!(columns => Record { a, b, c: value })` reads each bare field from the column of
+/// the same name and takes a `field: value` as written (a renamed column, a parsed value). Fields
+/// are evaluated in the order written. The call is not an expression list, so rustfmt leaves the
+/// field list as written: several short names to a line.
 macro_rules! from_columns {
     ($columns:expr => $record:ident { $($field:ident $(: $value:expr)?),* $(,)? }) => {
         $record { $($field: $crate::sql::from_columns!(@field $columns, $field $(, $value)?)),* }

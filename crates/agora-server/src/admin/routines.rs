@@ -48,11 +48,11 @@ pub fn router() -> Router<AppState> {
         )
         .route(
             "/routines/{routine}/enable",
-            post(|s, p| set_status(s, p, true)),
+            post(|state, reference| set_status(state, reference, true)),
         )
         .route(
             "/routines/{routine}/disable",
-            post(|s, p| set_status(s, p, false)),
+            post(|state, reference| set_status(state, reference, false)),
         )
         .route("/routines/{routine}/test", post(test_routine))
 }
