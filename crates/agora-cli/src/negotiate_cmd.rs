@@ -5,40 +5,28 @@
 //! is stored in the node's store and printed on stdout; its hash and the rounds it took go to
 //! stderr, so `agora negotiate ... > protocol.md` keeps the document alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use agora_node::Task;
 use agora_server::Config;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
+
+use crate::send_cmd::TaskArgs;
 
 #[derive(Args)]
 pub struct NegotiateArgs {
     /// The receiver's Agora endpoint, e.g. http://127.0.0.1:8080/.
     #[arg(long)]
     to: String,
-    /// A task name from the configuration's [[node.tasks]].
-    #[arg(long, conflicts_with = "task_file")]
-    task: Option<String>,
-    /// A task as a JSON file ({name, description, inputSchema, outputSchema}).
-    #[arg(long)]
-    task_file: Option<PathBuf>,
+    #[command(flatten)]
+    task: TaskArgs,
 }
 
 pub async fn run(config_path: Option<&Path>, args: NegotiateArgs) -> anyhow::Result<()> {
     let config = Config::load(config_path).context("loading the configuration")?;
     let running = agora_server::runtime::build_node(config).await?;
     let node = running.node;
-    let task: Task = match (&args.task, &args.task_file) {
-        (Some(name), None) => node.task(name)?.clone(),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
-        }
-        _ => bail!("give --task NAME or --task-file FILE"),
-    };
-    task.check()?;
+    let task = args.task.resolve(&node)?;
     let negotiated = node.negotiate(&args.to, &task).await.with_context(|| {
         format!(
             "negotiating a protocol for {:?} with {}",

@@ -8,8 +8,19 @@ use agora_llm::{LocalServer, LocalServerConfig};
 use agora_server::config::LlmBackend;
 use agora_server::{Config, build_node, serve};
 use anyhow::Context;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
+
+/// Where a server listens and stores, overriding its configuration file.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Listen address (overrides the file).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Store URL (overrides the file).
+    #[arg(long)]
+    pub store: Option<String>,
+}
 
 #[derive(Subcommand)]
 pub enum NodeCommand {
@@ -18,12 +29,8 @@ pub enum NodeCommand {
         /// Configuration file (TOML).
         #[arg(long, short, env = "AGORA_CONFIG")]
         config: Option<PathBuf>,
-        /// Listen address (overrides the file).
-        #[arg(long)]
-        listen: Option<SocketAddr>,
-        /// Store URL (overrides the file).
-        #[arg(long)]
-        store: Option<String>,
+        #[command(flatten)]
+        serve: ServeArgs,
         /// LLM backend: local, openai or replay.
         #[arg(long)]
         llm: Option<String>,
@@ -52,8 +59,7 @@ pub enum LlmCommand {
 pub async fn run(command: NodeCommand) -> anyhow::Result<()> {
     let NodeCommand::Run {
         config,
-        listen,
-        store,
+        serve: ServeArgs { listen, store },
         llm,
         llm_url,
     } = command;

@@ -1,6 +1,5 @@
 //! `agora protocol-db run`: a protocol database in the foreground.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use agora_server::protocol_db::{
@@ -10,6 +9,8 @@ use anyhow::Context;
 use clap::Subcommand;
 use tokio_util::sync::CancellationToken;
 
+use crate::node_cmd::ServeArgs;
+
 #[derive(Subcommand)]
 pub enum ProtocolDbCommand {
     /// Start a protocol database and serve until Ctrl-C.
@@ -17,12 +18,8 @@ pub enum ProtocolDbCommand {
         /// Configuration file (TOML).
         #[arg(long, short, env = "AGORA_PROTOCOL_DB_CONFIG")]
         config: Option<PathBuf>,
-        /// Listen address (overrides the file).
-        #[arg(long)]
-        listen: Option<SocketAddr>,
-        /// Store URL (overrides the file).
-        #[arg(long)]
-        store: Option<String>,
+        #[command(flatten)]
+        serve: ServeArgs,
         /// The base URL others reach this database at (default http://<listen>).
         #[arg(long)]
         public_url: Option<String>,
@@ -35,8 +32,7 @@ pub enum ProtocolDbCommand {
 pub async fn run(command: ProtocolDbCommand) -> anyhow::Result<()> {
     let ProtocolDbCommand::Run {
         config,
-        listen,
-        store,
+        serve: ServeArgs { listen, store },
         public_url,
         peers,
     } = command;

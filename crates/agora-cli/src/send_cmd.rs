@@ -9,24 +9,49 @@
 
 use std::path::{Path, PathBuf};
 
-use agora_node::Task;
+use agora_node::{Node, Task};
 use agora_protocol::{ProtocolHash, VerifiedDocument, data_uri};
 use agora_server::Config;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::Value;
 
+/// Which task to run: a name from the configuration, or a JSON file.
 #[derive(Args)]
-pub struct SendArgs {
-    /// The receiver's Agora endpoint, e.g. http://127.0.0.1:8080/.
-    #[arg(long)]
-    to: String,
+pub struct TaskArgs {
     /// A task name from the configuration's [[node.tasks]].
     #[arg(long, conflicts_with = "task_file")]
     task: Option<String>,
     /// A task as a JSON file ({name, description, inputSchema, outputSchema}).
     #[arg(long)]
     task_file: Option<PathBuf>,
+}
+
+impl TaskArgs {
+    /// The task, checked.
+    pub fn resolve(&self, node: &Node) -> anyhow::Result<Task> {
+        let task: Task = match (&self.task, &self.task_file) {
+            (Some(name), None) => node.task(name)?.clone(),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?
+            }
+            _ => bail!("give --task NAME or --task-file FILE"),
+        };
+        task.check()?;
+        Ok(task)
+    }
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// The receiver's Agora endpoint, e.g. http://127.0.0.1:8080/.
+    #[arg(long)]
+    to: String,
+    #[command(flatten)]
+    task: TaskArgs,
     /// The task's input data, as JSON.
     #[arg(long)]
     data: String,
@@ -43,16 +68,7 @@ pub async fn run(config_path: Option<&Path>, args: SendArgs) -> anyhow::Result<(
     let data: Value = serde_json::from_str(&args.data).context("--data is not JSON")?;
     let running = agora_server::runtime::build_node(config).await?;
     let node = running.node;
-    let task: Task = match (&args.task, &args.task_file) {
-        (Some(name), None) => node.task(name)?.clone(),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
-        }
-        _ => bail!("give --task NAME or --task-file FILE"),
-    };
-    task.check()?;
+    let task = args.task.resolve(&node)?;
     let document = match &args.protocol {
         None => None,
         Some(reference) if Path::new(reference).is_file() => {

@@ -91,17 +91,8 @@ impl Fetcher {
         let url = Url::parse(url).map_err(|error| FetchError::BadUrl(error.to_string()))?;
         let span = tracing::debug_span!("agora.fetch.post_empty", url = %redacted(&url));
         let post = async {
-            let host = self.check_before_sending(&url)?;
-            let response = self
-                .client
-                .post(url.clone())
-                .header(CONTENT_LENGTH, 0)
-                .send()
-                .await
-                .map_err(transport_error)?;
-            if let Some(remote) = response.remote_addr() {
-                self.check_address(&host, remote.ip())?;
-            }
+            let request = self.client.post(url.clone()).header(CONTENT_LENGTH, 0);
+            let response = self.send_checked(&url, request).await?;
             let status = response.status();
             if !status.is_success() {
                 return Err(FetchError::Status(status.as_u16()));
@@ -113,21 +104,28 @@ impl Fetcher {
             .unwrap_or(Err(FetchError::Timeout))
     }
 
+    /// Sends `request` to `url` once the checks before sending pass, then checks the address it
+    /// connected to: the resolver already filtered names; this catches any path to a connection
+    /// that went around it.
+    async fn send_checked(
+        &self,
+        url: &Url,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, FetchError> {
+        let host = self.check_before_sending(url)?;
+        let response = request.send().await.map_err(transport_error)?;
+        if let Some(remote) = response.remote_addr() {
+            self.check_address(&host, remote.ip())?;
+        }
+        Ok(response)
+    }
+
     async fn follow_redirects(&self, mut url: Url) -> Result<Fetched, FetchError> {
         let mut redirects = 0;
         loop {
-            let host = self.check_before_sending(&url)?;
             let response = self
-                .client
-                .get(url.clone())
-                .send()
-                .await
-                .map_err(transport_error)?;
-            if let Some(remote) = response.remote_addr() {
-                // The resolver already filtered names; this catches any path
-                // to a connection that went around it.
-                self.check_address(&host, remote.ip())?;
-            }
+                .send_checked(&url, self.client.get(url.clone()))
+                .await?;
             let status = response.status();
             if !is_redirect(status) {
                 if !status.is_success() {

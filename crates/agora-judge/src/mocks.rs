@@ -186,17 +186,19 @@ pub fn weekday(date: &str) -> Option<&'static str> {
     }
     // Days since 1970-01-01 (Howard Hinnant's days_from_civil); 1970-01-01 was a Thursday.
     let days = days_from_civil(year, month, day);
-    const DAYS: [&str; 7] = [
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-    ];
-    Some(DAYS[days.rem_euclid(7) as usize])
+    Some(WEEKDAYS[(days + 3).rem_euclid(7) as usize])
 }
+
+/// The days of the week, Monday first.
+pub const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {

@@ -214,11 +214,15 @@ mod tests {
 
     #[test]
     fn weekdays_are_right() {
-        assert_eq!(weekday("2024-09-22"), Some("Sunday"));
-        assert_eq!(weekday("2000-02-29"), Some("Tuesday"));
-        assert_eq!(weekday("1970-01-01"), Some("Thursday"));
-        assert_eq!(weekday("2024-13-01"), None);
-        assert_eq!(weekday("soon"), None);
+        for (date, day) in [
+            ("2024-09-22", Some("Sunday")),
+            ("2000-02-29", Some("Tuesday")),
+            ("1970-01-01", Some("Thursday")),
+            ("2024-13-01", None),
+            ("soon", None),
+        ] {
+            assert_eq!(weekday(date), day, "{date}");
+        }
     }
 
     #[test]

@@ -75,11 +75,29 @@ impl AppState {
     }
 }
 
+/// Adds what every server of this crate answers alike: `GET /healthz`, and the JSON error shape
+/// for an unknown path (404) or a method a path does not take (405).
+pub(crate) fn with_health_and_fallbacks<S>(router: Router<S>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    router
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::BadRequest,
+                "method not allowed on this endpoint",
+            )
+        })
+}
+
 /// Builds the router. Crate-private so no axum type leaves the crate;
 /// embedders and tests serve a node through [`serve_state`] or [`crate::serve`].
 pub(crate) fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
-    Router::new()
+    let router = Router::new()
         .route("/", post(agora_request))
         .route(
             "/conversations/{id}",
@@ -89,16 +107,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .nest("/admin", crate::admin::router(state.clone()))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                ErrorCode::BadRequest,
-                "method not allowed on this endpoint",
-            )
-        })
+        .nest("/admin", crate::admin::router(state.clone()));
+    with_health_and_fallbacks(router)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::count_request,

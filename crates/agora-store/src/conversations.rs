@@ -7,9 +7,8 @@
 //! A conversation is updated together with its request by [`Store::record_request`], so the
 //! history and the request log never disagree after a crash.
 
-use sqlx::Row;
-
 use crate::records::parse_optional_hash;
+use crate::sql::{Columns, execute, fetch_optional};
 use crate::{Conversation, ConversationKind, Store, StoreError};
 
 impl Store {
@@ -17,7 +16,7 @@ impl Store {
     pub async fn create_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
         let row = ConversationRow::of(conversation)?;
         let _writer = self.writer().await;
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO conversations \
              (id, kind, protocol_hash, messages, created_at, last_active, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -28,46 +27,40 @@ impl Store {
         .bind(row.messages)
         .bind(row.created_at_ms)
         .bind(row.last_active_ms)
-        .bind(row.expires_at_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("create_conversation"))?;
+        .bind(row.expires_at_ms);
+        execute(&self.pool, statement, "create_conversation").await?;
         Ok(())
     }
 
     /// The conversation with this id, expired or not; `None` if unknown.
     pub async fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "SELECT id, kind, protocol_hash, messages, created_at, last_active, expires_at \
              FROM conversations WHERE id = $1",
         )
-        .bind(id)
-        .fetch_optional(&self.pool)
+        .bind(id);
+        fetch_optional(
+            &self.pool,
+            statement,
+            "conversation: select",
+            conversation_from_row,
+        )
         .await
-        .map_err(StoreError::db("conversation: select"))?;
-        row.map(|row| conversation_from_row(&row)).transpose()
     }
 
     /// Deletes a conversation; true if it existed.
     pub async fn delete_conversation(&self, id: &str) -> Result<bool, StoreError> {
         let _writer = self.writer().await;
-        let result = sqlx::query("DELETE FROM conversations WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("delete_conversation"))?;
-        Ok(result.rows_affected() > 0)
+        let statement = sqlx::query("DELETE FROM conversations WHERE id = $1").bind(id);
+        Ok(execute(&self.pool, statement, "delete_conversation").await? > 0)
     }
 
     /// Deletes the conversations that expired at or before `now_ms`; returns how many.
     pub async fn purge_expired_conversations(&self, now_ms: i64) -> Result<u64, StoreError> {
         let _writer = self.writer().await;
-        let result = sqlx::query("DELETE FROM conversations WHERE expires_at <= $1")
-            .bind(now_ms)
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("purge_expired_conversations"))?;
-        Ok(result.rows_affected())
+        let statement =
+            sqlx::query("DELETE FROM conversations WHERE expires_at <= $1").bind(now_ms);
+        execute(&self.pool, statement, "purge_expired_conversations").await
     }
 }
 
@@ -109,28 +102,21 @@ impl ConversationRow {
 }
 
 fn conversation_from_row(row: &sqlx::any::AnyRow) -> Result<Conversation, StoreError> {
-    let get_text = |column: &'static str| -> Result<String, StoreError> {
-        row.try_get(column)
-            .map_err(StoreError::db("conversation: read column"))
-    };
-    let get_i64 = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column)
-            .map_err(StoreError::db("conversation: read column"))
-    };
-    let id = get_text("id")?;
-    let protocol_hash: Option<String> = row
-        .try_get("protocol_hash")
-        .map_err(StoreError::db("conversation: read column"))?;
-    let messages = serde_json::from_str(&get_text("messages")?).map_err(|error| {
+    let columns = Columns::new(row, "conversation: read column");
+    let id: String = columns.get("id")?;
+    let messages = serde_json::from_str(&columns.get::<String>("messages")?).map_err(|error| {
         StoreError::corrupt(format!("conversations.messages for {id:?}: {error}"))
     })?;
     Ok(Conversation {
-        kind: ConversationKind::from_column("conversations.kind", &get_text("kind")?)?,
-        protocol_hash: parse_optional_hash("conversations.protocol_hash", protocol_hash)?,
+        kind: ConversationKind::from_column("conversations.kind", &columns.get::<String>("kind")?)?,
+        protocol_hash: parse_optional_hash(
+            "conversations.protocol_hash",
+            columns.get("protocol_hash")?,
+        )?,
         messages,
-        created_at_ms: get_i64("created_at")?,
-        last_active_ms: get_i64("last_active")?,
-        expires_at_ms: get_i64("expires_at")?,
+        created_at_ms: columns.get("created_at")?,
+        last_active_ms: columns.get("last_active")?,
+        expires_at_ms: columns.get("expires_at")?,
         id,
     })
 }

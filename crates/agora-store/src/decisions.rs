@@ -6,50 +6,39 @@
 //! `allowed` is stored as 0/1 so the `Any` driver reads it the same way on both backends.
 
 use agora_protocol::ProtocolHash;
-use sqlx::Row;
 
+use crate::sql::{Columns, execute, fetch_optional};
 use crate::{Decision, DecisionOrigin, Store, StoreError};
 
 impl Store {
     /// The decision recorded for `hash`, if any.
     pub async fn suitability(&self, hash: &ProtocolHash) -> Result<Option<Decision>, StoreError> {
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "SELECT allowed, origin, reason, decided_at FROM suitability WHERE hash = $1",
         )
-        .bind(hash.to_hex())
-        .fetch_optional(&self.pool)
+        .bind(hash.to_hex());
+        fetch_optional(&self.pool, statement, "suitability: select", |row| {
+            let columns = Columns::new(row, "suitability");
+            let allowed = match columns.get::<i64>("allowed")? {
+                0 => false,
+                1 => true,
+                other => {
+                    return Err(StoreError::corrupt(format!(
+                        "suitability.allowed for {hash}: {other} is neither 0 nor 1"
+                    )));
+                }
+            };
+            Ok(Decision {
+                allowed,
+                origin: DecisionOrigin::from_column(
+                    "suitability.origin",
+                    &columns.get::<String>("origin")?,
+                )?,
+                reason: columns.get("reason")?,
+                decided_at_ms: columns.get("decided_at")?,
+            })
+        })
         .await
-        .map_err(StoreError::db("suitability: select"))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let allowed: i64 = row
-            .try_get("allowed")
-            .map_err(StoreError::db("suitability: allowed"))?;
-        let origin: String = row
-            .try_get("origin")
-            .map_err(StoreError::db("suitability: origin"))?;
-        let reason: String = row
-            .try_get("reason")
-            .map_err(StoreError::db("suitability: reason"))?;
-        let decided_at_ms: i64 = row
-            .try_get("decided_at")
-            .map_err(StoreError::db("suitability: decided_at"))?;
-        let allowed = match allowed {
-            0 => false,
-            1 => true,
-            other => {
-                return Err(StoreError::corrupt(format!(
-                    "suitability.allowed for {hash}: {other} is neither 0 nor 1"
-                )));
-            }
-        };
-        Ok(Some(Decision {
-            allowed,
-            origin: DecisionOrigin::from_column("suitability.origin", &origin)?,
-            reason,
-            decided_at_ms,
-        }))
     }
 
     /// Records the decision for `hash`, replacing any previous one.
@@ -59,7 +48,7 @@ impl Store {
         decision: &Decision,
     ) -> Result<(), StoreError> {
         let _writer = self.writer().await;
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO suitability (hash, allowed, origin, reason, decided_at) \
              VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (hash) DO UPDATE SET allowed = excluded.allowed, \
@@ -69,21 +58,15 @@ impl Store {
         .bind(i64::from(decision.allowed))
         .bind(decision.origin.as_str())
         .bind(&decision.reason)
-        .bind(decision.decided_at_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("set_suitability"))?;
+        .bind(decision.decided_at_ms);
+        execute(&self.pool, statement, "set_suitability").await?;
         Ok(())
     }
 
     /// Forgets the decision for `hash`; true if there was one.
     pub async fn clear_suitability(&self, hash: &ProtocolHash) -> Result<bool, StoreError> {
         let _writer = self.writer().await;
-        let result = sqlx::query("DELETE FROM suitability WHERE hash = $1")
-            .bind(hash.to_hex())
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("clear_suitability"))?;
-        Ok(result.rows_affected() > 0)
+        let statement = sqlx::query("DELETE FROM suitability WHERE hash = $1").bind(hash.to_hex());
+        Ok(execute(&self.pool, statement, "clear_suitability").await? > 0)
     }
 }

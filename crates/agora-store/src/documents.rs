@@ -12,8 +12,9 @@
 use std::collections::HashMap;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
+use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional};
 use crate::{Store, StoreError, StoredDocument};
 
 impl Store {
@@ -30,11 +31,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let _writer = self.writer().await;
         let hash = doc.hash().to_hex();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("put_document: begin"))?;
+        let mut tx = self.begin("put_document").await?;
         sqlx::query(
             "INSERT INTO documents (hash, text, created_at) VALUES ($1, $2, $3) \
              ON CONFLICT (hash) DO UPDATE SET text = excluded.text",
@@ -46,9 +43,7 @@ impl Store {
         .await
         .map_err(StoreError::db("put_document: insert document"))?;
         insert_sources(&mut tx, &hash, sources).await?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("put_document: commit"))
+        commit(tx, "put_document").await
     }
 
     /// The document named by `hash`, if stored; [`StoreError::Corrupt`] if its text no longer
@@ -58,38 +53,25 @@ impl Store {
         hash: &ProtocolHash,
     ) -> Result<Option<StoredDocument>, StoreError> {
         let hex = hash.to_hex();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("document: begin"))?;
-        let row = sqlx::query("SELECT text, created_at FROM documents WHERE hash = $1")
-            .bind(&hex)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::db("document: select"))?;
-        let Some(row) = row else {
+        let mut tx = self.begin("document").await?;
+        let statement =
+            sqlx::query("SELECT text, created_at FROM documents WHERE hash = $1").bind(&hex);
+        let row = fetch_optional(&mut *tx, statement, "document: select", |row| {
+            let columns = Columns::new(row, "document");
+            Ok((columns.get::<String>("text")?, columns.get("created_at")?))
+        })
+        .await?;
+        let Some((text, created_at_ms)) = row else {
             return Ok(None);
         };
-        let text: String = row
-            .try_get("text")
-            .map_err(StoreError::db("document: text"))?;
-        let created_at_ms: i64 = row
-            .try_get("created_at")
-            .map_err(StoreError::db("document: created_at"))?;
-        let sources =
+        let statement =
             sqlx::query("SELECT source FROM document_sources WHERE hash = $1 ORDER BY id")
-                .bind(&hex)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(StoreError::db("document: select sources"))?
-                .iter()
-                .map(|row| row.try_get("source"))
-                .collect::<Result<Vec<String>, _>>()
-                .map_err(StoreError::db("document: source"))?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("document: commit"))?;
+                .bind(&hex);
+        let sources = fetch_all(&mut *tx, statement, "document: select sources", |row| {
+            Columns::new(row, "document").get("source")
+        })
+        .await?;
+        commit(tx, "document").await?;
         Ok(Some(StoredDocument {
             document: verify(hash, &text)?,
             sources,
@@ -103,53 +85,39 @@ impl Store {
     /// that silently skipped rows would hide the tampering.
     pub async fn documents(&self) -> Result<Vec<StoredDocument>, StoreError> {
         // One read transaction, so documents and sources come from the same snapshot.
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("documents: begin"))?;
-        let rows =
-            sqlx::query("SELECT hash, text, created_at FROM documents ORDER BY created_at, hash")
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(StoreError::db("documents: select"))?;
-        let source_rows = sqlx::query("SELECT hash, source FROM document_sources ORDER BY id")
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::db("documents: select sources"))?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("documents: commit"))?;
+        let mut tx = self.begin("documents").await?;
+        let statement =
+            sqlx::query("SELECT hash, text, created_at FROM documents ORDER BY created_at, hash");
+        let rows: Vec<(String, String, i64)> =
+            fetch_all(&mut *tx, statement, "documents: select", |row| {
+                let columns = Columns::new(row, "documents");
+                let hash = columns.get("hash")?;
+                Ok((hash, columns.get("text")?, columns.get("created_at")?))
+            })
+            .await?;
+        let statement = sqlx::query("SELECT hash, source FROM document_sources ORDER BY id");
+        let source_rows: Vec<(String, String)> =
+            fetch_all(&mut *tx, statement, "documents: select sources", |row| {
+                let columns = Columns::new(row, "documents");
+                Ok((columns.get("hash")?, columns.get("source")?))
+            })
+            .await?;
+        commit(tx, "documents").await?;
 
         let mut sources: HashMap<String, Vec<String>> = HashMap::new();
-        for row in &source_rows {
-            let hash: String = row
-                .try_get("hash")
-                .map_err(StoreError::db("documents: hash"))?;
-            let source: String = row
-                .try_get("source")
-                .map_err(StoreError::db("documents: source"))?;
+        for (hash, source) in source_rows {
             sources.entry(hash).or_default().push(source);
         }
-        let mut documents = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let hex: String = row
-                .try_get("hash")
-                .map_err(StoreError::db("documents: hash"))?;
-            let text: String = row
-                .try_get("text")
-                .map_err(StoreError::db("documents: text"))?;
-            let created_at_ms: i64 = row
-                .try_get("created_at")
-                .map_err(StoreError::db("documents: created_at"))?;
-            let hash = crate::records::parse_hash("documents.hash", &hex)?;
-            documents.push(StoredDocument {
-                document: verify(&hash, &text)?,
-                sources: sources.remove(&hex).unwrap_or_default(),
-                created_at_ms,
-            });
-        }
-        Ok(documents)
+        rows.into_iter()
+            .map(|(hex, text, created_at_ms)| {
+                let hash = crate::records::parse_hash("documents.hash", &hex)?;
+                Ok(StoredDocument {
+                    document: verify(&hash, &text)?,
+                    sources: sources.remove(&hex).unwrap_or_default(),
+                    created_at_ms,
+                })
+            })
+            .collect()
     }
 
     /// Appends the sources a stored document did not know yet, in the given order.
@@ -166,15 +134,9 @@ impl Store {
             return Ok(());
         }
         let hex = hash.to_hex();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("add_sources: begin"))?;
+        let mut tx = self.begin("add_sources").await?;
         insert_sources(&mut tx, &hex, sources).await?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("add_sources: commit"))
+        commit(tx, "add_sources").await
     }
 }
 
@@ -187,16 +149,14 @@ async fn insert_sources(
     for source in sources {
         // INSERT ... SELECT rather than VALUES, so an unknown hash inserts nothing instead of
         // tripping the foreign key.
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO document_sources (hash, source) \
              SELECT hash, $2 FROM documents WHERE hash = $1 \
              ON CONFLICT (hash, source) DO NOTHING",
         )
         .bind(hash)
-        .bind(source)
-        .execute(&mut *connection)
-        .await
-        .map_err(StoreError::db("insert document source"))?;
+        .bind(source);
+        execute(&mut *connection, statement, "insert document source").await?;
     }
     Ok(())
 }

@@ -28,6 +28,7 @@ mod routines;
 mod sender_memory;
 mod sender_routines;
 mod service_db;
+mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;

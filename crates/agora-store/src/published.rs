@@ -22,6 +22,7 @@ use agora_protocol::{ProtocolHash, VerifiedDocument};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
+use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional, from_columns};
 use crate::{Backend, Store, StoreError};
 
 /// One entry of the catalogue.
@@ -99,16 +100,10 @@ impl Store {
         now_ms: i64,
     ) -> Result<(i64, bool), StoreError> {
         let _writer = self.writer().await;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("publish_document: begin"))?;
+        let mut tx = self.begin("publish_document").await?;
         self.lock_catalogue(&mut tx).await?;
         let outcome = upsert(&mut tx, document, peer, now_ms).await?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("publish_document: commit"))?;
+        commit(tx, "publish_document").await?;
         Ok(outcome)
     }
 
@@ -117,14 +112,17 @@ impl Store {
         &self,
         hash: &ProtocolHash,
     ) -> Result<Option<PublishedDocument>, StoreError> {
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "SELECT seq, hash, text, peer, published_at FROM published_documents WHERE hash = $1",
         )
-        .bind(hash.to_hex())
-        .fetch_optional(&self.pool)
+        .bind(hash.to_hex());
+        fetch_optional(
+            &self.pool,
+            statement,
+            "published_document: select",
+            read_published,
+        )
         .await
-        .map_err(StoreError::db("published_document: select"))?;
-        row.as_ref().map(read_published).transpose()
     }
 
     /// At most `limit` entries with a seq above `after_seq`, in seq order.
@@ -136,18 +134,19 @@ impl Store {
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<PublishedDocument>, StoreError> {
-        sqlx::query(
+        let statement = sqlx::query(
             "SELECT seq, hash, text, peer, published_at FROM published_documents \
              WHERE seq > $1 ORDER BY seq LIMIT $2",
         )
         .bind(after_seq)
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
+        .bind(limit.max(0));
+        fetch_all(
+            &self.pool,
+            statement,
+            "published_since: select",
+            read_published,
+        )
         .await
-        .map_err(StoreError::db("published_since: select"))?
-        .iter()
-        .map(read_published)
-        .collect()
     }
 
     /// Newest first, at most `limit` entries whose lowercased name or description contains any
@@ -174,30 +173,17 @@ impl Store {
         for word in words {
             query = query.bind(format!("%{}%", escape_like(&word.to_lowercase())));
         }
-        let rows = query
-            .bind(limit.max(0))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::db("search_published: select"))?;
-        rows.iter()
-            .map(|row| {
-                let hash: String = row
-                    .try_get("hash")
-                    .map_err(StoreError::db("search_published: hash"))?;
-                Ok(PublishedSummary {
-                    seq: row
-                        .try_get("seq")
-                        .map_err(StoreError::db("search_published: seq"))?,
-                    hash: crate::records::parse_hash("published_documents.hash", &hash)?,
-                    name: row
-                        .try_get("name")
-                        .map_err(StoreError::db("search_published: name"))?,
-                    description: row
-                        .try_get("description")
-                        .map_err(StoreError::db("search_published: description"))?,
-                })
-            })
-            .collect()
+        let statement = query.bind(limit.max(0));
+        fetch_all(&self.pool, statement, "search_published: select", |row| {
+            let columns = Columns::new(row, "search_published");
+            let hash: String = columns.get("hash")?;
+            Ok(from_columns!(columns => PublishedSummary {
+                seq,
+                hash: crate::records::parse_hash("published_documents.hash", &hash)?,
+                name, description,
+            }))
+        })
+        .await
     }
 
     /// How many entries the catalogue holds, posted here and pulled from peers.
@@ -210,47 +196,34 @@ impl Store {
         .fetch_one(&self.pool)
         .await
         .map_err(StoreError::db("published_counts: select"))?;
+        let columns = Columns::new(&row, "published_counts");
         Ok(PublishedCounts {
-            local: row
-                .try_get("local")
-                .map_err(StoreError::db("published_counts: local"))?,
-            from_peers: row
-                .try_get("from_peers")
-                .map_err(StoreError::db("published_counts: from_peers"))?,
+            local: columns.get("local")?,
+            from_peers: columns.get("from_peers")?,
         })
     }
 
     /// What is known about the peer at `url`; a peer never pulled from has `last_seq` 0.
     pub async fn peer_state(&self, url: &str) -> Result<PeerState, StoreError> {
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "SELECT url, last_seq, synced_at, errors, last_error, rejected \
              FROM protocol_db_peers WHERE url = $1",
         )
-        .bind(url)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(StoreError::db("peer_state: select"))?;
-        match row {
-            Some(row) => read_peer(&row),
-            None => Ok(PeerState {
-                url: url.to_string(),
-                ..PeerState::default()
-            }),
-        }
+        .bind(url);
+        let state = fetch_optional(&self.pool, statement, "peer_state: select", read_peer).await?;
+        Ok(state.unwrap_or_else(|| PeerState {
+            url: url.to_string(),
+            ..PeerState::default()
+        }))
     }
 
     /// Every peer pulled from (or tried), by URL.
     pub async fn peer_states(&self) -> Result<Vec<PeerState>, StoreError> {
-        sqlx::query(
+        let statement = sqlx::query(
             "SELECT url, last_seq, synced_at, errors, last_error, rejected \
              FROM protocol_db_peers ORDER BY url",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("peer_states: select"))?
-        .iter()
-        .map(read_peer)
-        .collect()
+        );
+        fetch_all(&self.pool, statement, "peer_states: select", read_peer).await
     }
 
     /// Stores a page pulled from a peer and moves the peer's cursor, in one transaction.
@@ -261,11 +234,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<usize, StoreError> {
         let _writer = self.writer().await;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("ingest_peer_page: begin"))?;
+        let mut tx = self.begin("ingest_peer_page").await?;
         self.lock_catalogue(&mut tx).await?;
         let mut added = 0;
         for document in page.documents {
@@ -298,26 +267,22 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::db("ingest_peer_page: cursor"))?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("ingest_peer_page: commit"))?;
+        commit(tx, "ingest_peer_page").await?;
         Ok(added)
     }
 
     /// Records a failed pull from the peer at `url`; its cursor stays where it was.
     pub async fn record_peer_error(&self, url: &str, error: &str) -> Result<(), StoreError> {
         let _writer = self.writer().await;
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO protocol_db_peers (url, last_seq, synced_at, errors, last_error, rejected) \
              VALUES ($1, 0, NULL, 1, $2, 0) \
              ON CONFLICT (url) DO UPDATE SET \
                errors = protocol_db_peers.errors + 1, last_error = excluded.last_error",
         )
         .bind(url)
-        .bind(error)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("record_peer_error: upsert"))?;
+        .bind(error);
+        execute(&self.pool, statement, "record_peer_error: upsert").await?;
         Ok(())
     }
 
@@ -386,48 +351,27 @@ async fn upsert(
 }
 
 fn read_published(row: &AnyRow) -> Result<PublishedDocument, StoreError> {
-    let hex: String = row
-        .try_get("hash")
-        .map_err(StoreError::db("published: hash"))?;
-    let text: String = row
-        .try_get("text")
-        .map_err(StoreError::db("published: text"))?;
+    let columns = Columns::new(row, "published");
+    let hex: String = columns.get("hash")?;
+    let text: String = columns.get("text")?;
     let hash = crate::records::parse_hash("published_documents.hash", &hex)?;
     let document = VerifiedDocument::verify(&hash, text.as_bytes())
         .map_err(|error| StoreError::corrupt(format!("published document {hash}: {error}")))?;
     Ok(PublishedDocument {
-        seq: row
-            .try_get("seq")
-            .map_err(StoreError::db("published: seq"))?,
+        seq: columns.get("seq")?,
         document,
-        peer: row
-            .try_get("peer")
-            .map_err(StoreError::db("published: peer"))?,
-        published_at_ms: row
-            .try_get("published_at")
-            .map_err(StoreError::db("published: published_at"))?,
+        peer: columns.get("peer")?,
+        published_at_ms: columns.get("published_at")?,
     })
 }
 
 fn read_peer(row: &AnyRow) -> Result<PeerState, StoreError> {
-    Ok(PeerState {
-        url: row.try_get("url").map_err(StoreError::db("peer: url"))?,
-        last_seq: row
-            .try_get("last_seq")
-            .map_err(StoreError::db("peer: last_seq"))?,
-        synced_at_ms: row
-            .try_get("synced_at")
-            .map_err(StoreError::db("peer: synced_at"))?,
-        errors: row
-            .try_get("errors")
-            .map_err(StoreError::db("peer: errors"))?,
-        last_error: row
-            .try_get("last_error")
-            .map_err(StoreError::db("peer: last_error"))?,
-        rejected: row
-            .try_get("rejected")
-            .map_err(StoreError::db("peer: rejected"))?,
-    })
+    let columns = Columns::new(row, "peer");
+    Ok(from_columns!(columns => PeerState {
+        url, last_seq,
+        synced_at_ms: columns.get("synced_at")?,
+        errors, last_error, rejected,
+    }))
 }
 
 /// `text` with LIKE's wildcards and the escape character escaped (for `ESCAPE '\'`).

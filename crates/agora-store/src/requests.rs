@@ -9,11 +9,11 @@
 //! demand) so reading them stays cheap however long the log grows.
 
 use agora_protocol::ProtocolHash;
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::conversations::ConversationRow;
 use crate::records::{parse_hash, parse_optional_hash};
+use crate::sql::{Columns, fetch_all, fetch_optional, from_columns};
 
 mod batch;
 
@@ -73,30 +73,23 @@ impl Store {
     /// The usage counters for `hash` (all zero when it was never used).
     pub async fn usage(&self, hash: &ProtocolHash) -> Result<ProtocolUsage, StoreError> {
         self.flush_requests().await;
-        let row = sqlx::query(&format!(
-            "SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1"
-        ))
-        .bind(hash.to_hex())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(StoreError::db("usage: select"))?;
-        match row {
-            Some(row) => usage_from_row(&row).map(|(_, usage)| usage),
-            None => Ok(ProtocolUsage::default()),
-        }
+        let sql = format!("SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1");
+        let statement = sqlx::query(&sql).bind(hash.to_hex());
+        let usage = fetch_optional(&self.pool, statement, "usage: select", usage_from_row).await?;
+        Ok(usage.map(|(_, usage)| usage).unwrap_or_default())
     }
 
     /// The usage counters of every protocol ever used, ordered by hash.
     pub async fn usage_all(&self) -> Result<Vec<(ProtocolHash, ProtocolUsage)>, StoreError> {
         self.flush_requests().await;
-        let rows = sqlx::query(&format!("SELECT {USAGE_COLUMNS} FROM protocol_usage"))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::db("usage_all: select"))?;
-        let mut usage = rows
-            .iter()
-            .map(usage_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let sql = format!("SELECT {USAGE_COLUMNS} FROM protocol_usage");
+        let mut usage = fetch_all(
+            &self.pool,
+            sqlx::query(&sql),
+            "usage_all: select",
+            usage_from_row,
+        )
+        .await?;
         // Sorted here rather than in SQL: Postgres may order text by locale, SQLite by bytes.
         usage.sort_by_key(|(hash, _)| *hash);
         Ok(usage)
@@ -105,76 +98,45 @@ impl Store {
     /// The latest `limit` requests, newest first (a negative limit means none).
     pub async fn recent_requests(&self, limit: i64) -> Result<Vec<RequestRecord>, StoreError> {
         self.flush_requests().await;
-        let rows = sqlx::query(
+        let statement = sqlx::query(
             "SELECT query_id, node, protocol_hash, channel, path, status, llm_calls, \
              prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \
              routine_error FROM requests ORDER BY created_at DESC, id DESC LIMIT $1",
         )
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
+        .bind(limit.max(0));
+        fetch_all(
+            &self.pool,
+            statement,
+            "recent_requests: select",
+            request_from_row,
+        )
         .await
-        .map_err(StoreError::db("recent_requests: select"))?;
-        rows.iter().map(request_from_row).collect()
     }
 }
 
 fn usage_from_row(row: &AnyRow) -> Result<(ProtocolHash, ProtocolUsage), StoreError> {
-    let int = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column)
-            .map_err(StoreError::db("usage: read column"))
-    };
-    let hash: String = row
-        .try_get("hash")
-        .map_err(StoreError::db("usage: read column"))?;
-    let usage = ProtocolUsage {
-        requests: int("requests")?,
-        llm: int("llm")?,
-        routine: int("routine")?,
-        fallback: int("fallback")?,
-        rejected: int("rejected")?,
-        failed: int("failed")?,
-        llm_prompt_tokens: int("llm_prompt_tokens")?,
-        llm_completion_tokens: int("llm_completion_tokens")?,
-        llm_cost_usd: row
-            .try_get("llm_cost_usd")
-            .map_err(StoreError::db("usage: read column"))?,
-        last_used_ms: int("last_used")?,
-    };
+    let columns = Columns::new(row, "usage: read column");
+    let hash: String = columns.get("hash")?;
+    let usage = from_columns!(columns => ProtocolUsage {
+        requests, llm, routine, fallback, rejected, failed, llm_prompt_tokens,
+        llm_completion_tokens, llm_cost_usd,
+        last_used_ms: columns.get("last_used")?,
+    });
     Ok((parse_hash("protocol_usage.hash", &hash)?, usage))
 }
 
 fn request_from_row(row: &AnyRow) -> Result<RequestRecord, StoreError> {
-    let int = |column: &'static str| -> Result<i64, StoreError> {
-        row.try_get(column)
-            .map_err(StoreError::db("requests: read column"))
-    };
-    let text = |column: &'static str| -> Result<String, StoreError> {
-        row.try_get(column)
-            .map_err(StoreError::db("requests: read column"))
-    };
-    let protocol_hash: Option<String> = row
-        .try_get("protocol_hash")
-        .map_err(StoreError::db("requests: read column"))?;
-    Ok(RequestRecord {
-        query_id: text("query_id")?,
-        node: text("node")?,
-        protocol_hash: parse_optional_hash("requests.protocol_hash", protocol_hash)?,
-        channel: text("channel")?,
-        path: RequestPath::from_column("requests.path", &text("path")?)?,
-        status: text("status")?,
-        llm_calls: int("llm_calls")?,
-        prompt_tokens: int("prompt_tokens")?,
-        completion_tokens: int("completion_tokens")?,
-        cost_usd: row
-            .try_get("cost_usd")
-            .map_err(StoreError::db("requests: read column"))?,
-        latency_ms: int("latency_ms")?,
-        created_at_ms: int("created_at")?,
-        routine_id: row
-            .try_get("routine_id")
-            .map_err(StoreError::db("requests: read column"))?,
-        routine_error: row
-            .try_get("routine_error")
-            .map_err(StoreError::db("requests: read column"))?,
-    })
+    let columns = Columns::new(row, "requests: read column");
+    Ok(from_columns!(columns => RequestRecord {
+        query_id, node,
+        protocol_hash: parse_optional_hash(
+            "requests.protocol_hash",
+            columns.get("protocol_hash")?,
+        )?,
+        channel,
+        path: RequestPath::from_column("requests.path", &columns.get::<String>("path")?)?,
+        status, llm_calls, prompt_tokens, completion_tokens, cost_usd, latency_ms,
+        created_at_ms: columns.get("created_at")?,
+        routine_id, routine_error,
+    }))
 }

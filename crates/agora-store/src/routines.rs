@@ -16,10 +16,11 @@
 //! few MiB), only [`Store::routine_code`] does, and the counters bumped with every request update
 //! a small row (SQLite rewrites a whole row to change one column).
 
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
 
 use crate::records::parse_hash;
+use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional};
 use crate::{
     NewRoutine, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, Store,
     StoreError,
@@ -40,11 +41,7 @@ impl Store {
         let _writer = self.writer().await;
         let tools = serde_json::to_string(&routine.tools)
             .map_err(|error| StoreError::Database(format!("add_routine: tools: {error}")))?;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("add_routine: begin"))?;
+        let mut tx = self.begin("add_routine").await?;
         let taken = sqlx::query("SELECT id FROM routines WHERE name = $1")
             .bind(&routine.name)
             .fetch_optional(&mut *tx)
@@ -79,9 +76,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::db("add_routine: insert"))?;
-        let id: i64 = row
-            .try_get("id")
-            .map_err(StoreError::db("add_routine: id"))?;
+        let id: i64 = Columns::new(&row, "add_routine").get("id")?;
         sqlx::query("INSERT INTO routine_code (routine_id, source, component) VALUES ($1, $2, $3)")
             .bind(id)
             .bind(routine.code.source.as_deref())
@@ -90,9 +85,7 @@ impl Store {
             .await
             .map_err(StoreError::db("add_routine: insert the code"))?;
         bump_version(&mut tx).await?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("add_routine: commit"))?;
+        commit(tx, "add_routine").await?;
         Ok(Routine {
             id,
             name: routine.name.clone(),
@@ -115,59 +108,51 @@ impl Store {
     /// Every routine, oldest first, without code.
     pub async fn routines(&self) -> Result<Vec<Routine>, StoreError> {
         self.flush_requests().await;
-        let rows = sqlx::query(&format!(
-            "SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("routines: select"))?;
-        rows.iter().map(routine_from_row).collect()
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id");
+        let statement = sqlx::query(&sql);
+        fetch_all(&self.pool, statement, "routines: select", routine_from_row).await
     }
 
     /// The routine with this id, without code.
     pub async fn routine(&self, id: i64) -> Result<Option<Routine>, StoreError> {
         self.flush_requests().await;
-        let row = sqlx::query(&format!(
-            "SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1");
+        fetch_optional(
+            &self.pool,
+            sqlx::query(&sql).bind(id),
+            "routine: select",
+            routine_from_row,
+        )
         .await
-        .map_err(StoreError::db("routine: select"))?;
-        row.as_ref().map(routine_from_row).transpose()
     }
 
     /// The routine with this name, without code.
     pub async fn routine_named(&self, name: &str) -> Result<Option<Routine>, StoreError> {
         self.flush_requests().await;
-        let row = sqlx::query(&format!(
-            "SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1"
-        ))
-        .bind(name)
-        .fetch_optional(&self.pool)
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1");
+        let statement = sqlx::query(&sql).bind(name);
+        fetch_optional(
+            &self.pool,
+            statement,
+            "routine_named: select",
+            routine_from_row,
+        )
         .await
-        .map_err(StoreError::db("routine_named: select"))?;
-        row.as_ref().map(routine_from_row).transpose()
     }
 
     /// The code of the routine with this id.
     pub async fn routine_code(&self, id: i64) -> Result<Option<RoutineCode>, StoreError> {
-        let row = sqlx::query("SELECT source, component FROM routine_code WHERE routine_id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::db("routine_code: select"))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        Ok(Some(RoutineCode {
-            source: row
-                .try_get("source")
-                .map_err(StoreError::db("routine_code: source"))?,
-            component: row
-                .try_get("component")
-                .map_err(StoreError::db("routine_code: component"))?,
-        }))
+        let statement =
+            sqlx::query("SELECT source, component FROM routine_code WHERE routine_id = $1")
+                .bind(id);
+        fetch_optional(&self.pool, statement, "routine_code: select", |row| {
+            let columns = Columns::new(row, "routine_code");
+            Ok(RoutineCode {
+                source: columns.get("source")?,
+                component: columns.get("component")?,
+            })
+        })
+        .await
     }
 
     /// Sets a routine's status; activating it disables the protocol's other active routine in
@@ -179,25 +164,20 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Routine>, StoreError> {
         let _writer = self.writer().await;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("set_routine_status: begin"))?;
-        let row = sqlx::query("SELECT protocol_hash, status FROM routines WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::db("set_routine_status: select"))?;
-        let Some(row) = row else {
+        let mut tx = self.begin("set_routine_status").await?;
+        let statement =
+            sqlx::query("SELECT protocol_hash, status FROM routines WHERE id = $1").bind(id);
+        let row = fetch_optional(&mut *tx, statement, "set_routine_status: select", |row| {
+            let columns = Columns::new(row, "set_routine_status");
+            Ok((
+                columns.get::<String>("protocol_hash")?,
+                columns.get::<String>("status")?,
+            ))
+        })
+        .await?;
+        let Some((hash, current)) = row else {
             return Ok(None);
         };
-        let hash: String = row
-            .try_get("protocol_hash")
-            .map_err(StoreError::db("set_routine_status: protocol_hash"))?;
-        let current: String = row
-            .try_get("status")
-            .map_err(StoreError::db("set_routine_status: status"))?;
         if current != status.as_str() {
             if status == RoutineStatus::Active {
                 disable_active(&mut tx, &hash, now_ms).await?;
@@ -211,33 +191,20 @@ impl Store {
                 .map_err(StoreError::db("set_routine_status: update"))?;
             bump_version(&mut tx).await?;
         }
-        tx.commit()
-            .await
-            .map_err(StoreError::db("set_routine_status: commit"))?;
+        commit(tx, "set_routine_status").await?;
         self.routine(id).await
     }
 
     /// Removes a routine; true if there was one.
     pub async fn delete_routine(&self, id: i64) -> Result<bool, StoreError> {
         let _writer = self.writer().await;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("delete_routine: begin"))?;
-        let deleted = sqlx::query("DELETE FROM routines WHERE id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::db("delete_routine: delete"))?
-            .rows_affected()
-            > 0;
+        let mut tx = self.begin("delete_routine").await?;
+        let statement = sqlx::query("DELETE FROM routines WHERE id = $1").bind(id);
+        let deleted = execute(&mut *tx, statement, "delete_routine: delete").await? > 0;
         if deleted {
             bump_version(&mut tx).await?;
         }
-        tx.commit()
-            .await
-            .map_err(StoreError::db("delete_routine: commit"))?;
+        commit(tx, "delete_routine").await?;
         Ok(deleted)
     }
 
@@ -247,8 +214,7 @@ impl Store {
             .fetch_one(&self.pool)
             .await
             .map_err(StoreError::db("routines_version: select"))?;
-        row.try_get("version")
-            .map_err(StoreError::db("routines_version: version"))
+        Columns::new(&row, "routines_version").get("version")
     }
 }
 
@@ -258,51 +224,43 @@ async fn disable_active(
     protocol_hash: &str,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    let statement = sqlx::query(
         "UPDATE routines SET status = 'disabled', updated_at = $2 \
          WHERE protocol_hash = $1 AND status = 'active'",
     )
     .bind(protocol_hash)
-    .bind(now_ms)
-    .execute(&mut *connection)
-    .await
-    .map_err(StoreError::db("disable the active routine"))?;
+    .bind(now_ms);
+    execute(&mut *connection, statement, "disable the active routine").await?;
     Ok(())
 }
 
 async fn bump_version(connection: &mut AnyConnection) -> Result<(), StoreError> {
-    sqlx::query("UPDATE routine_registry SET version = version + 1 WHERE id = 1")
-        .execute(&mut *connection)
-        .await
-        .map_err(StoreError::db("bump the routines version"))?;
+    let statement = sqlx::query("UPDATE routine_registry SET version = version + 1 WHERE id = 1");
+    execute(&mut *connection, statement, "bump the routines version").await?;
     Ok(())
 }
 
 fn routine_from_row(row: &AnyRow) -> Result<Routine, StoreError> {
-    let read = || StoreError::db("routines: read column");
-    let text = |column: &'static str| -> Result<String, StoreError> {
-        row.try_get(column).map_err(read())
-    };
-    let int =
-        |column: &'static str| -> Result<i64, StoreError> { row.try_get(column).map_err(read()) };
+    let columns = Columns::new(row, "routines: read column");
+    let text = |column: &'static str| columns.get::<String>(column);
     let name = text("name")?;
     let tools: Vec<String> = serde_json::from_str(&text("tools")?)
         .map_err(|error| StoreError::corrupt(format!("routines.tools of {name:?}: {error}")))?;
     Ok(Routine {
-        id: int("id")?,
+        id: columns.get("id")?,
         protocol_hash: parse_hash("routines.protocol_hash", &text("protocol_hash")?)?,
         language: RoutineLanguage::from_column("routines.language", &text("language")?)?,
         tools,
-        timeout_ms: int("timeout_ms")?,
-        memory_bytes: int("memory_bytes")?,
+        timeout_ms: columns.get("timeout_ms")?,
+        memory_bytes: columns.get("memory_bytes")?,
         origin: RoutineOrigin::from_column("routines.origin", &text("origin")?)?,
         status: RoutineStatus::from_column("routines.status", &text("status")?)?,
-        runs: int("runs")?,
-        failures: int("failures")?,
-        last_error: row.try_get("last_error").map_err(read())?,
-        last_failure_at_ms: row.try_get("last_failure_at").map_err(read())?,
-        created_at_ms: int("created_at")?,
-        updated_at_ms: int("updated_at")?,
+        runs: columns.get("runs")?,
+        failures: columns.get("failures")?,
+        last_error: columns.get("last_error")?,
+        last_failure_at_ms: columns.get("last_failure_at")?,
+        created_at_ms: columns.get("created_at")?,
+        updated_at_ms: columns.get("updated_at")?,
         name,
     })
 }

@@ -6,10 +6,10 @@
 //! `agora stats`.
 
 use agora_protocol::ProtocolHash;
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::records::parse_optional_hash;
+use crate::sql::{Columns, execute, fetch_all, fetch_optional, from_columns};
 use crate::{Store, StoreError};
 
 /// What the sender remembers about one task sent to one target.
@@ -94,17 +94,20 @@ impl Store {
         target: &str,
         task: &str,
     ) -> Result<Option<SenderMemory>, StoreError> {
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
              negotiation_requested, next_negotiation_at, updated_at FROM sender_memory \
              WHERE target = $1 AND task = $2",
         )
         .bind(target)
-        .bind(task)
-        .fetch_optional(&self.pool)
+        .bind(task);
+        fetch_optional(
+            &self.pool,
+            statement,
+            "sender_memory: select",
+            memory_from_row,
+        )
         .await
-        .map_err(StoreError::db("sender_memory: select"))?;
-        row.as_ref().map(memory_from_row).transpose()
     }
 
     /// Every memory of `task` (all targets) that has a protocol in use.
@@ -112,23 +115,26 @@ impl Store {
         &self,
         task: &str,
     ) -> Result<Vec<SenderMemory>, StoreError> {
-        let rows = sqlx::query(
+        let statement = sqlx::query(
             "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
              negotiation_requested, next_negotiation_at, updated_at FROM sender_memory \
              WHERE task = $1 AND protocol_hash IS NOT NULL ORDER BY target",
         )
-        .bind(task)
-        .fetch_all(&self.pool)
+        .bind(task);
+        fetch_all(
+            &self.pool,
+            statement,
+            "sender_protocols_for_task: select",
+            memory_from_row,
+        )
         .await
-        .map_err(StoreError::db("sender_protocols_for_task: select"))?;
-        rows.iter().map(memory_from_row).collect()
     }
 
     /// Stores the memory of a (target, task), replacing what was there.
     pub async fn put_sender_memory(&self, memory: &SenderMemory) -> Result<(), StoreError> {
         let _writer = self.writer().await;
         let sources = serde_json::Value::from(memory.protocol_sources.clone()).to_string();
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO sender_memory (target, task, uses, protocol_hash, protocol_sources, \
              explored, rejected, negotiation_requested, next_negotiation_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
@@ -147,17 +153,15 @@ impl Store {
         .bind(hashes_to_json(&memory.rejected))
         .bind(i64::from(memory.negotiation_requested))
         .bind(memory.next_negotiation_at)
-        .bind(memory.updated_at_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("put_sender_memory"))?;
+        .bind(memory.updated_at_ms);
+        execute(&self.pool, statement, "put_sender_memory").await?;
         Ok(())
     }
 
     /// Appends a task run to the log.
     pub async fn record_sender_run(&self, run: &SenderRun) -> Result<(), StoreError> {
         let _writer = self.writer().await;
-        sqlx::query(
+        let statement = sqlx::query(
             "INSERT INTO sender_runs (target, task, rung, steps, protocol_hash, outcome, error, \
              llm_calls, tokens, cost_usd, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -172,38 +176,26 @@ impl Store {
         .bind(run.llm_calls)
         .bind(run.tokens)
         .bind(run.cost_usd)
-        .bind(run.created_at_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("record_sender_run"))?;
+        .bind(run.created_at_ms);
+        execute(&self.pool, statement, "record_sender_run").await?;
         Ok(())
     }
 
     /// The log's totals per (target, task, rung), ordered by them.
     pub async fn sender_totals(&self) -> Result<Vec<SenderTotals>, StoreError> {
-        let rows = sqlx::query(
+        let statement = sqlx::query(
             "SELECT target, task, rung, CAST(COUNT(*) AS BIGINT) AS runs, \
              CAST(SUM(CASE WHEN outcome = 'success' THEN 1 ELSE 0 END) AS BIGINT) AS successes, \
              CAST(SUM(llm_calls) AS BIGINT) AS llm_calls, CAST(SUM(tokens) AS BIGINT) AS tokens \
              FROM sender_runs GROUP BY target, task, rung ORDER BY target, task, rung",
-        )
-        .fetch_all(&self.pool)
+        );
+        fetch_all(&self.pool, statement, "sender_totals", |row| {
+            let columns = Columns::new(row, "sender_totals: read");
+            Ok(from_columns!(columns => SenderTotals {
+                target, task, rung, runs, successes, llm_calls, tokens,
+            }))
+        })
         .await
-        .map_err(StoreError::db("sender_totals"))?;
-        rows.iter()
-            .map(|row| {
-                let read = |e| StoreError::Database(format!("sender_totals: read: {e}"));
-                Ok(SenderTotals {
-                    target: row.try_get("target").map_err(read)?,
-                    task: row.try_get("task").map_err(read)?,
-                    rung: row.try_get("rung").map_err(read)?,
-                    runs: row.try_get("runs").map_err(read)?,
-                    successes: row.try_get("successes").map_err(read)?,
-                    llm_calls: row.try_get("llm_calls").map_err(read)?,
-                    tokens: row.try_get("tokens").map_err(read)?,
-                })
-            })
-            .collect()
     }
 
     /// The log's newest `limit` runs of `task` to `target`, oldest first.
@@ -213,55 +205,45 @@ impl Store {
         task: &str,
         limit: i64,
     ) -> Result<Vec<SenderRun>, StoreError> {
-        let rows = sqlx::query(
+        let statement = sqlx::query(
             "SELECT target, task, rung, steps, protocol_hash, outcome, error, llm_calls, tokens, \
              cost_usd, created_at FROM sender_runs WHERE target = $1 AND task = $2 \
              ORDER BY id DESC LIMIT $3",
         )
         .bind(target)
         .bind(task)
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_runs: select"))?;
-        let mut runs = rows
-            .iter()
-            .map(|row| {
-                let read = |e| StoreError::Database(format!("sender_runs: read: {e}"));
-                let hash: Option<String> = row.try_get("protocol_hash").map_err(read)?;
-                Ok(SenderRun {
-                    target: row.try_get("target").map_err(read)?,
-                    task: row.try_get("task").map_err(read)?,
-                    rung: row.try_get("rung").map_err(read)?,
-                    steps: row.try_get("steps").map_err(read)?,
-                    protocol_hash: parse_optional_hash("sender_runs.protocol_hash", hash)?,
-                    outcome: row.try_get("outcome").map_err(read)?,
-                    error: row.try_get("error").map_err(read)?,
-                    llm_calls: row.try_get("llm_calls").map_err(read)?,
-                    tokens: row.try_get("tokens").map_err(read)?,
-                    cost_usd: row.try_get("cost_usd").map_err(read)?,
-                    created_at_ms: row.try_get("created_at").map_err(read)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        .bind(limit.max(0));
+        let mut runs =
+            fetch_all(&self.pool, statement, "sender_runs: select", run_from_row).await?;
         runs.reverse();
         Ok(runs)
     }
 }
 
+fn run_from_row(row: &AnyRow) -> Result<SenderRun, StoreError> {
+    let columns = Columns::new(row, "sender_runs: read");
+    Ok(from_columns!(columns => SenderRun {
+        target, task, rung, steps,
+        protocol_hash: parse_optional_hash(
+            "sender_runs.protocol_hash",
+            columns.get("protocol_hash")?,
+        )?,
+        outcome, error, llm_calls, tokens, cost_usd,
+        created_at_ms: columns.get("created_at")?,
+    }))
+}
+
 fn memory_from_row(row: &AnyRow) -> Result<SenderMemory, StoreError> {
-    let read = |e| StoreError::Database(format!("sender_memory: read: {e}"));
-    let hash: Option<String> = row.try_get("protocol_hash").map_err(read)?;
-    let sources: String = row.try_get("protocol_sources").map_err(read)?;
-    let rejected: String = row.try_get("rejected").map_err(read)?;
-    let explored: i64 = row.try_get("explored").map_err(read)?;
-    let requested: i64 = row.try_get("negotiation_requested").map_err(read)?;
+    let columns = Columns::new(row, "sender_memory: read");
+    let hash: Option<String> = columns.get("protocol_hash")?;
+    let sources: String = columns.get("protocol_sources")?;
+    let rejected: String = columns.get("rejected")?;
+    let explored: i64 = columns.get("explored")?;
+    let requested: i64 = columns.get("negotiation_requested")?;
     let rejected: Vec<String> = serde_json::from_str(&rejected)
         .map_err(|e| StoreError::corrupt(format!("sender_memory.rejected: {e}")))?;
-    Ok(SenderMemory {
-        target: row.try_get("target").map_err(read)?,
-        task: row.try_get("task").map_err(read)?,
-        uses: row.try_get("uses").map_err(read)?,
+    Ok(from_columns!(columns => SenderMemory {
+        target, task, uses,
         protocol_hash: parse_optional_hash("sender_memory.protocol_hash", hash)?,
         protocol_sources: serde_json::from_str(&sources)
             .map_err(|e| StoreError::corrupt(format!("sender_memory.protocol_sources: {e}")))?,
@@ -274,7 +256,7 @@ fn memory_from_row(row: &AnyRow) -> Result<SenderMemory, StoreError> {
             })
             .collect::<Result<_, _>>()?,
         negotiation_requested: requested != 0,
-        next_negotiation_at: row.try_get("next_negotiation_at").map_err(read)?,
-        updated_at_ms: row.try_get("updated_at").map_err(read)?,
-    })
+        next_negotiation_at,
+        updated_at_ms: columns.get("updated_at")?,
+    }))
 }

@@ -10,11 +10,11 @@
 
 use agora_protocol::ProtocolHash;
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::programming::{get, key, prune_examples};
 use crate::records::parse_hash;
+use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional};
 use crate::{SenderRoutineAttempt, Store, StoreError};
 
 const EXAMPLE_COLUMNS: &str =
@@ -107,11 +107,7 @@ impl Store {
         let _writer = self.writer().await;
         let key = &example.key;
         let hash = key.protocol_hash.to_hex();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("add_sender_example: begin"))?;
+        let mut tx = self.begin("add_sender_example").await?;
         let row = sqlx::query(
             "INSERT INTO sender_examples (target, task, protocol_hash, data, body, reply, output, \
              created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -127,13 +123,9 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::db("add_sender_example: insert"))?;
-        let id: i64 = row
-            .try_get("id")
-            .map_err(StoreError::db("add_sender_example: id"))?;
+        let id = Columns::new(&row, "add_sender_example").get("id")?;
         prune_examples(&mut tx, key, keep, "add_sender_example: prune").await?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("add_sender_example: commit"))?;
+        commit(tx, "add_sender_example").await?;
         Ok(id)
     }
 
@@ -157,11 +149,7 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let _writer = self.writer().await;
         let hash = key.protocol_hash.to_hex();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(StoreError::db("add_sender_routine: begin"))?;
+        let mut tx = self.begin("add_sender_routine").await?;
         sqlx::query(
             "UPDATE sender_routines SET status = 'disabled', updated_at = $4 WHERE target = $1 \
              AND task = $2 AND protocol_hash = $3 AND status = 'active'",
@@ -187,12 +175,8 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(StoreError::db("add_sender_routine: insert"))?;
-        let id: i64 = row
-            .try_get("id")
-            .map_err(StoreError::db("add_sender_routine: id"))?;
-        tx.commit()
-            .await
-            .map_err(StoreError::db("add_sender_routine: commit"))?;
+        let id = Columns::new(&row, "add_sender_routine").get("id")?;
+        commit(tx, "add_sender_routine").await?;
         Ok(id)
     }
 
@@ -201,40 +185,38 @@ impl Store {
         &self,
         key: &SenderKey,
     ) -> Result<Option<SenderRoutine>, StoreError> {
-        let row = sqlx::query(&format!(
+        let sql = format!(
             "SELECT {ROUTINE_COLUMNS} FROM sender_routines WHERE target = $1 AND task = $2 \
              AND protocol_hash = $3 AND status = 'active'"
-        ))
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(key.protocol_hash.to_hex())
-        .fetch_optional(&self.pool)
+        );
+        let statement = sqlx::query(&sql)
+            .bind(&key.target)
+            .bind(&key.task)
+            .bind(key.protocol_hash.to_hex());
+        fetch_optional(
+            &self.pool,
+            statement,
+            "active_sender_routine",
+            routine_from_row,
+        )
         .await
-        .map_err(StoreError::db("active_sender_routine"))?;
-        row.as_ref().map(routine_from_row).transpose()
     }
 
     /// Every sender routine, oldest first, without components.
     pub async fn sender_routines(&self) -> Result<Vec<SenderRoutine>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {ROUTINE_COLUMNS} FROM sender_routines ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("sender_routines"))?;
-        rows.iter().map(routine_from_row).collect()
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM sender_routines ORDER BY id");
+        let statement = sqlx::query(&sql);
+        fetch_all(&self.pool, statement, "sender_routines", routine_from_row).await
     }
 
     /// The built component of a sender routine.
     pub async fn sender_routine_component(&self, id: i64) -> Result<Vec<u8>, StoreError> {
-        let row = sqlx::query("SELECT component FROM sender_routines WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::db("sender_routine_component"))?
-            .ok_or_else(|| StoreError::corrupt(format!("no sender routine {id}")))?;
-        row.try_get("component")
-            .map_err(StoreError::db("sender_routine_component: read"))
+        let statement = sqlx::query("SELECT component FROM sender_routines WHERE id = $1").bind(id);
+        fetch_optional(&self.pool, statement, "sender_routine_component", |row| {
+            Columns::new(row, "sender_routine_component: read").get("component")
+        })
+        .await?
+        .ok_or_else(|| StoreError::corrupt(format!("no sender routine {id}")))
     }
 
     /// Counts a run of a sender routine (a failure when `error` is set); returns its failures.
@@ -246,7 +228,7 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let _writer = self.writer().await;
         let failed = i64::from(error.is_some());
-        let row = sqlx::query(
+        let statement = sqlx::query(
             "UPDATE sender_routines SET runs = runs + 1, failures = failures + $2, \
              last_error = COALESCE($3, last_error), updated_at = $4 WHERE id = $1 \
              RETURNING failures",
@@ -254,29 +236,23 @@ impl Store {
         .bind(id)
         .bind(failed)
         .bind(error)
-        .bind(now_ms)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(StoreError::db("record_sender_routine_run"))?;
-        match row {
-            Some(row) => row
-                .try_get("failures")
-                .map_err(StoreError::db("record_sender_routine_run: read")),
-            None => Ok(0),
-        }
+        .bind(now_ms);
+        let failures = fetch_optional(&self.pool, statement, "record_sender_routine_run", |row| {
+            Columns::new(row, "record_sender_routine_run: read").get("failures")
+        })
+        .await?;
+        Ok(failures.unwrap_or(0))
     }
 
     /// Disables a sender routine.
     pub async fn disable_sender_routine(&self, id: i64, now_ms: i64) -> Result<(), StoreError> {
         let _writer = self.writer().await;
-        sqlx::query(
+        let statement = sqlx::query(
             "UPDATE sender_routines SET status = 'disabled', updated_at = $2 WHERE id = $1",
         )
         .bind(id)
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::db("disable_sender_routine"))?;
+        .bind(now_ms);
+        execute(&self.pool, statement, "disable_sender_routine").await?;
         Ok(())
     }
 

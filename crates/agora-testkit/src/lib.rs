@@ -20,7 +20,8 @@ use std::sync::Arc;
 use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
 use agora_node::{Clock, Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
-use agora_store::Store;
+use agora_protocol::ProtocolHash;
+use agora_store::{Decision, SenderMemory, Store};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -49,6 +50,28 @@ pub fn local_llm() -> Arc<dyn Llm> {
 /// The built-in weather tool as the tests configure it (seed 7).
 pub fn weather_tool() -> agora_node::ToolConfig {
     agora_node::ToolConfig::builtin("weather_forecast", "weather_forecast", 7)
+}
+
+/// The categories of the LLM calls `node` recorded (`conversation`, `checking`, ...), oldest
+/// first.
+pub async fn llm_categories(node: &Node) -> Vec<String> {
+    let calls = node.store().llm_calls(None).await;
+    let calls = calls.expect("the ledger of a test store can be read");
+    calls.into_iter().map(|call| call.category).collect()
+}
+
+/// What `node` remembers of `task` sent to `target`; panics if it never sent it there.
+pub async fn sender_memory(node: &Node, target: &str, task: &str) -> SenderMemory {
+    let memory = node.store().sender_memory(target, task).await;
+    let memory = memory.expect("the sender memory of a test store can be read");
+    memory.expect("the task was sent to the target")
+}
+
+/// The suitability decision `node` recorded for `hash`; panics if there is none.
+pub async fn suitability(node: &Node, hash: &ProtocolHash) -> Decision {
+    let decision = node.store().suitability(hash).await;
+    let decision = decision.expect("the decisions of a test store can be read");
+    decision.expect("a decision was stored")
 }
 
 /// A temporary folder for a test's store; removed on drop.
@@ -237,6 +260,13 @@ impl TestServer {
         let status = response.status().as_u16();
         let value = response.json().await.unwrap_or(serde_json::Value::Null);
         (status, value)
+    }
+
+    /// GETs a path and returns the body as text (`/metrics`, `/.wellknown`, ...).
+    pub async fn get_text(&self, path: &str) -> String {
+        let response = reqwest::get(format!("{}{}", self.url, path)).await;
+        let response = response.expect("the test server answers");
+        response.text().await.expect("the body is text")
     }
 }
 

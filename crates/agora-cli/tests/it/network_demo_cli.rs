@@ -61,13 +61,34 @@ fn the_network_demo_replays_a_cassette_and_reports() {
         .arg(&report)
         .output()
         .unwrap();
+    assert_succeeded(&output);
+    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(markdown.contains("54"), "{markdown}");
+}
+
+/// Fails the test with the command's stderr unless it succeeded.
+fn assert_succeeded(output: &std::process::Output) {
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let markdown = std::fs::read_to_string(report.join("report.md")).unwrap();
-    assert!(markdown.contains("54"), "{markdown}");
+}
+
+/// Runs `agora demo network` with `args`, its folder and record in `dir`; the run must fail, and
+/// its stderr is returned.
+fn failed_demo(dir: &Path, args: &[&str]) -> String {
+    let output = agora()
+        .args(["demo", "network", "--no-progress"])
+        .args(args)
+        .arg("--dir")
+        .arg(dir.join("network"))
+        .arg("--out")
+        .arg(dir.join("run.json"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -75,24 +96,8 @@ fn a_cassette_missing_a_call_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
-    let output = agora()
-        .args([
-            "demo",
-            "network",
-            "--queries",
-            "1",
-            "--no-progress",
-            "--llm",
-        ])
-        .arg(format!("replay:{}", empty.display()))
-        .arg("--dir")
-        .arg(dir.path().join("network"))
-        .arg("--out")
-        .arg(dir.path().join("run.json"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let replay = format!("replay:{}", empty.display());
+    let stderr = failed_demo(dir.path(), &["--queries", "1", "--llm", &replay]);
     assert!(stderr.contains("the cassette holds no answer"), "{stderr}");
 }
 
@@ -155,18 +160,18 @@ fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
 #[test]
 fn worker_processes_refuse_to_record() {
     let dir = tempfile::tempdir().unwrap();
-    let output = agora()
-        .args(["demo", "network", "--no-progress", "--processes", "2"])
-        .args(["--llm", "http://127.0.0.1:9/v1", "--record"])
-        .arg(dir.path().join("cassette.jsonl"))
-        .arg("--dir")
-        .arg(dir.path().join("network"))
-        .arg("--out")
-        .arg(dir.path().join("run.json"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let cassette = dir.path().join("cassette.jsonl");
+    let stderr = failed_demo(
+        dir.path(),
+        &[
+            "--processes",
+            "2",
+            "--llm",
+            "http://127.0.0.1:9/v1",
+            "--record",
+            &cassette.to_string_lossy(),
+        ],
+    );
     assert!(
         stderr.contains("--record needs the one-process mode"),
         "{stderr}"
@@ -191,11 +196,7 @@ fn a_generated_screenplay_and_the_judge_from_the_command_line() {
         ])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let entries: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
     let queries = entries
         .iter()

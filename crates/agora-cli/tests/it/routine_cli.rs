@@ -87,6 +87,15 @@ impl Cli {
     }
 }
 
+/// `agora routine add` of the weather routine's JavaScript file under the weather protocol.
+const ADD_WEATHER_JS: [&str; 5] = [
+    "routine",
+    "add",
+    "--protocol",
+    "protocols/weather-forecast.md",
+    "routines/weather-forecast/routine.js",
+];
+
 #[test]
 fn routines_are_added_listed_tested_switched_and_removed() {
     let cli = Cli::new();
@@ -94,12 +103,7 @@ fn routines_are_added_listed_tested_switched_and_removed() {
     let added = cli.ok(&["routine", "add", "routines/weather-forecast"]);
     assert!(added.contains("added routine weather-forecast"), "{added}");
     // A single file, with everything on the command line.
-    cli.ok(&[
-        "routine",
-        "add",
-        "--protocol",
-        "protocols/weather-forecast.md",
-        "routines/weather-forecast/routine.js",
+    let options = [
         "--tools",
         "weather_forecast",
         "--name",
@@ -109,7 +113,8 @@ fn routines_are_added_listed_tested_switched_and_removed() {
         "--memory-mb",
         "32",
         "--disabled",
-    ]);
+    ];
+    cli.ok(&[&ADD_WEATHER_JS[..], &options].concat());
 
     let table = cli.ok(&["routine", "list"]);
     assert!(
@@ -195,15 +200,7 @@ fn bad_routines_are_refused_with_a_reason() {
         broken.to_str().unwrap(),
     ]);
     assert!(error.contains("does not build"), "{error}");
-    let error = cli.fails(&[
-        "routine",
-        "add",
-        "--protocol",
-        "protocols/weather-forecast.md",
-        "routines/weather-forecast/routine.js",
-        "--tools",
-        "teleport",
-    ]);
+    let error = cli.fails(&[&ADD_WEATHER_JS[..], &["--tools", "teleport"]].concat());
     assert!(error.contains("unknown tool \"teleport\""), "{error}");
     let error = cli.fails(&["routine", "disable", "nope"]);
     assert!(error.contains("no routine \"nope\""), "{error}");

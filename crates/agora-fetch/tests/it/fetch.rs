@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use agora_fetch::{AddressClass, FetchError, FetchPolicy, Fetcher};
+use agora_fetch::{AddressClass, FetchError, FetchPolicy, Fetched, Fetcher};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Path;
@@ -25,6 +25,11 @@ struct TestServer {
 }
 
 impl TestServer {
+    /// Fetches `path` from this server with `fetcher`.
+    async fn fetch(&self, fetcher: &Fetcher, path: &str) -> Result<Fetched, FetchError> {
+        fetcher.fetch_text(&self.url(path)).await
+    }
+
     async fn start() -> TestServer {
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
@@ -141,6 +146,15 @@ fn loopback_fetcher() -> Fetcher {
     Fetcher::new(FetchPolicy::default().allowing_loopback()).expect("client builds")
 }
 
+/// Asserts that a fetch was refused for its URL's `scheme`.
+fn assert_scheme_refused(result: Result<Fetched, FetchError>, scheme: &str) {
+    let error = result.expect_err("the scheme is refused");
+    assert!(
+        matches!(&error, FetchError::SchemeNotAllowed(s) if s == scheme),
+        "{error:?}"
+    );
+}
+
 fn assert_refused(
     result: Result<agora_fetch::Fetched, FetchError>,
     address: &str,
@@ -163,8 +177,8 @@ fn assert_refused(
 async fn default_policy_refuses_loopback_literal() {
     let server = TestServer::start().await;
     let fetcher = Fetcher::new(FetchPolicy::default()).expect("client builds");
-    let error = fetcher
-        .fetch_text(&server.url("/pd"))
+    let error = server
+        .fetch(&fetcher, "/pd")
         .await
         .expect_err("loopback is refused");
     assert_eq!(
@@ -191,8 +205,8 @@ async fn default_policy_refuses_names_that_resolve_to_loopback() {
 #[tokio::test]
 async fn allowlisted_loopback_fetches_exact_utf8_text() {
     let server = TestServer::start().await;
-    let fetched = loopback_fetcher()
-        .fetch_text(&server.url("/pd"))
+    let fetched = server
+        .fetch(&loopback_fetcher(), "/pd")
         .await
         .expect("fetch works");
     assert_eq!(fetched.text, PD);
@@ -253,19 +267,19 @@ async fn charsets_are_honoured_and_utf8_is_the_default() {
 async fn redirects_are_followed_up_to_the_limit() {
     let server = TestServer::start().await;
     let fetcher = loopback_fetcher();
-    let fetched = fetcher
-        .fetch_text(&server.url("/hop/2"))
+    let fetched = server
+        .fetch(&fetcher, "/hop/2")
         .await
         .expect("2 hops are fine");
     assert_eq!(fetched.text, PD);
     assert_eq!(fetched.final_url, server.url("/hop/0"));
-    let fetched = fetcher
-        .fetch_text(&server.url("/hop/3"))
+    let fetched = server
+        .fetch(&fetcher, "/hop/3")
         .await
         .expect("3 hops are the limit");
     assert_eq!(fetched.text, PD);
-    let error = fetcher
-        .fetch_text(&server.url("/hop/4"))
+    let error = server
+        .fetch(&fetcher, "/hop/4")
         .await
         .expect_err("4 hops are too many");
     assert!(
@@ -297,16 +311,9 @@ async fn redirect_hops_are_checked_before_sending() {
         "::ffff:127.0.0.1",
         AddressClass::Ipv4Mapped,
     );
-    let error = fetcher
-        .fetch_text(&server.url("/to-ftp"))
-        .await
-        .expect_err("ftp is refused");
-    assert!(
-        matches!(&error, FetchError::SchemeNotAllowed(scheme) if scheme == "ftp"),
-        "{error:?}"
-    );
-    let error = fetcher
-        .fetch_text(&server.url("/no-location"))
+    assert_scheme_refused(server.fetch(&fetcher, "/to-ftp").await, "ftp");
+    let error = server
+        .fetch(&fetcher, "/no-location")
         .await
         .expect_err("no Location");
     assert!(matches!(error, FetchError::Status(302)), "{error:?}");
@@ -341,8 +348,8 @@ async fn slow_servers_time_out() {
     };
     let fetcher = Fetcher::new(policy).expect("client builds");
     let started = Instant::now();
-    let error = fetcher
-        .fetch_text(&server.url("/slow"))
+    let error = server
+        .fetch(&fetcher, "/slow")
         .await
         .expect_err("server is too slow");
     assert!(matches!(error, FetchError::Timeout), "{error:?}");
@@ -353,23 +360,13 @@ async fn slow_servers_time_out() {
 async fn statuses_and_schemes_are_reported() {
     let server = TestServer::start().await;
     let fetcher = loopback_fetcher();
-    let error = fetcher
-        .fetch_text(&server.url("/missing"))
-        .await
-        .expect_err("404");
+    let error = server.fetch(&fetcher, "/missing").await.expect_err("404");
     assert!(matches!(error, FetchError::Status(404)), "{error:?}");
     for (url, scheme) in [
         ("ftp://127.0.0.1/pd", "ftp"),
         ("file:///etc/passwd", "file"),
     ] {
-        let error = fetcher
-            .fetch_text(url)
-            .await
-            .expect_err("scheme is refused");
-        assert!(
-            matches!(&error, FetchError::SchemeNotAllowed(s) if s == scheme),
-            "{error:?}"
-        );
+        assert_scheme_refused(fetcher.fetch_text(url).await, scheme);
     }
     let error = fetcher
         .fetch_text("not a url")
@@ -382,14 +379,7 @@ async fn statuses_and_schemes_are_reported() {
         ..FetchPolicy::default().allowing_loopback()
     };
     let fetcher = Fetcher::new(https_only).expect("client builds");
-    let error = fetcher
-        .fetch_text(&server.url("/pd"))
-        .await
-        .expect_err("http is off");
-    assert!(
-        matches!(&error, FetchError::SchemeNotAllowed(s) if s == "http"),
-        "{error:?}"
-    );
+    assert_scheme_refused(server.fetch(&fetcher, "/pd").await, "http");
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{Judge, Judged, data_number, dedup, field, film, judge_status, number, status};
 use crate::Verdict;
-use crate::mocks::{MockKind, weekday};
+use crate::mocks::{MockKind, WEEKDAYS, weekday};
 use crate::reference::RoomBooking;
 use crate::rules::{ServerRules, rules_of};
 
@@ -193,19 +193,10 @@ impl Judge<'_> {
         let Some(entries) = output.get("openingTimes").and_then(Value::as_array) else {
             return Ok(Verdict::Wrong("no openingTimes list".into()));
         };
-        const DAYS: [&str; 7] = [
-            "Monday",
-            "Tuesday",
-            "Wednesday",
-            "Thursday",
-            "Friday",
-            "Saturday",
-            "Sunday",
-        ];
         let mut seen = Vec::new();
         for entry in entries {
             let day = entry.get("day").and_then(Value::as_str).unwrap_or_default();
-            let Some(day) = DAYS.iter().find(|d| d.eq_ignore_ascii_case(day.trim())) else {
+            let Some(day) = WEEKDAYS.iter().find(|d| d.eq_ignore_ascii_case(day.trim())) else {
                 return Ok(Verdict::Wrong(format!("{day:?} is not a weekday")));
             };
             let hours = (
@@ -230,7 +221,7 @@ impl Judge<'_> {
             }
             seen.push(*day);
         }
-        let missing: Vec<&&str> = DAYS
+        let missing: Vec<&&str> = WEEKDAYS
             .iter()
             .filter(|d| **d != opening.closed && !seen.contains(d))
             .collect();

@@ -339,15 +339,7 @@ fn a_table_is_booked_in_opening_hours_and_once_per_slot() {
 fn opening_times_list_every_open_day() {
     let network = network();
     let mut judge = Judge::new(&network, SEED);
-    let days = [
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ];
+    let days = agora_judge::mocks::WEEKDAYS;
     let week = |closed: &str, open: i64, close: i64| {
         let list: Vec<Value> = days
             .iter()

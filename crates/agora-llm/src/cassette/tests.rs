@@ -52,6 +52,16 @@ fn ask(text: &str) -> ChatRequest {
     ChatRequest::new(vec![Message::system("be brief"), Message::user(text)])
 }
 
+/// The cassette line of `text` asked and answered with itself.
+fn echoed(text: &str) -> String {
+    line(&ask(text), &response(text))
+}
+
+/// The content of `llm`'s answer to `text`.
+async fn content(llm: &impl Llm, text: &str) -> String {
+    llm.chat(&ask(text)).await.expect("ok").content
+}
+
 fn response(content: &str) -> ChatResponse {
     ChatResponse {
         content: content.into(),
@@ -125,7 +135,7 @@ async fn replay_serves_duplicates_in_recorded_order() {
     let dir = tempfile::tempdir().expect("temp dir");
     let text = [
         line(&ask("same"), &response("first")),
-        line(&ask("other"), &response("other")),
+        echoed("other"),
         line(&ask("same"), &response("second")),
     ]
     .concat();
@@ -135,14 +145,8 @@ async fn replay_serves_duplicates_in_recorded_order() {
 
     let first = replay.chat(&ask("same")).await.expect("recorded");
     assert_eq!(first, response("first"));
-    assert_eq!(
-        replay.chat(&ask("same")).await.expect("recorded").content,
-        "second"
-    );
-    assert_eq!(
-        replay.chat(&ask("other")).await.expect("recorded").content,
-        "other"
-    );
+    assert_eq!(content(&replay, "same").await, "second");
+    assert_eq!(content(&replay, "other").await, "other");
     assert_eq!(replay.remaining(), 0);
 
     let exhausted = replay.chat(&ask("same")).await.expect_err("used up");
@@ -175,9 +179,9 @@ fn replay_of_a_missing_file_is_a_cassette_error() {
 fn a_corrupt_middle_line_is_an_error() {
     let dir = tempfile::tempdir().expect("temp dir");
     let text = [
-        line(&ask("a"), &response("a")),
+        echoed("a"),
         "{\"key\": \"broken\"}\n".to_owned(),
-        line(&ask("b"), &response("b")),
+        echoed("b"),
     ]
     .concat();
     let error = ReplayLlm::open(write_cassette(&dir, &text)).expect_err("corrupt");
@@ -190,16 +194,16 @@ fn a_corrupt_middle_line_is_an_error() {
 #[tokio::test]
 async fn replay_tolerates_a_torn_last_line_and_blank_lines() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let full = line(&ask("b"), &response("b"));
+    let full = echoed("b");
     let text = [
-        line(&ask("a"), &response("a")),
+        echoed("a"),
         "\n".to_owned(),
         full[..full.len() / 2].to_owned(),
     ]
     .concat();
     let replay = ReplayLlm::open(write_cassette(&dir, &text)).expect("torn tail is tolerated");
     assert_eq!(replay.remaining(), 1);
-    assert_eq!(replay.chat(&ask("a")).await.expect("recorded").content, "a");
+    assert_eq!(content(&replay, "a").await, "a");
 }
 
 #[tokio::test]
@@ -247,25 +251,13 @@ async fn recording_records_duplicates_once_each() {
     let path = dir.path().join("dups.jsonl");
     let recording =
         RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("creates the file");
-    assert_eq!(
-        recording.chat(&ask("q")).await.expect("ok").content,
-        "answer 1"
-    );
-    assert_eq!(
-        recording.chat(&ask("q")).await.expect("ok").content,
-        "answer 2"
-    );
+    assert_eq!(content(&recording, "q").await, "answer 1");
+    assert_eq!(content(&recording, "q").await, "answer 2");
     drop(recording);
 
     let resumed = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect("reopens");
-    assert_eq!(
-        resumed.chat(&ask("q")).await.expect("ok").content,
-        "answer 1"
-    );
-    assert_eq!(
-        resumed.chat(&ask("q")).await.expect("ok").content,
-        "answer 2"
-    );
+    assert_eq!(content(&resumed, "q").await, "answer 1");
+    assert_eq!(content(&resumed, "q").await, "answer 2");
     let error = resumed
         .chat(&ask("q"))
         .await
@@ -276,25 +268,15 @@ async fn recording_records_duplicates_once_each() {
 #[tokio::test]
 async fn recording_cuts_a_torn_last_line_before_appending() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let torn = line(&ask("lost"), &response("lost"));
-    let text = [
-        line(&ask("kept"), &response("kept")),
-        torn[..torn.len() - 10].to_owned(),
-    ]
-    .concat();
+    let torn = echoed("lost");
+    let text = [echoed("kept"), torn[..torn.len() - 10].to_owned()].concat();
     let path = write_cassette(&dir, &text);
 
     let inner = Arc::new(CountingLlm::default());
     let recording = RecordingLlm::open(&path, inner.clone()).expect("torn tail is tolerated");
     assert_eq!(recording.remaining(), 1);
-    assert_eq!(
-        recording.chat(&ask("kept")).await.expect("ok").content,
-        "kept"
-    );
-    assert_eq!(
-        recording.chat(&ask("lost")).await.expect("ok").content,
-        "answer 1"
-    );
+    assert_eq!(content(&recording, "kept").await, "kept");
+    assert_eq!(content(&recording, "lost").await, "answer 1");
     drop(recording);
 
     let contents = std::fs::read_to_string(&path).expect("readable");
@@ -302,16 +284,13 @@ async fn recording_cuts_a_torn_last_line_before_appending() {
     assert!(contents.ends_with('\n'));
     let replay = ReplayLlm::open(&path).expect("clean again");
     assert_eq!(replay.remaining(), 2);
-    assert_eq!(
-        replay.chat(&ask("lost")).await.expect("ok").content,
-        "answer 1"
-    );
+    assert_eq!(content(&replay, "lost").await, "answer 1");
 }
 
 #[tokio::test]
 async fn recording_adds_a_missing_final_newline() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let complete = line(&ask("a"), &response("a"));
+    let complete = echoed("a");
     let path = write_cassette(&dir, complete.trim_end());
     let recording =
         RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("valid cassette");

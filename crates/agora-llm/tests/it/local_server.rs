@@ -120,13 +120,7 @@ async fn wait_healthy_waits_through_loading() {
     let app = axum::Router::new()
         .route("/health", get(health))
         .with_state(probes.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("loopback port");
-    let address = listener.local_addr().expect("bound");
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("fake server runs");
-    });
+    let (address, server) = crate::support::serve(app).await;
 
     wait_healthy(&format!("http://{address}/v1"), Duration::from_secs(10))
         .await
@@ -137,16 +131,9 @@ async fn wait_healthy_waits_through_loading() {
 
 #[tokio::test]
 async fn wait_healthy_gives_up_on_a_closed_port() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
-        listener.local_addr().expect("bound").port()
-    };
-    let error = wait_healthy(
-        &format!("http://127.0.0.1:{port}"),
-        Duration::from_millis(500),
-    )
-    .await
-    .expect_err("nobody listens");
+    let url = crate::support::closed_url();
+    let waited = wait_healthy(&url, Duration::from_millis(500)).await;
+    let error = waited.expect_err("nobody listens");
     let message = unavailable_message(error);
     assert!(message.contains("not healthy within"), "{message}");
 }

@@ -6,3 +6,4 @@
 mod local_server;
 mod openai_backend;
 mod real_model;
+mod support;

@@ -69,13 +69,7 @@ impl FakeServer {
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(completions))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("loopback port");
-        let address = listener.local_addr().expect("bound");
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("fake server runs");
-        });
+        let (address, task) = crate::support::serve(app).await;
         FakeServer {
             base_url: format!("http://{address}/v1"),
             state,
@@ -156,20 +150,7 @@ fn backend(base_url: &str, timeout: Duration, max_concurrency: usize) -> OpenAiB
 }
 
 fn yes_no_request() -> ChatRequest {
-    ChatRequest::new(vec![
-        Message::system("Answer yes or no."),
-        Message::user("Is the sky blue?"),
-    ])
-    .json_schema(
-        "answer",
-        json!({
-            "type": "object",
-            "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-            "required": ["answer"],
-            "additionalProperties": false
-        }),
-    )
-    .max_tokens(20)
+    crate::support::yes_no("Answer yes or no.", "Is the sky blue?")
 }
 
 #[tokio::test]
@@ -254,15 +235,8 @@ async fn an_error_answer_is_an_api_error_with_status() {
 
 #[tokio::test]
 async fn a_closed_port_is_unavailable() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
-        listener.local_addr().expect("bound").port()
-    };
-    let llm = backend(
-        &format!("http://127.0.0.1:{port}/v1"),
-        Duration::from_secs(10),
-        1,
-    );
+    let url = crate::support::closed_url();
+    let llm = backend(&format!("{url}/v1"), Duration::from_secs(10), 1);
     let error = llm
         .chat(&yes_no_request())
         .await

@@ -11,30 +11,15 @@
 
 use std::time::Duration;
 
-use agora_llm::{
-    ChatRequest, Llm, LocalServer, LocalServerConfig, Message, OpenAiBackend, OpenAiConfig,
-};
-use serde_json::{Value, json};
+use agora_llm::{ChatRequest, Llm, LocalServer, LocalServerConfig, OpenAiBackend, OpenAiConfig};
+use serde_json::Value;
 
 fn env(name: &str, why: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: {why}"))
 }
 
 fn yes_no_question(question: &str) -> ChatRequest {
-    ChatRequest::new(vec![
-        Message::system("You answer questions with yes or no."),
-        Message::user(question),
-    ])
-    .json_schema(
-        "answer",
-        json!({
-            "type": "object",
-            "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-            "required": ["answer"],
-            "additionalProperties": false
-        }),
-    )
-    .max_tokens(20)
+    crate::support::yes_no("You answer questions with yes or no.", question)
 }
 
 /// Checks the content against `{"answer": enum["yes","no"]}` and returns

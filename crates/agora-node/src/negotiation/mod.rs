@@ -171,8 +171,9 @@ pub(crate) struct ReceiverTurn {
     pub(crate) message: String,
 }
 
-/// Reads a sender turn; the error quotes the start of the content.
-pub(crate) fn parse_sender_turn(content: &str) -> Result<SenderTurn, String> {
+/// Reads a turn's JSON and its trimmed `message`, which every turn has; the error quotes the start
+/// of the content.
+fn parse_turn(content: &str) -> Result<(Value, String), String> {
     let value: Value =
         serde_json::from_str(content.trim()).map_err(|e| format!("{e}: {}", clip(content)))?;
     let message = value
@@ -181,6 +182,12 @@ pub(crate) fn parse_sender_turn(content: &str) -> Result<SenderTurn, String> {
         .ok_or_else(|| format!("no message in {}", clip(content)))?
         .trim()
         .to_string();
+    Ok((value, message))
+}
+
+/// Reads a sender turn; the error quotes the start of the content.
+pub(crate) fn parse_sender_turn(content: &str) -> Result<SenderTurn, String> {
+    let (value, message) = parse_turn(content)?;
     let final_protocol = match value.get("final_protocol") {
         None | Some(Value::Null) => None,
         Some(draft) => Some(
@@ -196,14 +203,7 @@ pub(crate) fn parse_sender_turn(content: &str) -> Result<SenderTurn, String> {
 
 /// Reads a receiver turn.
 pub(crate) fn parse_receiver_turn(content: &str) -> Result<ReceiverTurn, String> {
-    let value: Value =
-        serde_json::from_str(content.trim()).map_err(|e| format!("{e}: {}", clip(content)))?;
-    let message = value
-        .get("message")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("no message in {}", clip(content)))?
-        .trim()
-        .to_string();
+    let (value, message) = parse_turn(content)?;
     let agrees = value.get("verdict").and_then(Value::as_str) == Some("agree");
     Ok(ReceiverTurn { agrees, message })
 }

@@ -159,6 +159,25 @@ pub(crate) struct SenderExamReport {
 }
 
 impl SenderExamReport {
+    /// Counts one check, a failure when it found a `problem`.
+    fn check(
+        &mut self,
+        input: String,
+        expected: String,
+        got: Result<String, String>,
+        problem: Option<String>,
+    ) {
+        self.checks += 1;
+        if let Some(problem) = problem {
+            self.failures.push(Failure {
+                input,
+                expected,
+                got,
+                problem,
+            });
+        }
+    }
+
     pub(crate) fn passed(&self) -> bool {
         self.checks > 0 && self.failures.is_empty()
     }
@@ -199,7 +218,6 @@ pub(crate) async fn examine(
 ) -> SenderExamReport {
     let mut report = SenderExamReport::default();
     for example in examples {
-        report.checks += 2;
         let input = encode_input(&example.data);
         let got = run(routine, &input, limits).await;
         let problem = match &got {
@@ -207,14 +225,7 @@ pub(crate) async fn examine(
             Ok(_) => Some("the body differs from the expected body".to_string()),
             Err(error) => Some(format!("the routine failed: {error}")),
         };
-        if let Some(problem) = problem {
-            report.failures.push(Failure {
-                input,
-                expected: example.body.clone(),
-                got,
-                problem,
-            });
-        }
+        report.check(input, example.body.clone(), got, problem);
         let input = decode_input(&example.reply);
         let got = run(routine, &input, limits).await;
         let problem = match &got {
@@ -225,14 +236,7 @@ pub(crate) async fn examine(
             },
             Err(error) => Some(format!("the routine failed: {error}")),
         };
-        if let Some(problem) = problem {
-            report.failures.push(Failure {
-                input,
-                expected: example.output.to_string(),
-                got,
-                problem,
-            });
-        }
+        report.check(input, example.output.to_string(), got, problem);
     }
     report
 }

@@ -13,8 +13,8 @@ use agora_node::tools::WeatherForecastTool;
 use agora_node::{ManualClock, SuitabilityMode};
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status, data_uri};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, Turn, last_user_message, schema_name, serve_text, temp_dir,
-    weather_tool,
+    NodeBuilder, ScriptedLlm, Turn, last_user_message, llm_categories, schema_name, serve_text,
+    suitability, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
@@ -177,22 +177,12 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
         .unwrap()
         .expect("stored");
     assert_eq!(stored.sources, vec![url]);
-    let decision = node
-        .store()
-        .suitability(&document.hash())
-        .await
-        .unwrap()
-        .expect("decided");
+    let decision = suitability(&node, &document.hash()).await;
     assert!(decision.allowed);
-    let categories: Vec<String> = node
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.category)
-        .collect();
-    assert_eq!(categories, ["checking", "conversation", "conversation"]);
+    assert_eq!(
+        llm_categories(&node).await,
+        ["checking", "conversation", "conversation"]
+    );
 
     // Known now: no sources needed, no second check.
     let again = node
@@ -497,14 +487,7 @@ async fn a_restart_keeps_documents_decisions_and_conversations() {
             .iter()
             .all(|r| schema_name(r) != Some("suitability"))
     );
-    assert!(
-        node.store()
-            .suitability(&hash)
-            .await
-            .unwrap()
-            .unwrap()
-            .allowed
-    );
+    assert!(suitability(&node, &hash).await.allowed);
     // The conversation survived, with its history.
     let follow = node
         .follow_up(

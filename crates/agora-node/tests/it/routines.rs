@@ -15,8 +15,8 @@ use agora_node::{
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status};
 use agora_store::{RequestPath, RoutineOrigin, RoutineStatus, Store};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, schema_name, sqlite_url, temp_dir,
-    weather_tool,
+    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, llm_categories, schema_name, sqlite_url,
+    suitability, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
@@ -153,14 +153,7 @@ async fn a_routine_answers_without_the_llm() {
     // Adding the routine stored the PD and allowed the protocol.
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     assert!(node.store().document(&hash).await.unwrap().is_some());
-    assert!(
-        node.store()
-            .suitability(&hash)
-            .await
-            .unwrap()
-            .unwrap()
-            .allowed
-    );
+    assert!(suitability(&node, &hash).await.allowed);
 }
 
 #[tokio::test]
@@ -236,15 +229,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
     assert_eq!(reply.body, Some(Body::Json(json!({"from": "llm"}))));
     // The responder only: no suitability check on the way back.
     assert_eq!(llm.call_count(), 1);
-    let categories: Vec<String> = node
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.category)
-        .collect();
-    assert_eq!(categories, ["conversation"]);
+    assert_eq!(llm_categories(&node).await, ["conversation"]);
 
     let request = &node.store().recent_requests(1).await.unwrap()[0];
     assert_eq!(request.path, RequestPath::Fallback);

@@ -105,6 +105,13 @@ async fn reopen(
     db
 }
 
+/// The default configuration with `change` applied.
+fn configured(change: impl FnOnce(&mut ProtocolDbConfig)) -> ProtocolDbConfig {
+    let mut config = ProtocolDbConfig::default();
+    change(&mut config);
+    config
+}
+
 fn peers(urls: &[&str]) -> ProtocolDbConfig {
     ProtocolDbConfig {
         peers: urls.iter().map(|u| u.to_string()).collect(),
@@ -128,10 +135,7 @@ fn rejected(db: &ProtocolDb, reason: Rejection) -> u64 {
 #[tokio::test]
 async fn publishing_hashes_exact_bytes_and_enforces_limits() {
     let network = Arc::new(Network::default());
-    let config = ProtocolDbConfig {
-        max_document_bytes: 100,
-        ..ProtocolDbConfig::default()
-    };
+    let config = configured(|c| c.max_document_bytes = 100);
     let a = open(&network, "http://a.test/", config).await;
     let text = pd("Weather", "Forecasts");
     let published = a.db.publish(text.as_bytes()).await.unwrap();
@@ -211,10 +215,7 @@ async fn search_ranks_name_over_description_and_lists_newest_without_a_query() {
 #[tokio::test]
 async fn pages_follow_the_cursor_within_the_byte_budget() {
     let network = Arc::new(Network::default());
-    let config = ProtocolDbConfig {
-        max_page_bytes: 150,
-        ..ProtocolDbConfig::default()
-    };
+    let config = configured(|c| c.max_page_bytes = 150);
     let a = open(&network, "http://a.test", config).await;
     for n in 0..5 {
         a.db.publish(pd(&format!("P{n}"), "paging").as_bytes())

@@ -40,33 +40,31 @@ async fn load_and_run(runtime: &WasmRuntime, component: &[u8]) {
     common::assert_weather(&reply, "Oslo", "2024-02-01");
 }
 
+/// The artifact cache's counts: `hits`, `misses`, `rejected`.
+fn stats(hits: u64, misses: u64, rejected: u64) -> ArtifactStats {
+    ArtifactStats {
+        hits,
+        misses,
+        rejected,
+    }
+}
+
+/// The artifact cache's counts of a fresh runtime over `dir` after one load and run of `component`.
+async fn stats_of_a_run(dir: &Path, component: &[u8]) -> ArtifactStats {
+    let runtime = runtime_in(dir);
+    load_and_run(&runtime, component).await;
+    runtime.artifact_stats()
+}
+
 #[tokio::test]
 async fn a_second_runtime_loads_from_the_cache() {
     let dir = tempfile::tempdir().expect("temp dir");
     let component = componentize_core_module(&weather_c_core()).expect("componentizes");
 
-    let first = runtime_in(dir.path());
-    load_and_run(&first, &component).await;
-    assert_eq!(
-        first.artifact_stats(),
-        ArtifactStats {
-            hits: 0,
-            misses: 1,
-            rejected: 0
-        }
-    );
+    assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(0, 1, 0));
     assert_eq!(artifacts_in(dir.path()).len(), 1);
 
-    let second = runtime_in(dir.path());
-    load_and_run(&second, &component).await;
-    assert_eq!(
-        second.artifact_stats(),
-        ArtifactStats {
-            hits: 1,
-            misses: 0,
-            rejected: 0
-        }
-    );
+    assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(1, 0, 0));
 }
 
 #[tokio::test]
@@ -85,30 +83,12 @@ async fn a_damaged_artifact_is_discarded_and_rebuilt() {
     }
     for damaged in [truncated, flipped, Vec::new()] {
         std::fs::write(&artifact, &damaged).expect("damage the artifact");
-        let runtime = runtime_in(dir.path());
-        load_and_run(&runtime, &component).await;
-        assert_eq!(
-            runtime.artifact_stats(),
-            ArtifactStats {
-                hits: 0,
-                misses: 1,
-                rejected: 1
-            }
-        );
+        assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(0, 1, 1));
         assert_eq!(
             std::fs::read(&artifact).expect("rebuilt artifact").len(),
             good.len()
         );
     }
 
-    let runtime = runtime_in(dir.path());
-    load_and_run(&runtime, &component).await;
-    assert_eq!(
-        runtime.artifact_stats(),
-        ArtifactStats {
-            hits: 1,
-            misses: 0,
-            rejected: 0
-        }
-    );
+    assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(1, 0, 0));
 }

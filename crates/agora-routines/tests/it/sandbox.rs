@@ -12,7 +12,9 @@ use serde_json::json;
 
 const HOSTILE: &str = include_str!("../data/hostile.js");
 
-async fn run(routine: &Arc<dyn LoadedRoutine>, mode: &str) -> Result<String, RoutineError> {
+type RunResult = Result<String, RoutineError>;
+
+async fn run(routine: &Arc<dyn LoadedRoutine>, mode: &str) -> RunResult {
     routine
         .run(
             &json!({ "mode": mode }).to_string(),
@@ -20,6 +22,23 @@ async fn run(routine: &Arc<dyn LoadedRoutine>, mode: &str) -> Result<String, Rou
             limits(200, 64),
         )
         .await
+}
+
+/// A fresh runtime with the hostile routine loaded (the runtime is kept alive beside it).
+async fn hostile() -> (WasmRuntime, Arc<dyn LoadedRoutine>) {
+    hostile_in(runtime()).await
+}
+
+/// [`hostile`] in a runtime of the caller's configuration.
+async fn hostile_in(runtime: WasmRuntime) -> (WasmRuntime, Arc<dyn LoadedRoutine>) {
+    let routine = load_js(&runtime, HOSTILE).await;
+    (runtime, routine)
+}
+
+/// Starts the hostile routine's endless loop in the background.
+fn spawn_loop(routine: &Arc<dyn LoadedRoutine>) -> tokio::task::JoinHandle<RunResult> {
+    let routine = Arc::clone(routine);
+    tokio::spawn(async move { run(&routine, "loop").await })
 }
 
 async fn still_serves(routine: &Arc<dyn LoadedRoutine>) {
@@ -31,8 +50,7 @@ async fn still_serves(routine: &Arc<dyn LoadedRoutine>) {
 
 #[tokio::test]
 async fn an_infinite_loop_times_out_at_the_deadline() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     let started = Instant::now();
     let result = run(&routine, "loop").await;
     let elapsed = started.elapsed();
@@ -77,8 +95,7 @@ fn assert_timed_out_late(result: Result<String, RoutineError>, elapsed: Duration
 
 #[tokio::test]
 async fn waiting_on_a_slow_tool_does_not_count_as_running_time() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     // Two waits of 300 ms each, longer together than the 200 ms the routine may run.
     let (result, elapsed) = timed(&routine, json!({"mode": "slow-tools", "ms": 300})).await;
     assert_eq!(
@@ -104,8 +121,7 @@ async fn a_tool_that_keeps_the_routine_waiting_is_cut_off_at_the_wait_cap() {
 
 #[tokio::test]
 async fn running_time_between_tool_waits_still_counts() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     // A wait, then a busy loop: the loop alone must hit the 200 ms deadline.
     let request = json!({"mode": "slow-tool-then-loop", "ms": 300});
     let (result, elapsed) = timed(&routine, request).await;
@@ -115,8 +131,7 @@ async fn running_time_between_tool_waits_still_counts() {
 
 #[tokio::test]
 async fn a_memory_bomb_runs_out_of_memory() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     for mode in ["alloc", "alloc-string", "alloc-objects"] {
         let result = routine
             .run(
@@ -138,8 +153,7 @@ async fn a_memory_bomb_runs_out_of_memory() {
 
 #[tokio::test]
 async fn deep_recursion_is_contained() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     // QuickJS has no depth check on WASI: the native stack limit (or the C stack's end) traps.
     match run(&routine, "recurse").await {
         Err(RoutineError::Failed(text)) => assert!(text.contains("RangeError"), "{text}"),
@@ -178,8 +192,7 @@ async fn a_trap_is_reported_as_a_trap() {
 
 #[tokio::test]
 async fn files_environment_and_network_are_out_of_reach() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     let probe = parse(&run(&routine, "probe").await.expect("probe answers"));
     for name in [
         "std",
@@ -205,8 +218,7 @@ async fn files_environment_and_network_are_out_of_reach() {
 
 #[tokio::test]
 async fn a_tool_that_was_not_granted_is_refused() {
-    let runtime = runtime();
-    let routine = load_js(&runtime, HOSTILE).await;
+    let (_runtime, routine) = hostile().await;
     match run(&routine, "tool-refused").await {
         Err(RoutineError::Failed(text)) => {
             assert!(
@@ -230,16 +242,12 @@ async fn a_tool_that_was_not_granted_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_does_not_stall_concurrent_requests() {
-    let runtime = WasmRuntime::new(RuntimeConfig {
+    let config = RuntimeConfig {
         max_concurrent: 40,
         ..common::config()
-    })
-    .expect("runtime starts");
-    let routine = load_js(&runtime, HOSTILE).await;
-    let looping = {
-        let routine = Arc::clone(&routine);
-        tokio::spawn(async move { run(&routine, "loop").await })
     };
+    let (_runtime, routine) = hostile_in(WasmRuntime::new(config).expect("runtime starts")).await;
+    let looping = spawn_loop(&routine);
     let started = Instant::now();
     let normal: Vec<_> = (0..32)
         .map(|_| {
@@ -268,17 +276,13 @@ async fn a_loop_does_not_stall_concurrent_requests() {
 
 #[tokio::test]
 async fn a_full_runtime_answers_busy() {
-    let runtime = WasmRuntime::new(RuntimeConfig {
+    let config = RuntimeConfig {
         max_concurrent: 1,
         busy_wait: Duration::from_millis(20),
         ..common::config()
-    })
-    .expect("runtime starts");
-    let routine = load_js(&runtime, HOSTILE).await;
-    let looping = {
-        let routine = Arc::clone(&routine);
-        tokio::spawn(async move { run(&routine, "loop").await })
     };
+    let (_runtime, routine) = hostile_in(WasmRuntime::new(config).expect("runtime starts")).await;
+    let looping = spawn_loop(&routine);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(run(&routine, "normal").await, Err(RoutineError::Busy));
     assert!(matches!(

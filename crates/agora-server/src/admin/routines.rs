@@ -46,8 +46,14 @@ pub fn router() -> Router<AppState> {
             "/routines/{routine}",
             get(show_routine).delete(remove_routine),
         )
-        .route("/routines/{routine}/enable", post(enable_routine))
-        .route("/routines/{routine}/disable", post(disable_routine))
+        .route(
+            "/routines/{routine}/enable",
+            post(|state, reference| set_status(state, reference, true)),
+        )
+        .route(
+            "/routines/{routine}/disable",
+            post(|state, reference| set_status(state, reference, false)),
+        )
         .route("/routines/{routine}/test", post(test_routine))
 }
 
@@ -198,28 +204,18 @@ async fn show_routine(
     Ok(Json(shown))
 }
 
-async fn enable_routine(
+/// `POST /admin/routines/{routine}/enable` (`enable`) or `.../disable`.
+async fn set_status(
     State(state): State<AppState>,
     Path(reference): Path<String>,
+    enable: bool,
 ) -> Result<Json<Value>, ApiError> {
-    let routine = state
-        .node
-        .enable_routine(&reference)
-        .await
-        .map_err(registry_error)?;
-    Ok(Json(routine_json(&routine)))
-}
-
-async fn disable_routine(
-    State(state): State<AppState>,
-    Path(reference): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let routine = state
-        .node
-        .disable_routine(&reference)
-        .await
-        .map_err(registry_error)?;
-    Ok(Json(routine_json(&routine)))
+    let routine = if enable {
+        state.node.enable_routine(&reference).await
+    } else {
+        state.node.disable_routine(&reference).await
+    };
+    Ok(Json(routine_json(&routine.map_err(registry_error)?)))
 }
 
 async fn remove_routine(

@@ -57,20 +57,12 @@ pub(crate) fn router(state: ProtocolDbState) -> Router {
         .max_document_bytes
         .saturating_mul(6)
         .saturating_add(1024);
-    Router::new()
+    let router = Router::new()
         .route("/protocols", get(list).post(publish))
         .route("/protocols/{hash}", get(document))
         .route("/sync", post(sync))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                ErrorCode::BadRequest,
-                "method not allowed on this endpoint",
-            )
-        })
+        .route("/metrics", get(metrics));
+    crate::app::with_health_and_fallbacks(router)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request| {

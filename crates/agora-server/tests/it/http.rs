@@ -24,6 +24,45 @@ async fn server(dir: &std::path::Path) -> TestServer {
         .await
 }
 
+/// [`server`] with a routine engine.
+async fn routine_server(dir: &std::path::Path) -> TestServer {
+    NodeBuilder::new(answering(), dir)
+        .routine_engine(routine_engine())
+        .admin_token("secret-token")
+        .spawn()
+        .await
+}
+
+/// Calls the admin API with the test token; returns (status, body text).
+async fn admin(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String) {
+    let url = format!("{}/admin{path}", server.url);
+    let mut request = reqwest::Client::new()
+        .request(method, url)
+        .bearer_auth("secret-token");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// [`admin`], for a call that answers JSON.
+async fn admin_json(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let (_, text) = admin(server, method, path, body).await;
+    serde_json::from_str(&text).unwrap()
+}
+
 async fn raw(
     server: &TestServer,
     method: reqwest::Method,
@@ -214,35 +253,15 @@ async fn admin_api_requires_the_token() {
             .as_u16(),
         401
     );
-    let added: Value = client
-        .post(&url)
-        .bearer_auth("secret-token")
-        .json(&json!({"text": WEATHER_PD, "sources": []}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let add = Some(json!({"text": WEATHER_PD, "sources": []}));
+    let added = admin_json(&server, reqwest::Method::POST, "/protocols", add).await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     assert_eq!(added["hash"], hash.to_hex());
-    let decided = client
-        .put(format!("{url}/{}/decision", hash.to_hex()))
-        .bearer_auth("secret-token")
-        .json(&json!({"allowed": true, "reason": "ours"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(decided.status().as_u16(), 200);
-    let listed: Value = client
-        .get(&url)
-        .bearer_auth("secret-token")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let decision = format!("/protocols/{}/decision", hash.to_hex());
+    let allow = Some(json!({"allowed": true, "reason": "ours"}));
+    let (status, _) = admin(&server, reqwest::Method::PUT, &decision, allow).await;
+    assert_eq!(status, 200);
+    let listed = admin_json(&server, reqwest::Method::GET, "/protocols", None).await;
     assert_eq!(listed[0]["decision"]["allowed"], true);
     assert_eq!(listed[0]["decision"]["origin"], "operator");
 
@@ -288,11 +307,7 @@ fn routine_engine() -> std::sync::Arc<agora_testkit::ScriptedRoutineEngine> {
 #[tokio::test]
 async fn routine_admin_routes_require_the_token() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(answering(), dir.path())
-        .routine_engine(routine_engine())
-        .admin_token("secret-token")
-        .spawn()
-        .await;
+    let server = routine_server(dir.path()).await;
     let other_dir = temp_dir();
     let disabled = NodeBuilder::new(answering(), other_dir.path())
         .routine_engine(routine_engine())
@@ -338,28 +353,18 @@ async fn routine_admin_routes_require_the_token() {
 #[tokio::test]
 async fn routines_are_managed_over_the_admin_api() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(answering(), dir.path())
-        .routine_engine(routine_engine())
-        .admin_token("secret-token")
-        .spawn()
-        .await;
-    let client = reqwest::Client::new();
-    let admin = |method: reqwest::Method, path: &str| {
-        client
-            .request(method, format!("{}/admin{path}", server.url))
-            .bearer_auth("secret-token")
-    };
+    let server = routine_server(dir.path()).await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     let question = json!({"protocolHash": hash.to_hex(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": "quiet please"});
     let ask = || server.post("/", &question);
 
-    let added = admin(reqwest::Method::POST, "/routines")
-        .json(&json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout", "timeoutMs": 500, "memoryMb": 16}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(added.status().as_u16(), 201);
-    let added: Value = added.json().await.unwrap();
+    let (status, added) = admin(&server, reqwest::Method::POST,
+        "/routines",
+        Some(json!({"name": "shout", "protocolText": WEATHER_PD, "source": "shout", "timeoutMs": 500, "memoryMb": 16})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let added: Value = serde_json::from_str(&added).unwrap();
     assert_eq!(added["status"], "active");
     assert_eq!(added["protocolHash"], hash.to_hex());
     assert_eq!(
@@ -370,95 +375,54 @@ async fn routines_are_managed_over_the_admin_api() {
     let (_, reply) = ask().await;
     assert_eq!(reply["body"], "QUIET PLEASE");
 
-    let again = admin(reqwest::Method::POST, "/routines")
-        .json(&json!({"name": "shout", "protocolHash": hash.to_hex(), "source": "shout"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status().as_u16(), 409);
-    let broken = admin(reqwest::Method::POST, "/routines")
-        .json(&json!({"name": "broken", "protocolHash": hash.to_hex(), "source": "syntax error("}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(broken.status().as_u16(), 422);
+    let again = json!({"name": "shout", "protocolHash": hash.to_hex(), "source": "shout"});
+    let (status, _) = admin(&server, reqwest::Method::POST, "/routines", Some(again)).await;
+    assert_eq!(status, 409);
+    let broken =
+        json!({"name": "broken", "protocolHash": hash.to_hex(), "source": "syntax error("});
+    let (status, broken) = admin(&server, reqwest::Method::POST, "/routines", Some(broken)).await;
+    assert_eq!(status, 422);
     assert!(
-        assert_error_shape(&broken.text().await.unwrap())["error"]
+        assert_error_shape(&broken)["error"]
             .as_str()
             .unwrap()
             .contains("does not build")
     );
-    let missing = admin(reqwest::Method::GET, "/routines/nope")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status().as_u16(), 404);
+    let (status, _) = admin(&server, reqwest::Method::GET, "/routines/nope", None).await;
+    assert_eq!(status, 404);
 
-    let listed: Value = admin(reqwest::Method::GET, "/routines")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = admin_json(&server, reqwest::Method::GET, "/routines", None).await;
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(
         (listed[0]["name"].as_str(), listed[0]["runs"].as_i64()),
         (Some("shout"), Some(1))
     );
-    let shown: Value = admin(reqwest::Method::GET, "/routines/shout")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = admin_json(&server, reqwest::Method::GET, "/routines/shout", None).await;
     assert_eq!(shown["source"], "shout");
-    let tested: Value = admin(reqwest::Method::POST, "/routines/shout/test")
-        .json(&json!({"body": "hi"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let test = Some(json!({"body": "hi"}));
+    let tested = admin_json(&server, reqwest::Method::POST, "/routines/shout/test", test).await;
     assert_eq!(
         (tested["status"].as_str(), tested["body"].as_str()),
         (Some("success"), Some("HI"))
     );
 
-    let disabled: Value = admin(reqwest::Method::POST, "/routines/shout/disable")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let disabled = admin_json(
+        &server,
+        reqwest::Method::POST,
+        "/routines/shout/disable",
+        None,
+    )
+    .await;
     assert_eq!(disabled["status"], "disabled");
     let (_, reply) = ask().await;
     assert_eq!(reply["body"], "hello from the node");
-    let enabled: Value = admin(
-        reqwest::Method::POST,
-        &format!("/routines/{}/enable", added["id"]),
-    )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let enable = format!("/routines/{}/enable", added["id"]);
+    let enabled = admin_json(&server, reqwest::Method::POST, &enable, None).await;
     assert_eq!(enabled["status"], "active");
     let (_, reply) = ask().await;
     assert_eq!(reply["body"], "QUIET PLEASE");
 
-    let metrics = client
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get_text("/metrics").await;
     assert!(metrics.contains(&format!("agora_routine_runs_total{{node=\"test-node\",routine=\"shout\",protocol=\"{}\",origin=\"human\"}} 2", hash.to_hex())), "{metrics}");
     assert!(
         metrics.contains("agora_routine_failures_total{node=\"test-node\",routine=\"shout\""),
@@ -472,18 +436,9 @@ async fn routines_are_managed_over_the_admin_api() {
         "{metrics}"
     );
 
-    let removed = admin(reqwest::Method::DELETE, "/routines/shout")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(removed.status().as_u16(), 200);
-    let listed: Value = admin(reqwest::Method::GET, "/routines")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, _) = admin(&server, reqwest::Method::DELETE, "/routines/shout", None).await;
+    assert_eq!(status, 200);
+    let listed = admin_json(&server, reqwest::Method::GET, "/routines", None).await;
     assert_eq!(listed, json!([]));
     let (_, reply) = ask().await;
     assert_eq!(reply["body"], "hello from the node");

@@ -7,12 +7,14 @@
 
 use std::sync::Arc;
 
+use crate::fixtures::{negotiating_sender, temperature_output, weather_task};
 use crate::support::Spawn;
 use agora_llm::ChatRequest;
 use agora_node::{Node, Task};
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, temp_dir, weather_tool,
+    NodeBuilder, ScriptedLlm, TestServer, llm_categories, schema_name, sender_memory, suitability,
+    temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
@@ -25,15 +27,7 @@ const NEGOTIATED: &str = "Request: a JSON object {\"location\": string, \"date\"
     \"weatherCondition\": string}.";
 
 fn task() -> Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {"type": "object", "required": ["location", "date"],
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
-        "outputSchema": {"type": "object", "required": ["temperature"],
-            "properties": {"temperature": {"type": "number"}}}
-    }))
-    .unwrap()
+    weather_task(temperature_output())
 }
 
 fn data() -> Value {
@@ -42,20 +36,8 @@ fn data() -> Value {
 
 /// Alice: writes bodies, reads replies, says yes to every candidate protocol, negotiates.
 fn alice_llm() -> Arc<ScriptedLlm> {
-    ScriptedLlm::new(|request: &ChatRequest| {
-        match schema_name(request) {
-        None => Ok(data().to_string()),
-        Some("task_output") => Ok(json!({"temperature": 3.5}).to_string()),
-        Some("task_fit") => Ok(json!({"suitable": "yes", "reason": "it fits"}).to_string()),
-        Some("negotiation_turn") if last_user_message(request).contains("The receiver answered") => {
-            Ok(json!({"message": "Final.", "final_protocol": {"name": "Weather", "description": "Forecasts.", "document": NEGOTIATED}}).to_string())
-        }
-        Some("negotiation_turn") => {
-            Ok(json!({"message": format!("I propose: {NEGOTIATED}"), "final_protocol": null}).to_string())
-        }
-        other => panic!("unexpected sender LLM request {other:?}"),
-    }
-    })
+    let protocol = json!({"name": "Weather", "description": "Forecasts.", "document": NEGOTIATED});
+    negotiating_sender(data(), protocol)
 }
 
 /// A receiver that answers everything, accepts (or refuses) unknown protocols and agrees in
@@ -137,35 +119,15 @@ async fn the_ladder_climbs_from_natural_language_to_a_negotiated_protocol() {
             ("protocol".into(), "".into()),
         ]
     );
-    let memory = alice
-        .store()
-        .sender_memory(&bob.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &bob.url, "weather").await;
     let hash = memory.protocol_hash.unwrap();
     assert!(
         memory.protocol_sources[0].starts_with("data:"),
         "no protocol DB configured"
     );
     // Bob registered the negotiated protocol and answered under it without a suitability check.
-    assert!(
-        bob.node
-            .store()
-            .suitability(&hash)
-            .await
-            .unwrap()
-            .unwrap()
-            .allowed
-    );
-    let categories: Vec<String> = alice
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.category)
-        .collect();
+    assert!(suitability(&bob.node, &hash).await.allowed);
+    let categories = llm_categories(&alice).await;
     assert!(categories.contains(&"negotiation".to_string()));
     let totals = alice.store().sender_totals().await.unwrap();
     let protocol_runs: i64 = totals
@@ -191,23 +153,12 @@ async fn exploring_finds_the_targets_wellknown_protocol() {
     assert_eq!(run.protocol, Some(document.hash()));
     assert_eq!(run.steps[0], "explored");
     assert!(run.steps[1].starts_with("found "));
-    let memory = alice
-        .store()
-        .sender_memory(&bob.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &bob.url, "weather").await;
     assert!(
         memory.protocol_sources[0].ends_with(&format!("/protocols/{}", document.hash().to_hex()))
     );
-    let fit_checks = alice
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.category == "checking")
-        .count();
+    let categories = llm_categories(&alice).await;
+    let fit_checks = categories.iter().filter(|c| *c == "checking").count();
     assert_eq!(fit_checks, 1);
 }
 
@@ -301,12 +252,7 @@ async fn a_rejection_is_learned_per_target() {
         "{:?}",
         run.steps
     );
-    let memory = alice
-        .store()
-        .sender_memory(&bob.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &bob.url, "weather").await;
     assert_eq!(memory.rejected, vec![document.hash()]);
     let run = alice.run_task(&bob.url, &task(), &data()).await.unwrap();
     assert_eq!(run.protocol, None, "not offered to Bob again");

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod fixtures;
 mod http;
 mod ladder;
 mod negotiation;

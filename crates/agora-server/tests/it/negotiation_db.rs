@@ -4,64 +4,42 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use crate::fixtures::{ProtocolDb, negotiating_sender, temperature_output, weather_task};
 use crate::support::Spawn;
 use agora_llm::ChatRequest;
 use agora_node::Task;
-use agora_server::protocol_db::{ProtocolDbServerConfig, build_protocol_db, serve_protocol_db};
-use agora_testkit::{NodeBuilder, ScriptedLlm, last_user_message, schema_name, temp_dir};
+use agora_server::protocol_db::ProtocolDbServerConfig;
+use agora_testkit::{NodeBuilder, ScriptedLlm, schema_name, sender_memory, temp_dir};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const NEGOTIATED: &str = "Request: a JSON object {\"location\": string, \"date\": \"YYYY-MM-DD\"}.\n\
     Reply: a JSON object {\"temperature\": number}.";
 
 fn task() -> Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {"type": "object"},
-        "outputSchema": {"type": "object", "required": ["temperature"],
-            "properties": {"temperature": {"type": "number"}}}
-    }))
-    .unwrap()
+    Task {
+        input_schema: json!({"type": "object"}),
+        ..weather_task(temperature_output())
+    }
 }
 
 fn sender_llm() -> std::sync::Arc<ScriptedLlm> {
-    ScriptedLlm::new(|request: &ChatRequest| {
-        match schema_name(request) {
-        None => Ok(json!({"location": "Oslo", "date": "2025-02-03"}).to_string()),
-        Some("task_output") => Ok(json!({"temperature": 3.5}).to_string()),
-        Some("task_fit") => Ok(json!({"suitable": "yes", "reason": "fits"}).to_string()),
-        Some("negotiation_turn") if last_user_message(request).contains("The receiver answered") => {
-            Ok(json!({"message": "Final.", "final_protocol": {"name": "WeatherByPlace", "description": "Weather forecast for a location on a date.", "document": NEGOTIATED}}).to_string())
-        }
-        Some("negotiation_turn") => {
-            Ok(json!({"message": format!("I propose: {NEGOTIATED}"), "final_protocol": null}).to_string())
-        }
-        other => panic!("unexpected sender LLM request {other:?}"),
-    }
-    })
+    let body = json!({"location": "Oslo", "date": "2025-02-03"});
+    let protocol = json!({"name": "WeatherByPlace",
+        "description": "Weather forecast for a location on a date.", "document": NEGOTIATED});
+    negotiating_sender(body, protocol)
 }
 
 #[tokio::test]
 async fn a_negotiated_protocol_is_stored_on_both_sides_and_in_the_database() {
     // The protocol database.
-    let db_dir = temp_dir();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut config = ProtocolDbServerConfig {
+    let db = ProtocolDb::start(ProtocolDbServerConfig {
         write_token: Some("t0ken".into()),
         sync_interval_secs: 0,
         sync_every_additions: 0,
         ..ProtocolDbServerConfig::default()
-    };
-    config.listen = listener.local_addr().unwrap();
-    config.store = format!("sqlite://{}", db_dir.path().join("pdb.db").display());
-    let running = build_protocol_db(config).await.unwrap();
-    let db_url = running.config.public_url();
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move { serve_protocol_db(listener, &running, token).await });
-    let _stop = shutdown.drop_guard();
+    })
+    .await;
+    let db_url = db.url.clone();
 
     // Bob agrees to anything and answers in JSON.
     let bob_dir = temp_dir();
@@ -105,12 +83,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_in_the_database() {
     let ours = alice.store().document(&hash).await.unwrap().unwrap();
     let bobs = bob.node.store().document(&hash).await.unwrap().unwrap();
     assert_eq!(ours.document.text(), bobs.document.text());
-    let memory = alice
-        .store()
-        .sender_memory(&bob.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &bob.url, "weather").await;
     let source = &memory.protocol_sources[0];
     assert_eq!(source, &format!("{db_url}/protocols/{}", hash.to_hex()));
     let served = reqwest::get(source).await.unwrap().text().await.unwrap();

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::fixtures::ProtocolDb as Db;
 use agora_protocol::ProtocolHash;
 use agora_server::protocol_db::{ProtocolDbServerConfig, build_protocol_db, serve_protocol_db};
 use axum::extract::Query;
@@ -15,19 +16,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "s3cret";
-
-/// A protocol database on 127.0.0.1:<ephemeral>, stopped on drop.
-struct Db {
-    url: String,
-    shutdown: CancellationToken,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
 
 /// The configuration the tests start from: a token, peers on loopback allowed, no interval
 /// and no notifications (tests sync explicitly).
@@ -40,23 +28,6 @@ fn config() -> ProtocolDbServerConfig {
     };
     config.fetch.allow_networks = vec!["127.0.0.0/8".into()];
     config
-}
-
-async fn start(mut config: ProtocolDbServerConfig) -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    config.listen = listener.local_addr().unwrap();
-    config.store = format!("sqlite://{}", dir.path().join("pdb.db").display());
-    let running = build_protocol_db(config).await.unwrap();
-    let url = running.config.public_url();
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move { serve_protocol_db(listener, &running, token).await });
-    Db {
-        url,
-        shutdown,
-        _dir: dir,
-    }
 }
 
 fn client() -> reqwest::Client {
@@ -97,6 +68,11 @@ impl Db {
         )
     }
 
+    /// The status of `GET /protocols/{hash}` for the document `text`.
+    async fn document_status(&self, text: &str) -> u16 {
+        self.get(&format!("/protocols/{}", hex(text))).await.0
+    }
+
     async fn get_json(&self, path: &str) -> (u16, Value) {
         let (status, _, body) = self.get(path).await;
         (status, serde_json::from_str(&body).unwrap_or(Value::Null))
@@ -134,8 +110,8 @@ fn hex(text: &str) -> String {
 
 #[tokio::test]
 async fn a_document_posted_to_a_shows_up_on_b_after_a_sync() {
-    let a = start(config()).await;
-    let b = start(ProtocolDbServerConfig {
+    let a = Db::start(config()).await;
+    let b = Db::start(ProtocolDbServerConfig {
         peers: vec![format!("{}/", a.url)],
         ..config()
     })
@@ -199,7 +175,7 @@ async fn a_document_posted_to_a_shows_up_on_b_after_a_sync() {
 
 #[tokio::test]
 async fn search_and_change_pages_over_http() {
-    let a = start(config()).await;
+    let a = Db::start(config()).await;
     for (name, description) in [
         ("Weather forecast", "Temperature for a city"),
         ("Taxi booking", "Book a ride; weather permitting"),
@@ -258,7 +234,7 @@ async fn search_and_change_pages_over_http() {
 
 #[tokio::test]
 async fn writes_need_the_token_and_documents_respect_the_size_limit() {
-    let a = start(ProtocolDbServerConfig {
+    let a = Db::start(ProtocolDbServerConfig {
         max_document_bytes: 100,
         ..config()
     })
@@ -303,14 +279,14 @@ async fn writes_need_the_token_and_documents_respect_the_size_limit() {
     let (status, error) = a.post_text("   ", Some(TOKEN)).await;
     assert_eq!((status, error["code"].as_str()), (400, Some("bad_request")));
 
-    let closed = start(ProtocolDbServerConfig {
+    let closed = Db::start(ProtocolDbServerConfig {
         write_token: None,
         ..config()
     })
     .await;
     let (status, error) = closed.post_text(&small, None).await;
     assert_eq!(status, 403, "no token and writes not opened: {error}");
-    let open = start(ProtocolDbServerConfig {
+    let open = Db::start(ProtocolDbServerConfig {
         write_token: None,
         open_writes: true,
         ..config()
@@ -357,7 +333,7 @@ async fn tampering_peer() -> (String, CancellationToken) {
 #[tokio::test]
 async fn a_tampered_peer_is_refused() {
     let (peer, _stop_peer) = tampering_peer().await;
-    let b = start(ProtocolDbServerConfig {
+    let b = Db::start(ProtocolDbServerConfig {
         peers: vec![peer],
         ..config()
     })
@@ -366,24 +342,8 @@ async fn a_tampered_peer_is_refused() {
     assert_eq!(report["peers"][0]["stored"], json!(1));
     assert_eq!(report["peers"][0]["rejected"], json!(1));
     assert_eq!(report["peers"][0]["cursor"], json!(2));
-    assert_eq!(
-        b.get(&format!(
-            "/protocols/{}",
-            hex(&pd("Forged", "as published"))
-        ))
-        .await
-        .0,
-        404
-    );
-    assert_eq!(
-        b.get(&format!(
-            "/protocols/{}",
-            hex(&pd("Honest", "as published"))
-        ))
-        .await
-        .0,
-        200
-    );
+    assert_eq!(b.document_status(&pd("Forged", "as published")).await, 404);
+    assert_eq!(b.document_status(&pd("Honest", "as published")).await, 200);
     assert_eq!(
         b.metric("agora_protocol_db_rejected_total{reason=\"hash_mismatch\"}")
             .await,
@@ -394,7 +354,7 @@ async fn a_tampered_peer_is_refused() {
 
 #[tokio::test]
 async fn peers_on_loopback_need_the_operators_allowlist() {
-    let a = start(config()).await;
+    let a = Db::start(config()).await;
     a.post_text(&pd("Private", "on loopback"), Some(TOKEN))
         .await;
     let mut guarded = ProtocolDbServerConfig {
@@ -402,7 +362,7 @@ async fn peers_on_loopback_need_the_operators_allowlist() {
         ..config()
     };
     guarded.fetch.allow_networks.clear();
-    let b = start(guarded).await;
+    let b = Db::start(guarded).await;
     let report = b.sync().await;
     let error = report["peers"][0]["error"].as_str().unwrap();
     assert!(error.contains("refusing"), "{error}");
@@ -416,7 +376,7 @@ async fn a_notification_makes_the_peer_pull() {
     // from a second database started with A as its peer.
     let a_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let a_url = format!("http://{}", a_listener.local_addr().unwrap());
-    let b = start(ProtocolDbServerConfig {
+    let b = Db::start(ProtocolDbServerConfig {
         peers: vec![a_url.clone()],
         ..config()
     })
@@ -443,9 +403,8 @@ async fn a_notification_makes_the_peer_pull() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 201);
-    let path = format!("/protocols/{}", hex(&text));
     tokio::time::timeout(Duration::from_secs(20), async {
-        while b.get(&path).await.0 != 200 {
+        while b.document_status(&text).await != 200 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })

@@ -29,11 +29,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fixtures;
 use crate::support::Spawn;
 use agora_llm::ChatRequest;
 use agora_protocol::{ProtocolHash, data_uri};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, system_prompt, temp_dir,
+    NodeBuilder, ScriptedLlm, TestServer, last_user_message, llm_categories, schema_name,
+    sender_memory, suitability, system_prompt, temp_dir,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -474,13 +476,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
         .unwrap()
         .expect("the document was stored");
     assert_eq!(stored.document.text(), WEATHER_PD);
-    let decision = node
-        .node
-        .store()
-        .suitability(&hash)
-        .await
-        .unwrap()
-        .expect("a decision");
+    let decision = suitability(&node.node, &hash).await;
     assert!(decision.allowed);
     assert_eq!(decision.origin, agora_store::DecisionOrigin::Llm);
     let requests = node.node.store().recent_requests(10).await.unwrap();
@@ -570,13 +566,7 @@ async fn python_interop_sender_sees_a_rejected_protocol_as_an_error() {
 
     // What our node recorded: the document (it verified), the LLM's "no", one rejected request.
     assert!(node.node.store().document(&hash).await.unwrap().is_some());
-    let decision = node
-        .node
-        .store()
-        .suitability(&hash)
-        .await
-        .unwrap()
-        .expect("a decision");
+    let decision = suitability(&node.node, &hash).await;
     assert!(!decision.allowed);
     let requests = node.node.store().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 1, "{requests:?}");
@@ -668,15 +658,7 @@ async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
 
     // Our node: one negotiation turn in the ledger, then the checker and the responder for
     // the document it first saw in the protocol request.
-    let categories: Vec<String> = node
-        .node
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.category)
-        .collect();
+    let categories = llm_categories(&node.node).await;
     assert_eq!(
         categories.iter().filter(|c| *c == "negotiation").count(),
         1,
@@ -828,26 +810,9 @@ const TIDE_PD: &str = "---\nname: TideTableQuery\ndescription: Ask for the high 
 const PY_NL_ANSWER: &str = "The forecast for London, UK on 2024-09-27: rainy, 11.0 degrees Celsius, 12.0 mm of precipitation.";
 
 fn weather_task() -> agora_node::Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}},
-            "required": ["location", "date"]
-        },
-        "outputSchema": {
-            "type": "object",
-            "properties": {
-                "temperature": {"type": "number"},
-                "precipitation": {"type": "number"},
-                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}
-            },
-            "required": ["temperature", "precipitation", "weatherCondition"],
-            "additionalProperties": false
-        }
-    }))
-    .unwrap()
+    let mut task = fixtures::weather_task(fixtures::forecast_output());
+    task.output_schema["additionalProperties"] = json!(false);
+    task
 }
 
 fn london() -> Value {
@@ -1052,12 +1017,7 @@ async fn python_interop_our_ladder_explores_a_python_receiver_and_stays_natural(
         receiver.log()
     );
 
-    let memory = sender
-        .store()
-        .sender_memory(&receiver.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&sender, &receiver.url, "weather").await;
     assert_eq!((memory.uses, memory.explored), (3, true));
     assert_eq!(memory.protocol_hash, None);
     let runs = sender
@@ -1147,12 +1107,7 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
         ["explored".to_string(), format!("found {}", weather.hash())]
     );
 
-    let memory = sender
-        .store()
-        .sender_memory(&receiver.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&sender, &receiver.url, "weather").await;
     assert_eq!(memory.rejected, [tide.hash()]);
     assert_eq!(memory.protocol_hash, Some(weather.hash()));
     let runs = sender

@@ -6,27 +6,20 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use crate::fixtures::{forecast_output, real_model_bob, weather_task};
 use crate::support::Spawn;
 use agora_node::tools::WeatherForecastTool;
 use agora_protocol::{ProtocolHash, data_uri};
-use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
+use agora_testkit::{NodeBuilder, suitability, temp_dir};
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
-
-const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, precipitation, sky condition) for a location and a date.";
 
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_answers_a_weather_question_with_tool_data() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
-        .config(|c| {
-            c.description = BOB.into();
-            c.tools = vec![weather_tool()];
-        })
-        .spawn()
-        .await;
+    let server = real_model_bob(dir.path()).spawn().await;
     let (status, reply) = server
         .post("/", &json!({"protocolHash": null, "protocolSources": [], "body": "What is the weather forecast for London, UK on 2024-09-27?"}))
         .await;
@@ -52,13 +45,7 @@ async fn real_model_answers_a_weather_question_with_tool_data() {
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
-        .config(|c| {
-            c.description = BOB.into();
-            c.tools = vec![weather_tool()];
-        })
-        .spawn()
-        .await;
+    let server = real_model_bob(dir.path()).spawn().await;
     let stocks = "---\nname: StockQuote\ndescription: Get the latest price of a stock.\nmultiround: false\n---\n\n\
         Request: {\"ticker\": string}. Reply: {\"price\": number, \"currency\": string}.\n";
     let air = "---\nname: AirQuality\ndescription: Air quality index for a city on a date.\nmultiround: false\n---\n\n\
@@ -69,13 +56,7 @@ async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() 
         let (_, reply) = server
             .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(text)], "body": body}))
             .await;
-        let decision = server
-            .node
-            .store()
-            .suitability(&hash)
-            .await
-            .unwrap()
-            .expect("a decision was stored");
+        let decision = suitability(&server.node, &hash).await;
         eprintln!("{}: {:?} / reply {}", hash, decision, reply);
         assert_eq!(decision.allowed, expected, "{}", decision.reason);
         let status = reply["status"].as_str().unwrap();
@@ -92,28 +73,12 @@ async fn real_model_checks_suitability_of_a_fitting_and_an_unfitting_protocol() 
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protocol() {
     let bob_dir = temp_dir();
-    let bob = NodeBuilder::new(agora_testkit::local_llm(), bob_dir.path())
-        .config(|c| {
-            c.description = BOB.into();
-            c.tools = vec![weather_tool()];
-        })
-        .spawn()
-        .await;
+    let bob = real_model_bob(bob_dir.path()).spawn().await;
     let alice_dir = temp_dir();
     let alice = NodeBuilder::new(agora_testkit::local_llm(), alice_dir.path())
         .build()
         .await;
-    let task: agora_node::Task = serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {"type": "object", "required": ["location", "date"],
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
-        "outputSchema": {"type": "object",
-            "required": ["temperature", "precipitation", "weatherCondition"],
-            "properties": {"temperature": {"type": "number"}, "precipitation": {"type": "number"},
-                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}}}
-    }))
-    .unwrap();
+    let task = weather_task(forecast_output());
     let data = json!({"location": "Oslo, Norway", "date": "2025-02-03"});
 
     // Natural language: the output is schema-valid (the receiver may word the place its own way).

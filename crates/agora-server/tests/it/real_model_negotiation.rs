@@ -8,7 +8,7 @@
 use crate::support::Spawn;
 use agora_node::{Category, Task};
 use agora_protocol::ProtocolDocument;
-use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
+use agora_testkit::{NodeBuilder, suitability, temp_dir, weather_tool};
 use serde_json::json;
 
 #[tokio::test]
@@ -68,15 +68,7 @@ async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
     assert!(negotiated.registered_by_receiver);
     let theirs = bob.node.store().document(&hash).await.unwrap().unwrap();
     assert_eq!(theirs.document.text(), negotiated.document.text());
-    assert!(
-        bob.node
-            .store()
-            .suitability(&hash)
-            .await
-            .unwrap()
-            .unwrap()
-            .allowed
-    );
+    assert!(suitability(&bob.node, &hash).await.allowed);
     for node in [&alice, &bob] {
         let calls = node.node.store().llm_calls(None).await.unwrap();
         assert!(!calls.is_empty());

@@ -8,55 +8,24 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::fixtures::{expected_forecast, js_runtime, print_attempts, real_model_bob};
 use crate::support::Spawn;
-use agora_node::tools::WeatherForecastTool;
 use agora_protocol::{ProtocolHash, data_uri};
-use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_store::{RequestPath, RoutineOrigin, RoutineStatus};
-use agora_testkit::{NodeBuilder, temp_dir, weather_tool};
+use agora_testkit::temp_dir;
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
-const BOB: &str = "Bob is a weather service. It gives weather forecasts (temperature, \
-                   precipitation, sky condition) for a location and a date.";
-
-fn runtime() -> WasmRuntime {
-    let engine = std::env::var_os("AGORA_JS_ENGINE")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .expect("AGORA_JS_ENGINE is not set: source ~/.cache/agora/env.sh");
-    WasmRuntime::new(RuntimeConfig {
-        js_engine: Some(engine),
-        artifact_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("agora-artifacts")),
-        ..RuntimeConfig::default()
-    })
-    .expect("the routine runtime starts")
-}
-
-fn expected(location: &str, date: &str) -> Value {
-    let forecast = WeatherForecastTool::new(7).forecast(location, date);
-    json!({
-        "temperature": forecast["temperature_c"],
-        "precipitation": forecast["precipitation_mm"],
-        "weatherCondition": forecast["condition"],
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
     let dir = temp_dir();
-    let server = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
-        .config(|c| {
-            c.description = BOB.into();
-            c.tools = vec![weather_tool()];
-            c.thresholds.implementation = 5;
-        })
-        .routine_engine(Arc::new(runtime()))
+    let server = real_model_bob(dir.path())
+        .config(|c| c.thresholds.implementation = 5)
+        .routine_engine(Arc::new(js_runtime()))
         .spawn()
         .await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
@@ -102,22 +71,7 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
     let started = Instant::now();
     server.node.programmer_idle().await;
     let attempts = server.node.store().attempts(Some(&hash)).await.unwrap();
-    for attempt in &attempts {
-        eprintln!(
-            "attempt {} {}: {} ({} + {} tokens)\n{}\n",
-            attempt.attempt,
-            attempt.outcome,
-            attempt.report,
-            attempt.prompt_tokens,
-            attempt.completion_tokens,
-            attempt.source.as_deref().unwrap_or("(no source)")
-        );
-    }
-    eprintln!(
-        "programmer: {} attempt(s) in {:.1} s",
-        attempts.len(),
-        started.elapsed().as_secs_f64()
-    );
+    print_attempts("programmer", &attempts, started);
     let passed = attempts
         .iter()
         .find(|a| a.outcome.as_str() == "passed")
@@ -145,7 +99,7 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
         let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
         assert_eq!(
             body,
-            expected(location, date),
+            expected_forecast(location, date),
             "the routine's reply carries the tool data"
         );
     }

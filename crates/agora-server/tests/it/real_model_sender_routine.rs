@@ -10,63 +10,31 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::fixtures::{
+    expected_forecast, forecast_output, js_runtime, print_attempts, weather_task,
+};
 use crate::support::Spawn;
-use agora_node::tools::WeatherForecastTool;
 use agora_node::{ProtocolInput, RoutineLimits, RoutineSource, RoutineSpec, Task};
 use agora_protocol::data_uri;
-use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_store::{RoutineOrigin, SenderMemory};
 use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir, weather_tool};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 const WEATHER_JS: &str = include_str!("../../../../routines/weather-forecast/routine.js");
 
-fn runtime() -> WasmRuntime {
-    let engine = std::env::var_os("AGORA_JS_ENGINE")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .expect("AGORA_JS_ENGINE is not set: source ~/.cache/agora/env.sh");
-    WasmRuntime::new(RuntimeConfig {
-        js_engine: Some(engine),
-        artifact_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("agora-artifacts")),
-        ..RuntimeConfig::default()
-    })
-    .expect("the routine runtime starts")
-}
-
 fn task() -> Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {"type": "object", "required": ["location", "date"],
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
-        "outputSchema": {"type": "object",
-            "required": ["temperature", "precipitation", "weatherCondition"],
-            "properties": {"temperature": {"type": "number"}, "precipitation": {"type": "number"},
-                "weatherCondition": {"type": "string"}}}
-    }))
-    .unwrap()
-}
-
-fn expected(location: &str, date: &str) -> Value {
-    let forecast = WeatherForecastTool::new(7).forecast(location, date);
-    json!({
-        "temperature": forecast["temperature_c"],
-        "precipitation": forecast["precipitation_mm"],
-        "weatherCondition": forecast["condition"],
-    })
+    weather_task(forecast_output())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination() {
     let (a, b) = (temp_dir(), temp_dir());
-    let runtime = Arc::new(runtime());
+    let runtime = Arc::new(js_runtime());
     let bob = NodeBuilder::new(ScriptedLlm::unreachable(), b.path())
         .config(|c| c.tools = vec![weather_tool()])
         .routine_engine(runtime.clone())
@@ -103,22 +71,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
     let started = Instant::now();
     alice.sender_routines_idle().await;
     let attempts = alice.store().sender_attempts().await.unwrap();
-    for attempt in &attempts {
-        eprintln!(
-            "attempt {} {}: {} ({} + {} tokens)\n{}\n",
-            attempt.attempt,
-            attempt.outcome,
-            attempt.report,
-            attempt.prompt_tokens,
-            attempt.completion_tokens,
-            attempt.source.as_deref().unwrap_or("(no source)")
-        );
-    }
-    eprintln!(
-        "sender programmer: {} attempt(s) in {:.1} s",
-        attempts.len(),
-        started.elapsed().as_secs_f64()
-    );
+    print_attempts("sender programmer", &attempts, started);
     assert!(
         attempts.iter().any(|a| a.outcome.as_str() == "passed"),
         "a candidate passed its examination"
@@ -148,7 +101,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         let run = alice.run_task(&bob.url, &task(), &data).await.unwrap();
         assert_eq!(run.outcome.llm_calls, 0);
         // As numbers: the routine may give 0 where the tool said 0.0.
-        let (got, want) = (&run.outcome.output, expected(location, date));
+        let (got, want) = (&run.outcome.output, expected_forecast(location, date));
         for field in ["temperature", "precipitation"] {
             assert_eq!(got[field].as_f64(), want[field].as_f64(), "{got} vs {want}");
         }

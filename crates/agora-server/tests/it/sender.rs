@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
+use crate::fixtures::{forecast_output, weather_task};
 use crate::support::Spawn;
 use agora_node::tools::WeatherForecastTool;
-use agora_node::{SendError, Task};
+use agora_node::{Node, SendError, SendOutcome, Task};
 use agora_protocol::{VerifiedDocument, data_uri};
 use agora_testkit::{
     NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, system_prompt, temp_dir,
@@ -19,25 +20,7 @@ use serde_json::{Value, json};
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 
 fn task() -> Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}},
-            "required": ["location", "date"]
-        },
-        "outputSchema": {
-            "type": "object",
-            "properties": {
-                "temperature": {"type": "number"},
-                "precipitation": {"type": "number"},
-                "weatherCondition": {"type": "string", "enum": ["sunny", "cloudy", "rainy", "snowy"]}
-            },
-            "required": ["temperature", "precipitation", "weatherCondition"]
-        }
-    }))
-    .unwrap()
+    weather_task(forecast_output())
 }
 
 /// Bob: a weather agent that answers in words (natural language) or in the protocol's JSON.
@@ -146,6 +129,14 @@ async fn a_task_runs_in_natural_language_and_its_output_is_validated() {
     assert!(matches!(alice.task("nope"), Err(SendError::UnknownTask(_))));
 }
 
+/// Sends the task to Bob under the weather protocol, with its `data:` URI as the source.
+async fn send_under_the_protocol(alice: &Node, bob: &TestServer) -> Result<SendOutcome, SendError> {
+    let document = VerifiedDocument::from_text(WEATHER_PD);
+    let sources = vec![data_uri::encode(WEATHER_PD)];
+    let protocol = Some((&document, sources.as_slice()));
+    alice.send(&bob.url, &task(), &data(), protocol).await
+}
+
 #[tokio::test]
 async fn a_task_runs_under_a_protocol_the_receiver_fetches_from_its_source() {
     let (bob, _bob_dir) = bob(true).await;
@@ -153,14 +144,10 @@ async fn a_task_runs_under_a_protocol_the_receiver_fetches_from_its_source() {
     let alice = NodeBuilder::new(alice_llm(faithful_reader), dir.path())
         .build()
         .await;
-    let document = VerifiedDocument::from_text(WEATHER_PD);
-    let sources = vec![data_uri::encode(WEATHER_PD)];
-    let outcome = alice
-        .send(&bob.url, &task(), &data(), Some((&document, &sources)))
-        .await
-        .unwrap();
+    let outcome = send_under_the_protocol(&alice, &bob).await.unwrap();
     assert_eq!(outcome.output, expected());
-    let stored = bob.node.store().document(&document.hash()).await.unwrap();
+    let hash = VerifiedDocument::from_text(WEATHER_PD).hash();
+    let stored = bob.node.store().document(&hash).await.unwrap();
     assert!(
         stored.is_some(),
         "Bob resolved the PD from the data: source"
@@ -192,12 +179,7 @@ async fn bad_data_an_unreadable_reply_and_a_rejection_are_clear_errors() {
     assert!(matches!(error, SendError::InvalidOutput(_)), "{error}");
     assert!(error.to_string().contains("precipitation"), "{error}");
 
-    let document = VerifiedDocument::from_text(WEATHER_PD);
-    let sources = vec![data_uri::encode(WEATHER_PD)];
-    let error = alice
-        .send(&bob.url, &task(), &data(), Some((&document, &sources)))
-        .await
-        .unwrap_err();
+    let error = send_under_the_protocol(&alice, &bob).await.unwrap_err();
     assert!(matches!(error, SendError::Rejected(_)), "{error}");
     assert!(error.to_string().contains("not today"), "{error}");
 

@@ -13,27 +13,20 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use crate::fixtures::{temperature_output, weather_task};
 use crate::support::Spawn;
 use agora_llm::ChatRequest;
-use agora_node::{Node, RoutineError, Task};
+use agora_node::{Node, RoutineError, Task, TaskRun};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, TestServer, last_user_message, schema_name,
-    system_prompt, temp_dir, weather_tool,
+    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, TestServer, last_user_message, llm_categories,
+    schema_name, system_prompt, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 
 fn task() -> Task {
-    serde_json::from_value(json!({
-        "name": "weather",
-        "description": "Get the weather forecast for a location on a date.",
-        "inputSchema": {"type": "object", "required": ["location", "date"],
-            "properties": {"location": {"type": "string"}, "date": {"type": "string"}}},
-        "outputSchema": {"type": "object", "required": ["temperature"],
-            "properties": {"temperature": {"type": "number"}}}
-    }))
-    .unwrap()
+    weather_task(temperature_output())
 }
 
 fn data(location: &str) -> Value {
@@ -142,6 +135,12 @@ async fn rungs(node: &Node, target: &str) -> Vec<(String, String, i64)> {
         .collect()
 }
 
+/// Alice runs the weather task for `location` against Bob.
+async fn weather_run(alice: &Node, bob: &TestServer, location: &str) -> TaskRun {
+    let data = data(location);
+    alice.run_task(&bob.url, &task(), &data).await.unwrap()
+}
+
 #[tokio::test]
 async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     let (a, b) = (temp_dir(), temp_dir());
@@ -150,10 +149,7 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
 
     // The first run finds Bob's protocol and sends under it with the LLM; that run is an
     // example, and the threshold (1 by default) queues a job.
-    let first = alice
-        .run_task(&bob.url, &task(), &data("Oslo, Norway"))
-        .await
-        .unwrap();
+    let first = weather_run(&alice, &bob, "Oslo, Norway").await;
     assert!(first.protocol.is_some());
     alice.sender_routines_idle().await;
     let routines = alice.store().sender_routines().await.unwrap();
@@ -164,23 +160,14 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].outcome.as_str(), "passed");
     assert_eq!(attempts[0].report, "2/2 checks passed");
-    let implementing = alice
-        .store()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.category == "implementing")
-        .count();
+    let categories = llm_categories(&alice).await;
+    let implementing = categories.iter().filter(|c| *c == "implementing").count();
     assert_eq!(implementing, 1);
 
     // From now on: no LLM call on Alice's side, other data included.
     let before = llm_calls(&alice).await;
     for place in ["Oslo, Norway", "Paris, France", "Lima, Peru"] {
-        let run = alice
-            .run_task(&bob.url, &task(), &data(place))
-            .await
-            .unwrap();
+        let run = weather_run(&alice, &bob, place).await;
         assert_eq!(run.outcome.output, json!({"temperature": 3.5}));
         assert_eq!(run.outcome.llm_calls, 0);
     }
@@ -203,10 +190,7 @@ async fn a_failing_candidate_is_repaired() {
     let (a, b) = (temp_dir(), temp_dir());
     let bob = bob(b.path()).await;
     let alice = alice(a.path(), &["does not build", "wrong_body", "good"], 3).await;
-    alice
-        .run_task(&bob.url, &task(), &data("Oslo, Norway"))
-        .await
-        .unwrap();
+    weather_run(&alice, &bob, "Oslo, Norway").await;
     alice.sender_routines_idle().await;
     let attempts = alice.store().sender_attempts().await.unwrap();
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
@@ -218,10 +202,7 @@ async fn a_failing_candidate_is_repaired() {
     );
     assert!(attempts.iter().all(|a| a.job == attempts[0].job));
     assert_eq!(attempts[2].routine_id, Some(1));
-    let run = alice
-        .run_task(&bob.url, &task(), &data("Oslo, Norway"))
-        .await
-        .unwrap();
+    let run = weather_run(&alice, &bob, "Oslo, Norway").await;
     assert_eq!(run.outcome.llm_calls, 0);
 }
 
@@ -230,17 +211,11 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     let (a, b) = (temp_dir(), temp_dir());
     let bob = bob(b.path()).await;
     let alice = alice(a.path(), &["no_bergen", "good"], 2).await;
-    alice
-        .run_task(&bob.url, &task(), &data("Oslo, Norway"))
-        .await
-        .unwrap();
+    weather_run(&alice, &bob, "Oslo, Norway").await;
     alice.sender_routines_idle().await;
 
     // Bergen: the routine fails, the LLM does the run, the failure is counted.
-    let run = alice
-        .run_task(&bob.url, &task(), &data("Bergen, Norway"))
-        .await
-        .unwrap();
+    let run = weather_run(&alice, &bob, "Bergen, Norway").await;
     assert_eq!(run.outcome.output, json!({"temperature": 3.5}));
     assert_eq!(
         run.outcome.llm_calls, 2,
@@ -259,10 +234,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
 
     // The second failure retires it; a new routine is written from the examples, the LLM's
     // fallback runs included.
-    alice
-        .run_task(&bob.url, &task(), &data("Bergen, Norway"))
-        .await
-        .unwrap();
+    weather_run(&alice, &bob, "Bergen, Norway").await;
     alice.sender_routines_idle().await;
     let routines = alice.store().sender_routines().await.unwrap();
     assert_eq!(routines.len(), 2);
@@ -272,10 +244,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     let attempts = alice.store().sender_attempts().await.unwrap();
     assert_eq!(attempts.last().unwrap().reason.as_str(), "failures");
 
-    let run = alice
-        .run_task(&bob.url, &task(), &data("Bergen, Norway"))
-        .await
-        .unwrap();
+    let run = weather_run(&alice, &bob, "Bergen, Norway").await;
     assert_eq!(run.outcome.llm_calls, 0);
     let log = rungs(&alice, &bob.url).await;
     let rungs: Vec<&str> = log.iter().map(|(rung, _, _)| rung.as_str()).collect();

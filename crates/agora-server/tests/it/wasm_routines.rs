@@ -317,14 +317,7 @@ async fn a_node_answers_the_weather_protocol_with_the_shipped_routine_and_no_llm
             .iter()
             .all(|r| r.path == RequestPath::Routine && r.llm_calls == 0)
     );
-    let metrics = client
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get_text("/metrics").await;
     assert!(
         metrics.contains(&format!(
             "agora_routine_runs_total{{node=\"test-node\",routine=\"weather-forecast\",protocol=\"{}\",origin=\"human\"}} 3",
@@ -332,13 +325,6 @@ async fn a_node_answers_the_weather_protocol_with_the_shipped_routine_and_no_llm
         )),
         "{metrics}"
     );
-    let listing: Value = client
-        .get(format!("{}/.wellknown", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listing: Value = serde_json::from_str(&server.get_text("/.wellknown").await).unwrap();
     assert!(listing.get(hash.to_hex()).is_some(), "{listing}");
 }

@@ -4,7 +4,7 @@ use agora_store::{
     Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, RequestPath, StoreError,
 };
 
-use super::{conversation, document, hash, llm_call, request};
+use super::{conversation, document, hash, llm_call, request, stored_document};
 use crate::Fixture;
 
 pub async fn conversation_lifecycle(fixture: Fixture) {
@@ -130,11 +130,7 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
     store.close().await;
 
     let store = fixture.open().await;
-    let stored = store
-        .document(&doc.hash())
-        .await
-        .expect("get")
-        .expect("survived");
+    let stored = stored_document(&store, &doc).await;
     assert_eq!(stored.document, doc);
     assert_eq!(stored.sources, vec!["https://peer/pd".to_string()]);
     assert_eq!(

@@ -34,7 +34,8 @@ pub use sender_routines::{
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{
-    Backend, Conversation, ConversationKind, LlmCallRecord, RequestPath, RequestRecord,
+    Backend, Conversation, ConversationKind, LlmCallRecord, RequestPath, RequestRecord, Store,
+    StoredDocument,
 };
 
 use crate::Fixture;
@@ -45,6 +46,12 @@ pub fn document(n: u32) -> VerifiedDocument {
         "---\nname: Test protocol {n}\ndescription: Used by the store tests\nmultiround: true\n---\n\
          Send {{\"n\": {n}}} and expect it back.\n"
     ))
+}
+
+/// The stored document `doc`, which must be there.
+pub async fn stored_document(store: &Store, doc: &VerifiedDocument) -> StoredDocument {
+    let stored = store.document(&doc.hash()).await.expect("get");
+    stored.expect("stored")
 }
 
 /// A hash with no document behind it.

@@ -7,9 +7,15 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use agora_protocol::VerifiedDocument;
-use agora_store::{PeerPage, PublishedCounts, StoreError};
+use agora_store::{PeerPage, PublishedCounts, PublishedDocument, Store, StoreError};
 
 use crate::Fixture;
+
+/// The catalogue entry for `document`, which must be there.
+async fn published(store: &Store, document: &VerifiedDocument) -> PublishedDocument {
+    let entry = store.published_document(&document.hash()).await.unwrap();
+    entry.expect("published")
+}
 
 fn pd(name: &str, description: &str) -> VerifiedDocument {
     VerifiedDocument::from_text(&format!(
@@ -40,11 +46,7 @@ pub async fn publishing_is_idempotent_and_numbers_entries(fixture: Fixture) {
         store.publish_document(&taxi, None, 30).await.unwrap(),
         (2, true)
     );
-    let stored = store
-        .published_document(&weather.hash())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = published(&store, &weather).await;
     assert_eq!(stored.document, weather);
     assert_eq!(stored.peer, None, "a known entry keeps its origin");
     assert_eq!(stored.published_at_ms, 10);
@@ -98,40 +100,23 @@ pub async fn search_narrows_by_lowercased_words(fixture: Fixture) {
             .await
             .unwrap();
     }
-    let hashes = |hits: Vec<agora_store::PublishedSummary>| -> Vec<_> {
+    let found = async |query: &[&str]| -> Vec<_> {
+        let hits = store.search_published(&words(query), 10).await.unwrap();
         hits.iter().map(|hit| hit.hash).collect()
     };
+    assert_eq!(found(&["weather"]).await, [weather.hash()]);
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["weather"]), 10)
-                .await
-                .unwrap()
-        ),
-        [weather.hash()]
-    );
-    assert_eq!(
-        hashes(store.search_published(&words(&["RIDE"]), 10).await.unwrap()),
+        found(&["RIDE"]).await,
         [taxi.hash()],
         "the query word is lowercased too"
     );
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["ÉMILE"]), 10)
-                .await
-                .unwrap()
-        ),
+        found(&["ÉMILE"]).await,
         [cafe.hash()],
         "case folding is Unicode, on both backends"
     );
     assert_eq!(
-        hashes(
-            store
-                .search_published(&words(&["rain", "taxi"]), 10)
-                .await
-                .unwrap()
-        ),
+        found(&["rain", "taxi"]).await,
         [taxi.hash(), weather.hash()],
         "any word matches; newest first"
     );
@@ -143,10 +128,7 @@ pub async fn search_narrows_by_lowercased_words(fixture: Fixture) {
             .is_empty(),
         "wildcards are literal"
     );
-    assert_eq!(
-        hashes(store.search_published(&words(&["0%"]), 10).await.unwrap()),
-        [cafe.hash()]
-    );
+    assert_eq!(found(&["0%"]).await, [cafe.hash()]);
     let all = store.search_published(&[], 10).await.unwrap();
     assert_eq!(all.len(), 4);
     assert_eq!(all[0].hash, bare.hash());
@@ -181,21 +163,9 @@ pub async fn peer_pages_store_documents_and_move_the_cursor_forward(fixture: Fix
         (state.last_seq, state.synced_at_ms, state.rejected),
         (7, Some(50), 1)
     );
-    let pulled = store
-        .published_document(&theirs.hash())
-        .await
-        .unwrap()
-        .unwrap();
+    let pulled = published(&store, &theirs).await;
     assert_eq!(pulled.peer.as_deref(), Some(peer));
-    assert_eq!(
-        store
-            .published_document(&mine.hash())
-            .await
-            .unwrap()
-            .unwrap()
-            .peer,
-        None
-    );
+    assert_eq!(published(&store, &mine).await.peer, None);
 
     // A peer that lost its data and serves lower seqs never moves the cursor back.
     let older = PeerPage {
@@ -267,15 +237,7 @@ pub async fn tampered_text_is_reported_corrupt_and_repaired_by_publishing(fixtur
         store.publish_document(&document, None, 2).await.unwrap(),
         (1, false)
     );
-    assert_eq!(
-        store
-            .published_document(&document.hash())
-            .await
-            .unwrap()
-            .unwrap()
-            .document,
-        document
-    );
+    assert_eq!(published(&store, &document).await.document, document);
     store.close().await;
 }
 

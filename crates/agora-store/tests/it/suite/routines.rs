@@ -3,13 +3,20 @@
 
 use agora_protocol::ProtocolHash;
 use agora_store::{
-    NewRoutine, RequestPath, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoreError,
+    NewRoutine, RequestPath, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus,
+    Store, StoreError,
 };
 
 use super::{hash, request};
 use crate::Fixture;
 
 /// A routine named `name` for `protocol_hash`, with a component that contains every byte value.
+/// Adds an active routine `name` for `hash(protocol)` at `now_ms`.
+async fn add_active(store: &Store, name: &str, protocol: u8, now_ms: i64) -> Routine {
+    let routine = new_routine(name, hash(protocol), RoutineStatus::Active);
+    store.add_routine(&routine, now_ms).await.expect("add")
+}
+
 pub fn new_routine(name: &str, protocol_hash: ProtocolHash, status: RoutineStatus) -> NewRoutine {
     NewRoutine {
         name: name.to_string(),
@@ -93,19 +100,10 @@ pub async fn routines_round_trip_with_their_code(fixture: Fixture) {
 
 pub async fn one_routine_is_active_per_protocol(fixture: Fixture) {
     let store = fixture.open().await;
-    let first = store
-        .add_routine(&new_routine("first", hash(1), RoutineStatus::Active), 1)
-        .await
-        .expect("add");
-    let other_protocol = store
-        .add_routine(&new_routine("other", hash(2), RoutineStatus::Active), 2)
-        .await
-        .expect("add");
+    let first = add_active(&store, "first", 1, 1).await;
+    let other_protocol = add_active(&store, "other", 2, 2).await;
     // Adding an active routine disables the protocol's active one, not other protocols'.
-    let second = store
-        .add_routine(&new_routine("second", hash(1), RoutineStatus::Active), 3)
-        .await
-        .expect("add");
+    let second = add_active(&store, "second", 1, 3).await;
     let status = |routines: &[agora_store::Routine], id: i64| {
         routines
             .iter()
@@ -171,10 +169,7 @@ pub async fn one_routine_is_active_per_protocol(fixture: Fixture) {
 
 pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
     let store = fixture.open().await;
-    let routine = store
-        .add_routine(&new_routine("r", hash(1), RoutineStatus::Active), 1)
-        .await
-        .expect("add");
+    let routine = add_active(&store, "r", 1, 1).await;
     let version = store.routines_version().await.expect("version");
 
     let mut answered = request(1, Some(hash(1)), RequestPath::Routine, 100);

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{SenderMemory, SenderRun, SenderTotals};
+use agora_store::{SenderMemory, SenderRun, SenderTotals, Store};
 
 use crate::Fixture;
 
@@ -29,6 +29,14 @@ fn memory(target: &str, task: &str) -> SenderMemory {
     }
 }
 
+/// What `store` remembers of the task `weather` sent to Bob.
+async fn bobs_weather(store: &Store) -> Option<SenderMemory> {
+    store
+        .sender_memory("http://bob.test/", "weather")
+        .await
+        .unwrap()
+}
+
 fn run(target: &str, task: &str, rung: &str, outcome: &str, at: i64) -> SenderRun {
     SenderRun {
         target: target.to_string(),
@@ -48,22 +56,13 @@ fn run(target: &str, task: &str, rung: &str, outcome: &str, at: i64) -> SenderRu
 pub async fn a_fresh_memory_round_trips_with_no_protocol(fixture: Fixture) {
     let store = fixture.open().await;
     assert_eq!(
-        store
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
+        bobs_weather(&store).await,
         None,
         "nothing before the first run"
     );
     let fresh = memory("http://bob.test/", "weather");
     store.put_sender_memory(&fresh).await.unwrap();
-    assert_eq!(
-        store
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
-        Some(fresh)
-    );
+    assert_eq!(bobs_weather(&store).await, Some(fresh));
     assert_eq!(
         store
             .sender_memory("http://bob.test/", "taxi")
@@ -181,22 +180,14 @@ pub async fn protocols_for_a_task_are_those_in_use_across_targets(fixture: Fixtu
         protocol_sources: vec![format!("https://db.test/protocols/{name}")],
         ..memory(target, task)
     };
-    store
-        .put_sender_memory(&with("http://carol.test/", "weather", "WeatherB"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&with("http://alice.test/", "weather", "WeatherA"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&memory("http://bob.test/", "weather"))
-        .await
-        .unwrap();
-    store
-        .put_sender_memory(&with("http://alice.test/", "taxi", "Taxi"))
-        .await
-        .unwrap();
+    for remembered in [
+        with("http://carol.test/", "weather", "WeatherB"),
+        with("http://alice.test/", "weather", "WeatherA"),
+        memory("http://bob.test/", "weather"),
+        with("http://alice.test/", "taxi", "Taxi"),
+    ] {
+        store.put_sender_memory(&remembered).await.unwrap();
+    }
 
     let found = store.sender_protocols_for_task("weather").await.unwrap();
     let targets: Vec<&str> = found.iter().map(|m| m.target.as_str()).collect();
@@ -332,13 +323,7 @@ pub async fn memory_and_log_survive_a_restart(fixture: Fixture) {
     store.close().await;
 
     let reopened = fixture.open().await;
-    assert_eq!(
-        reopened
-            .sender_memory("http://bob.test/", "weather")
-            .await
-            .unwrap(),
-        Some(kept)
-    );
+    assert_eq!(bobs_weather(&reopened).await, Some(kept));
     assert_eq!(
         reopened
             .sender_runs("http://bob.test/", "weather", 10)
