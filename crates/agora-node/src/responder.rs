@@ -112,7 +112,13 @@ impl Responder<'_> {
         history: &[Message],
         message: &str,
     ) -> Result<Answer, RespondError> {
-        let mut messages = vec![Message::system(self.system_prompt(subject))];
+        let mut system = self.system_prompt(subject);
+        if let Subject::Protocol(_) = subject {
+            // A protocol's body carries its dates as data; a natural-language message is the
+            // sender's wording (and the committed natural-language runs replay unchanged).
+            system.push_str(&dates_named(message));
+        }
+        let mut messages = vec![Message::system(system)];
         messages.extend(history.iter().cloned());
         messages.push(Message::user(match subject {
             Subject::Natural => message.to_string(),
@@ -328,6 +334,37 @@ impl Responder<'_> {
     }
 }
 
+/// The weekday of every `YYYY-MM-DD` date in `message`, as a line for the prompt ("" when it has
+/// none): a small model asked about a date otherwise guesses the weekday, or uses today's date.
+fn dates_named(message: &str) -> String {
+    let mut named: Vec<String> = Vec::new();
+    let bytes = message.as_bytes();
+    for start in 0..bytes.len().saturating_sub(9) {
+        let Some(candidate) = message.get(start..start + 10) else {
+            continue;
+        };
+        let boundary = |at: usize| bytes.get(at).is_none_or(|b| !b.is_ascii_digit());
+        let shaped = candidate.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 => b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+        if !shaped || (start > 0 && !boundary(start - 1)) || !boundary(start + 10) {
+            continue;
+        }
+        if let Ok(date) = candidate.parse::<jiff::civil::Date>() {
+            let line = format!("{candidate} is a {:?}", date.weekday());
+            if !named.contains(&line) {
+                named.push(line);
+            }
+        }
+    }
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!("\n\nDates in the request: {}.", named.join("; "))
+    }
+}
+
 fn clip(text: &str) -> String {
     clip_to(text, 200)
 }
@@ -345,6 +382,18 @@ fn clip_to(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_in_a_request_are_named_with_their_weekday() {
+        assert_eq!(
+            dates_named(r#"{"date": "2024-01-05", "end": "2024-01-08", "again": "2024-01-05"}"#),
+            "\n\nDates in the request: 2024-01-05 is a Friday; 2024-01-08 is a Monday."
+        );
+        assert_eq!(
+            dates_named("no date, 12024-01-05, 2024-13-01, 2024-02-30"),
+            ""
+        );
+    }
 
     #[test]
     fn a_document_that_writes_out_an_object_makes_a_json_exchange() {

@@ -196,8 +196,17 @@ fn catalogue_tools(text: &str) -> Vec<(String, Value)> {
     tools
 }
 
-/// The server's answer under a protocol.
+/// The server's answer under a protocol: the document's answer, with each member that the tool
+/// result also has taken from the tool (a grounded answer: the node learns only from those).
 fn protocol_reply(answer: &Value, tool_result: Option<Value>) -> Value {
+    let mut answer = answer.clone();
+    if let (Some(members), Some(Value::Object(result))) = (answer.as_object_mut(), &tool_result) {
+        for (key, value) in members.iter_mut() {
+            if let Some(found) = result.get(key) {
+                *value = found.clone();
+            }
+        }
+    }
     json!({"answer": answer, "toolResult": tool_result})
 }
 
