@@ -74,75 +74,61 @@ pub struct ServerRules {
 
 /// The rules of the server `id`, if it is one of the network's.
 pub fn rules_of(id: &str) -> Option<ServerRules> {
-    let restaurant = |city, open, close, closed| ServerRules {
+    let in_city = |city| ServerRules {
         city,
+        ..ServerRules::default()
+    };
+    let restaurant = |city, open, close, closed| ServerRules {
         opening: Some(Opening {
             open,
             close,
             closed,
         }),
-        ..ServerRules::default()
+        ..in_city(city)
     };
     Some(match id {
         "weatherServer" | "trafficServer" | "deliveryService" => ServerRules::default(),
-        "hotel1" => ServerRules {
-            city: "Paris",
-            ..ServerRules::default()
-        },
-        "hotel2" => ServerRules {
-            city: "Barcelona",
-            ..ServerRules::default()
-        },
+        "hotel1" => in_city("Paris"),
+        "hotel2" => in_city("Barcelona"),
         "hotel3" => ServerRules {
-            city: "London",
             recommends: Some(Recommendation {
                 restaurant: "Il Forno",
                 server: "restaurant1",
             }),
-            ..ServerRules::default()
+            ..in_city("London")
         },
         "skiResort1" => ServerRules {
-            city: "Zurich",
             room_temperature: Some((-10, 1)),
-            ..ServerRules::default()
+            ..in_city("Zurich")
         },
         "skiResort2" => ServerRules {
-            city: "Vienna",
             room_temperature: Some((-10, 1)),
             recommends: Some(Recommendation {
                 restaurant: "Bengal Delight",
                 server: "restaurant3",
             }),
-            ..ServerRules::default()
+            ..in_city("Vienna")
         },
         "restaurant1" => restaurant("London", 12, 22, "Monday"),
         "restaurant2" => restaurant("Cairo", 17, 23, "Tuesday"),
         "restaurant3" => restaurant("Vienna", 17, 23, "Tuesday"),
-        "cinema1" => ServerRules {
-            city: "Paris",
-            ..ServerRules::default()
-        },
-        "cinema2" => ServerRules {
-            city: "Berlin",
-            ..ServerRules::default()
-        },
+        "cinema1" => in_city("Paris"),
+        "cinema2" => in_city("Berlin"),
         "taxi1" => ServerRules {
-            city: "New York",
             taxi: Some(TaxiFare {
                 base: 20.0,
                 night_surcharge: true,
                 rain_surcharge: false,
             }),
-            ..ServerRules::default()
+            ..in_city("New York")
         },
         "taxi2" => ServerRules {
-            city: "London",
             taxi: Some(TaxiFare {
                 base: 30.0,
                 night_surcharge: false,
                 rain_surcharge: true,
             }),
-            ..ServerRules::default()
+            ..in_city("London")
         },
         _ => return None,
     })

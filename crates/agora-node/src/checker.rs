@@ -10,6 +10,7 @@ use agora_protocol::VerifiedDocument;
 use serde_json::{Value, json};
 
 use crate::accounting::{Accountant, Category, QueryContext};
+use crate::responder::first_chars;
 use crate::tools::{ToolSpec, catalogue};
 
 /// Characters of a PD shown to the checker; longer documents are cut.
@@ -117,11 +118,11 @@ fn schema() -> Value {
 
 fn parse_verdict(content: &str) -> Result<Verdict, CheckError> {
     let value: Value = serde_json::from_str(content.trim())
-        .map_err(|e| CheckError::Unreadable(format!("{e}: {}", clip(content))))?;
+        .map_err(|e| CheckError::Unreadable(format!("{e}: {}", first_chars(content, 200))))?;
     let suitable = match value.get("suitable").and_then(Value::as_str) {
         Some(answer) if answer.eq_ignore_ascii_case("yes") => true,
         Some(answer) if answer.eq_ignore_ascii_case("no") => false,
-        _ => return Err(CheckError::Unreadable(clip(content))),
+        _ => return Err(CheckError::Unreadable(first_chars(content, 200))),
     };
     let reason = value
         .get("reason")
@@ -130,10 +131,6 @@ fn parse_verdict(content: &str) -> Result<Verdict, CheckError> {
         .trim()
         .to_string();
     Ok(Verdict { suitable, reason })
-}
-
-fn clip(text: &str) -> String {
-    text.chars().take(200).collect()
 }
 
 #[cfg(test)]

@@ -42,6 +42,6 @@ pub use routines::{
     LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
 };
 pub use sender::fit::ProtocolFit;
-pub use sender::{SendError, SendOutcome};
+pub use sender::{BadReply, ExchangeError, SendError, SendOutcome, Unreachable};
 pub use task::{Task, TaskError};
 pub use tools::{Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};

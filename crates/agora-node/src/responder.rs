@@ -369,7 +369,8 @@ fn clip(text: &str) -> String {
     clip_to(text, 200)
 }
 
-fn clip_to(text: &str, max: usize) -> String {
+/// `text`, cut after `max` characters (marked with `…`).
+pub(crate) fn clip_to(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
     } else {
@@ -377,6 +378,11 @@ fn clip_to(text: &str, max: usize) -> String {
         cut.push('…');
         cut
     }
+}
+
+/// The first `max` characters of `text`, unmarked: for the quotes in error messages.
+pub(crate) fn first_chars(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
 }
 
 #[cfg(test)]

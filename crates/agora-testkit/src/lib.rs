@@ -19,9 +19,12 @@ use std::sync::Arc;
 
 use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{Llm, PriceTable};
-use agora_node::{Clock, Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRegistry};
+use agora_node::{
+    Clock, Node, NodeConfig, NodeParts, ProtocolInput, RoutineEngine, RoutineLimits, RoutineSource,
+    RoutineSpec, SystemClock, ToolRegistry,
+};
 use agora_protocol::ProtocolHash;
-use agora_store::{Decision, SenderMemory, Store};
+use agora_store::{Decision, RoutineOrigin, SenderMemory, Store};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -50,6 +53,20 @@ pub fn local_llm() -> Arc<dyn Llm> {
 /// The built-in weather tool as the tests configure it (seed 7).
 pub fn weather_tool() -> agora_node::ToolConfig {
     agora_node::ToolConfig::builtin("weather_forecast", "weather_forecast", 7)
+}
+
+/// A human-written JavaScript routine `name` for the protocol `protocol` (its text), with
+/// default limits, that may call `tools` and is active once added.
+pub fn human_routine(name: &str, protocol: &str, source: &str, tools: &[&str]) -> RoutineSpec {
+    RoutineSpec {
+        name: name.into(),
+        protocol: ProtocolInput::Text(protocol.into()),
+        source: RoutineSource::JavaScript(source.into()),
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        limits: RoutineLimits::default(),
+        origin: RoutineOrigin::Human,
+        activate: true,
+    }
 }
 
 /// The categories of the LLM calls `node` recorded (`conversation`, `checking`, ...), oldest

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::time::Duration;
 
-use agora_fetch::{FetchError, FetchPolicy, Fetcher, TargetClient, TargetPolicy};
+use agora_fetch::{FetchError, FetchPolicy, Fetcher, TargetClient, TargetPolicy, TargetRequest};
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -70,6 +70,32 @@ async fn server() -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
     (url, hits, task)
 }
 
+/// The test server and a target client with `policy` for it; the server stops when dropped.
+struct Target {
+    url: String,
+    client: TargetClient,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Target {
+    async fn start(policy: TargetPolicy) -> Self {
+        let (url, _, task) = server().await;
+        let client = TargetClient::new(policy).unwrap();
+        Self { url, client, task }
+    }
+
+    /// `POST {path}` to the test server.
+    fn post(&self, path: &str) -> TargetRequest {
+        self.client.post(&format!("{}{path}", self.url))
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 #[tokio::test]
 async fn the_default_policy_refuses_to_post_to_loopback() {
     let (url, hits, task) = server().await;
@@ -105,31 +131,23 @@ async fn allowlisted_posts_arrive_and_report_their_status() {
 
 #[tokio::test]
 async fn a_target_client_posts_to_loopback_without_following_redirects() {
-    let (url, _, task) = server().await;
-    let client = TargetClient::new(TargetPolicy::default()).unwrap();
-    let response = client
-        .post(&format!("{url}/echo"))
-        .json(&[1, 2, 3])
-        .send()
-        .await
-        .unwrap();
+    let target = Target::start(TargetPolicy::default()).await;
+    let response = target.post("/echo").json(&[1, 2, 3]).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.bytes().await.unwrap(), b"[1,2,3]");
 
-    let moved = client.post(&format!("{url}/moved")).send().await.unwrap();
+    let moved = target.post("/moved").send().await.unwrap();
     assert_eq!(moved.status(), 307, "the redirect is the caller's to read");
-    task.abort();
 }
 
 #[tokio::test]
 async fn a_target_body_over_the_limit_is_refused() {
-    let (url, _, task) = server().await;
-    let policy = TargetPolicy {
+    let target = Target::start(TargetPolicy {
         max_bytes: BIG - 1,
         ..TargetPolicy::default()
-    };
-    let client = TargetClient::new(policy).unwrap();
-    let response = client.post(&format!("{url}/big")).send().await.unwrap();
+    })
+    .await;
+    let response = target.post("/big").send().await.unwrap();
     let error = response.bytes().await.unwrap_err();
     assert!(
         matches!(error, FetchError::TooLarge { limit } if limit == BIG - 1),
@@ -140,29 +158,21 @@ async fn a_target_body_over_the_limit_is_refused() {
         format!("response body exceeds {} bytes", BIG - 1)
     );
 
-    let exact = client
-        .post(&format!("{url}/big"))
-        .max_bytes(BIG)
-        .send()
-        .await
-        .unwrap();
+    let exact = target.post("/big").max_bytes(BIG).send().await.unwrap();
     assert_eq!(
         exact.bytes().await.unwrap().len(),
         BIG,
         "a request sets its own limit"
     );
-    task.abort();
 }
 
 #[tokio::test]
 async fn a_target_exchange_has_a_deadline() {
-    let (url, _, task) = server().await;
-    let client = TargetClient::new(TargetPolicy::default()).unwrap();
-    let result = client
-        .post(&format!("{url}/slow"))
+    let target = Target::start(TargetPolicy::default()).await;
+    let result = target
+        .post("/slow")
         .timeout(Duration::from_millis(100))
         .send()
         .await;
     assert!(matches!(result, Err(FetchError::Timeout)), "{result:?}");
-    task.abort();
 }

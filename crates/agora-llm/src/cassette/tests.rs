@@ -88,6 +88,13 @@ fn line(request: &ChatRequest, response: &ChatResponse) -> String {
     line
 }
 
+/// A temporary folder and the path of a cassette `name` in it (not created).
+fn cassette(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
 fn write_cassette(dir: &tempfile::TempDir, text: &str) -> PathBuf {
     let path = dir.path().join("calls.jsonl");
     std::fs::write(&path, text).expect("temp dir is writable");
@@ -247,8 +254,7 @@ async fn recording_resumes_replays_then_appends() {
 
 #[tokio::test]
 async fn recording_records_duplicates_once_each() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("dups.jsonl");
+    let (_dir, path) = cassette("dups.jsonl");
     let recording =
         RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("creates the file");
     assert_eq!(content(&recording, "q").await, "answer 1");
@@ -302,8 +308,7 @@ async fn recording_adds_a_missing_final_newline() {
 
 #[tokio::test]
 async fn inner_errors_are_returned_and_not_recorded() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("errors.jsonl");
+    let (_dir, path) = cassette("errors.jsonl");
     let recording = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect("creates");
     let error = recording.chat(&ask("q")).await.expect_err("inner fails");
     assert!(matches!(error, LlmError::Unavailable(_)), "{error:?}");
@@ -312,8 +317,7 @@ async fn inner_errors_are_returned_and_not_recorded() {
 
 #[tokio::test]
 async fn concurrent_recording_writes_whole_lines() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("concurrent.jsonl");
+    let (_dir, path) = cassette("concurrent.jsonl");
     let recording =
         Arc::new(RecordingLlm::open(&path, Arc::new(CountingLlm::default())).expect("creates"));
     let mut tasks = tokio::task::JoinSet::new();
@@ -347,8 +351,7 @@ impl Llm for RefusingLlm {
 
 #[tokio::test]
 async fn a_lasting_refusal_is_recorded_and_replayed_as_the_same_error() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("refusals.jsonl");
+    let (_dir, path) = cassette("refusals.jsonl");
     let recording = RecordingLlm::open(&path, Arc::new(RefusingLlm)).expect("creates");
     let live = recording.chat(&ask("too long")).await.expect_err("refused");
     let text = std::fs::read_to_string(&path).expect("exists");

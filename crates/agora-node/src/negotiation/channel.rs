@@ -13,7 +13,7 @@ use agora_fetch::{TargetClient, TargetRequest};
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status};
 
 use super::NegotiationError;
-use crate::sender::{ExchangeError, exchange};
+use crate::sender::{BadReply, ExchangeError, exchange};
 
 /// One negotiation conversation with one receiver.
 pub(crate) struct Channel {
@@ -96,20 +96,15 @@ impl Channel {
         let request = request
             .timeout(self.timeout)
             .max_bytes(self.max_reply_bytes);
-        exchange(request).await.map_err(|error| match error {
-            ExchangeError::Unreachable(reason) => NegotiationError::Unreachable {
-                target: self.target.clone(),
-                reason,
-            },
-            ExchangeError::BadReply { status, detail } => self.bad_reply(status, detail),
-        })
+        Ok(exchange(request, &self.target).await?)
     }
 
     fn bad_reply(&self, status: u16, detail: String) -> NegotiationError {
-        NegotiationError::BadReply {
+        ExchangeError::BadReply(BadReply {
             target: self.target.clone(),
             status,
             detail,
-        }
+        })
+        .into()
     }
 }

@@ -36,6 +36,8 @@ use agora_protocol::{ProtocolDocument, ProtocolHash, VerifiedDocument};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::sender::ExchangeError;
+
 /// Negotiation settings (`[node.negotiation]`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -78,24 +80,10 @@ pub struct Negotiated {
 /// Why a negotiation ended without a protocol.
 #[derive(Debug, thiserror::Error)]
 pub enum NegotiationError {
-    /// The receiver could not be reached, or did not answer in time.
-    #[error("could not reach {target}: {reason}")]
-    Unreachable {
-        /// The receiver's URL.
-        target: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The receiver answered with something that is not an Agora reply.
-    #[error("{target} gave no Agora reply (HTTP {status}): {detail}")]
-    BadReply {
-        /// The receiver's URL.
-        target: String,
-        /// The HTTP status.
-        status: u16,
-        /// What was wrong.
-        detail: String,
-    },
+    /// The receiver could not be reached, did not answer in time, or answered with something
+    /// that is not an Agora reply.
+    #[error(transparent)]
+    Unanswered(#[from] ExchangeError),
     /// The receiver answered with a failure or a rejection.
     #[error("the receiver refused: {0}")]
     Refused(String),

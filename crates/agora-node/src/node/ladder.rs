@@ -395,11 +395,7 @@ impl Node {
         let request = ChatRequest::new(fit::fit_messages(task, document))
             .json_schema("task_fit", fit::fit_schema())
             .max_tokens(160);
-        let answer = self
-            .inner
-            .accountant
-            .chat(Category::Checking, context, &request)
-            .await?;
+        let answer = self.chat(Category::Checking, context, &request).await?;
         let verdict = serde_json::from_str::<Value>(answer.content.trim()).unwrap_or_default();
         let job = |key: &str| verdict.get(key).and_then(Value::as_str).unwrap_or("?");
         let reason = format!(

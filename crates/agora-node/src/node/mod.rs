@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agora_fetch::{Fetcher, TargetClient};
-use agora_llm::{Llm, PriceTable};
+use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, PriceTable};
 use agora_protocol::{
     Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, Status, VerifiedDocument,
     WellKnown,
@@ -27,7 +27,7 @@ use agora_store::{
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::accounting::{Accountant, QueryContext};
+use crate::accounting::{Accountant, Category, QueryContext};
 use crate::checker;
 use crate::clock::Clock;
 use crate::config::{NodeConfig, SuitabilityMode};
@@ -695,6 +695,16 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Asks the LLM through the node's accountant, which records the call under `category`.
+    async fn chat(
+        &self,
+        category: Category,
+        context: &QueryContext,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, LlmError> {
+        self.inner.accountant.chat(category, context, request).await
     }
 }
 

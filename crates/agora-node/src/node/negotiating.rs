@@ -81,11 +81,7 @@ impl Node {
             let request = ChatRequest::new(messages.clone())
                 .json_schema("negotiation_turn", schema)
                 .max_tokens(config.max_sender_tokens);
-            let response = self
-                .inner
-                .accountant
-                .chat(Category::Negotiation, context, &request)
-                .await?;
+            let response = self.chat(Category::Negotiation, context, &request).await?;
             let turn =
                 parse_sender_turn(&response.content).map_err(NegotiationError::Unreadable)?;
             messages.push(Message::assistant(response.content.clone()));
@@ -239,12 +235,7 @@ impl Node {
         let request = ChatRequest::new(messages)
             .json_schema("negotiation_reply", prompt::receiver_schema())
             .max_tokens(config.max_receiver_tokens);
-        let turn = match self
-            .inner
-            .accountant
-            .chat(Category::Negotiation, context, &request)
-            .await
-        {
+        let turn = match self.chat(Category::Negotiation, context, &request).await {
             Ok(response) => match parse_receiver_turn(&response.content) {
                 Ok(turn) => turn,
                 Err(error) => {

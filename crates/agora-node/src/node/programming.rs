@@ -408,12 +408,7 @@ impl Node {
         tried: &mut Vec<String>,
     ) -> Turn {
         let request = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
-        match self
-            .inner
-            .accountant
-            .chat(Category::Implementing, context, &request)
-            .await
-        {
+        match self.chat(Category::Implementing, context, &request).await {
             Err(error) => Turn::LlmFailed(format!("the LLM failed: {error}")),
             Ok(response) => {
                 let source = prompt::extract_code(&response.content);

@@ -27,28 +27,31 @@ impl Node {
 
     /// Adds a routine and, if it is active, serves with it at once.
     pub async fn add_routine(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
-        let routine = self.routines().add(spec).await?;
-        self.sync_after_change().await;
-        Ok(routine)
+        self.synced(self.routines().add(spec).await).await
     }
 
     /// Activates a routine (disabling its protocol's other one) and serves with it at once.
     pub async fn enable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
-        let routine = self.routines().enable(reference).await?;
-        self.sync_after_change().await;
-        Ok(routine)
+        self.synced(self.routines().enable(reference).await).await
     }
 
     /// Disables a routine; its protocol goes back to the LLM at once.
     pub async fn disable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
-        let routine = self.routines().disable(reference).await?;
-        self.sync_after_change().await;
-        Ok(routine)
+        self.synced(self.routines().disable(reference).await).await
     }
 
     /// Removes a routine; its protocol goes back to the LLM at once.
     pub async fn remove_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
-        let routine = self.routines().remove(reference).await?;
+        self.synced(self.routines().remove(reference).await).await
+    }
+
+    /// `changed`, once the node serves with it: [`Self::sync_after_change`] after a change
+    /// that was stored.
+    async fn synced(
+        &self,
+        changed: Result<Routine, RegistryError>,
+    ) -> Result<Routine, RegistryError> {
+        let routine = changed?;
         self.sync_after_change().await;
         Ok(routine)
     }

@@ -114,23 +114,16 @@ impl Node {
                 return RoutineRun::NoRoutine;
             }
         };
+        // The routine failed on this run: the LLM does it, and the failure is recorded.
+        let failed = |error: String| self.sender_routine_failed(key, task, active.id, error);
         let loaded = match self.load_sender_routine(active.id).await {
             Ok(loaded) => loaded,
-            Err(error) => {
-                return self
-                    .sender_routine_failed(key, task, active.id, error)
-                    .await;
-            }
+            Err(error) => return failed(error).await,
         };
         let limits = self.programmer_limits();
         let body = match routine::run(loaded.as_ref(), &routine::encode_input(data), limits).await {
             Ok(body) => body,
-            Err(error) => {
-                let error = format!("encode: {error}");
-                return self
-                    .sender_routine_failed(key, task, active.id, error)
-                    .await;
-            }
+            Err(error) => return failed(format!("encode: {error}")).await,
         };
         let config = &self.inner.config.sender;
         let envelope = sender::envelope(Some(document), sources, &body);
@@ -150,9 +143,7 @@ impl Node {
             }
             Ok(Answer::Failure(message)) => {
                 let error = format!("the target failed on the routine's body: {message}");
-                return self
-                    .sender_routine_failed(key, task, active.id, error)
-                    .await;
+                return failed(error).await;
             }
             Err(error) => return RoutineRun::Done(Err(error)),
         };
@@ -161,12 +152,7 @@ impl Node {
             .and_then(|got| routine::read_output(task, &got))
         {
             Ok(output) => output,
-            Err(error) => {
-                let error = format!("decode: {error}");
-                return self
-                    .sender_routine_failed(key, task, active.id, error)
-                    .await;
-            }
+            Err(error) => return failed(format!("decode: {error}")).await,
         };
         let now = self.inner.clock.now_ms();
         if let Err(error) = store.record_sender_routine_run(active.id, None, now).await {

@@ -69,8 +69,6 @@ impl Node {
             None => sender::compose_natural(task, data),
         };
         let written = self
-            .inner
-            .accountant
             .chat(
                 Category::Conversation,
                 context,
@@ -98,11 +96,7 @@ impl Node {
         let read = ChatRequest::new(sender::read_reply(task, data, &reply))
             .json_schema("task_output", task.output_schema.clone())
             .max_tokens(config.max_tokens);
-        let response = self
-            .inner
-            .accountant
-            .chat(Category::Conversation, context, &read)
-            .await?;
+        let response = self.chat(Category::Conversation, context, &read).await?;
         let output: Value = serde_json::from_str(response.content.trim())
             .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
         sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;

@@ -113,18 +113,9 @@ impl ToolHost for RecordedTools {
 /// (`SkiType='racing'` and `SkiType = 'racing'`, a line break in a long query) and the kind of
 /// quote, so that a routine's query that differs from the recording only in layout is answered.
 pub(crate) fn arguments_equivalent(recorded: &Value, called: &Value) -> bool {
-    match (recorded, called) {
-        (Value::String(x), Value::String(y)) => x == y || layout_free(x) == layout_free(y),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| arguments_equivalent(x, y))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(key, x)| y.get(key).is_some_and(|y| arguments_equivalent(x, y)))
-        }
-        _ => json_equivalent(recorded, called),
-    }
+    equivalent(recorded, called, |x, y| {
+        x == y || layout_free(x) == layout_free(y)
+    })
 }
 
 /// `text` without white space, with `"` for every `'`, and without a final `;`.
@@ -139,18 +130,25 @@ fn layout_free(text: &str) -> String {
 
 /// Equality of JSON values ignoring key order and the spelling of numbers.
 pub(crate) fn json_equivalent(a: &Value, b: &Value) -> bool {
+    equivalent(a, b, |x, y| x == y)
+}
+
+/// Equality of JSON values ignoring key order and the spelling of numbers, with strings
+/// compared by `same_text`.
+fn equivalent(a: &Value, b: &Value, same_text: fn(&str, &str) -> bool) -> bool {
     match (a, b) {
+        (Value::String(x), Value::String(y)) => same_text(x, y),
         (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
             (Some(x), Some(y)) => x == y,
             _ => x == y,
         },
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equivalent(x, y))
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| equivalent(x, y, same_text))
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
                 && x.iter()
-                    .all(|(key, x)| y.get(key).is_some_and(|y| json_equivalent(x, y)))
+                    .all(|(key, x)| y.get(key).is_some_and(|y| equivalent(x, y, same_text)))
         }
         _ => a == b,
     }

@@ -250,22 +250,22 @@ mod tests {
   return { temperature: r1.temperature_c, precipitation: r1.precipitation_mm };
 }"#;
 
-    fn only(mut edits: Vec<(String, String)>) -> (String, String) {
+    /// Asserts that `source` has one edit for `error_text`: `condition` taken out, which
+    /// leaves `code`.
+    fn assert_one_edit(source: &str, error_text: &str, condition: &str, code: &str) {
+        let edits = without_rejecting_checks(source, error_text);
         assert_eq!(edits.len(), 1, "{edits:?}");
-        edits.remove(0)
+        let (edited, taken_out) = &edits[0];
+        assert_eq!(taken_out, condition);
+        assert_eq!(edited, code);
     }
 
     #[test]
     fn the_check_returning_the_error_is_taken_out_and_the_rest_kept() {
-        let edits = without_rejecting_checks(GUARDED, "Invalid weather forecast response");
-        assert_eq!(edits.len(), 1);
-        let (code, condition) = edits.into_iter().next().unwrap();
-        assert_eq!(
-            condition,
-            "!r1 || !r1.temperature_c || !r1.precipitation_mm || !r1.condition"
-        );
-        assert_eq!(
-            code,
+        assert_one_edit(
+            GUARDED,
+            "Invalid weather forecast response",
+            "!r1 || !r1.temperature_c || !r1.precipitation_mm || !r1.condition",
             r#"function handle(body) {
   const request = JSON.parse(body);
   if (!request || !request.location || !request.date) {
@@ -273,29 +273,29 @@ mod tests {
   }
   const r1 = callTool("weather_forecast", { location: request.location, date: request.date });
   return { temperature: r1.temperature_c, precipitation: r1.precipitation_mm };
-}"#
+}"#,
         );
     }
 
     #[test]
     fn a_check_without_braces_is_taken_out_up_to_its_semicolon() {
         let source = "function handle(b) {\n  const r = callTool(\"t\", {});\n  if (!r.n) return { error: \"no (n); here\" };\n  return { n: r.n };\n}";
-        let (code, condition) = only(without_rejecting_checks(source, "no (n); here"));
-        assert_eq!(condition, "!r.n");
-        assert_eq!(
-            code,
-            "function handle(b) {\n  const r = callTool(\"t\", {});\n  return { n: r.n };\n}"
+        assert_one_edit(
+            source,
+            "no (n); here",
+            "!r.n",
+            "function handle(b) {\n  const r = callTool(\"t\", {});\n  return { n: r.n };\n}",
         );
     }
 
     #[test]
     fn brackets_and_keywords_inside_strings_and_comments_are_not_code() {
         let source = "function handle(b) {\n  // if (x) { return { error: \"E\" }; }\n  const s = \"if (\";\n  if (b === \")}\") { return { error: \"E\" }; }\n  return s;\n}";
-        let (code, condition) = only(without_rejecting_checks(source, "E"));
-        assert_eq!(condition, "b === \")}\"");
-        assert_eq!(
-            code,
-            "function handle(b) {\n  // if (x) { return { error: \"E\" }; }\n  const s = \"if (\";\n  return s;\n}"
+        assert_one_edit(
+            source,
+            "E",
+            "b === \")}\"",
+            "function handle(b) {\n  // if (x) { return { error: \"E\" }; }\n  const s = \"if (\";\n  return s;\n}",
         );
     }
 

@@ -170,13 +170,7 @@ fn compact(value: &Value) -> String {
 
 /// `text`, cut after [`MAX_EXAMPLE_CHARS`] characters (marked with `…`).
 pub(crate) fn clip(text: &str) -> String {
-    if text.chars().count() <= MAX_EXAMPLE_CHARS {
-        text.to_string()
-    } else {
-        let mut cut: String = text.chars().take(MAX_EXAMPLE_CHARS).collect();
-        cut.push('…');
-        cut
-    }
+    crate::responder::clip_to(text, MAX_EXAMPLE_CHARS)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use agora_llm::Message;
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status, VerifiedDocument};
 use serde_json::Value;
 
+use crate::responder::first_chars;
 use crate::task::Task;
 
 /// Characters of a protocol document shown to the querier.
@@ -49,23 +50,11 @@ pub enum SendError {
     #[error("the data does not match the task's input schema: {0}")]
     InvalidInput(String),
     /// The target could not be reached, or did not answer in time.
-    #[error("could not reach {target}: {reason}")]
-    Unreachable {
-        /// The target URL.
-        target: String,
-        /// What went wrong.
-        reason: String,
-    },
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
     /// The target answered with something that is not an Agora reply.
-    #[error("{target} gave no Agora reply (HTTP {status}): {detail}")]
-    BadReply {
-        /// The target URL.
-        target: String,
-        /// The HTTP status.
-        status: u16,
-        /// What was wrong.
-        detail: String,
-    },
+    #[error(transparent)]
+    BadReply(#[from] BadReply),
     /// The target refused the protocol.
     #[error("the target rejected the request: {0}")]
     Rejected(String),
@@ -189,27 +178,67 @@ pub(crate) enum Answer {
     Failure(String),
 }
 
-/// Why an Agora exchange (a request and its reply envelope) gave no reply.
-#[derive(Debug)]
-pub(crate) enum ExchangeError {
-    /// The target could not be reached, or did not answer in time.
-    Unreachable(String),
-    /// The target answered with something that is not an Agora reply.
-    BadReply {
-        /// The HTTP status.
-        status: u16,
-        /// What was wrong.
-        detail: String,
-    },
+/// An Agora target that could not be reached, or did not answer in time.
+#[derive(Debug, thiserror::Error)]
+#[error("could not reach {target}: {reason}")]
+pub struct Unreachable {
+    /// The target URL.
+    pub target: String,
+    /// What went wrong.
+    pub reason: String,
 }
 
-/// Sends one Agora request and reads the reply envelope, within the request's deadline and
-/// size limit. The sender and the negotiation channel both talk to receivers through this.
-pub(crate) async fn exchange(request: TargetRequest) -> Result<Reply, ExchangeError> {
-    let unreachable = |error: FetchError| ExchangeError::Unreachable(error.to_string());
+/// An Agora target that answered with something that is not an Agora reply.
+#[derive(Debug, thiserror::Error)]
+#[error("{target} gave no Agora reply (HTTP {status}): {detail}")]
+pub struct BadReply {
+    /// The target URL.
+    pub target: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What was wrong.
+    pub detail: String,
+}
+
+/// Why an Agora exchange (a request and its reply envelope) gave no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    /// The target could not be reached, or did not answer in time.
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    /// The target answered with something that is not an Agora reply.
+    #[error(transparent)]
+    BadReply(#[from] BadReply),
+}
+
+impl From<ExchangeError> for SendError {
+    fn from(error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Unreachable(error) => Self::Unreachable(error),
+            ExchangeError::BadReply(error) => Self::BadReply(error),
+        }
+    }
+}
+
+/// Sends one Agora request to `target` and reads the reply envelope, within the request's
+/// deadline and size limit. The sender and the negotiation channel both talk to receivers
+/// through this.
+pub(crate) async fn exchange(request: TargetRequest, target: &str) -> Result<Reply, ExchangeError> {
+    let unreachable = |error: FetchError| {
+        ExchangeError::Unreachable(Unreachable {
+            target: target.to_string(),
+            reason: error.to_string(),
+        })
+    };
     let response = request.send().await.map_err(unreachable)?;
     let status = response.status();
-    let bad = |detail: String| ExchangeError::BadReply { status, detail };
+    let bad = |detail: String| {
+        ExchangeError::BadReply(BadReply {
+            target: target.to_string(),
+            status,
+            detail,
+        })
+    };
     let bytes = response.bytes().await.map_err(|error| match error {
         FetchError::TooLarge { limit } => bad(format!("the reply is over {limit} bytes")),
         other => unreachable(other),
@@ -217,8 +246,12 @@ pub(crate) async fn exchange(request: TargetRequest) -> Result<Reply, ExchangeEr
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
     // `Reply::from_json` reads every dialect: the Python library's `error` + `message` (and its
     // "<hash> is not suitable for execution" as a rejection) as well as `failure` + `error`.
-    Reply::from_json(&value)
-        .ok_or_else(|| bad(format!("no Agora status in {}", clip(&value.to_string()))))
+    Reply::from_json(&value).ok_or_else(|| {
+        bad(format!(
+            "no Agora status in {}",
+            first_chars(&value.to_string(), 300)
+        ))
+    })
 }
 
 /// Posts one Agora request and reads the reply envelope.
@@ -234,17 +267,7 @@ pub(crate) async fn post(
         .json(envelope)
         .timeout(timeout)
         .max_bytes(max_bytes);
-    let reply = exchange(request).await.map_err(|error| match error {
-        ExchangeError::Unreachable(reason) => SendError::Unreachable {
-            target: target.to_string(),
-            reason,
-        },
-        ExchangeError::BadReply { status, detail } => SendError::BadReply {
-            target: target.to_string(),
-            status,
-            detail,
-        },
-    })?;
+    let reply = exchange(request, target).await?;
     let body = reply.body.as_ref().map(Body::to_text);
     let message = || {
         reply
@@ -271,7 +294,7 @@ async fn read_json(response: TargetResponse) -> Result<Value, String> {
     let bytes = response.bytes().await.map_err(|e| e.to_string())?;
     if !success {
         let text = String::from_utf8_lossy(&bytes);
-        return Err(format!("HTTP {status}: {}", clip(&text)));
+        return Err(format!("HTTP {status}: {}", first_chars(&text, 300)));
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))
 }
@@ -337,10 +360,6 @@ pub(crate) fn envelope(
         multiround: false,
     }
     .to_json()
-}
-
-fn clip(text: &str) -> String {
-    text.chars().take(300).collect()
 }
 
 #[cfg(test)]

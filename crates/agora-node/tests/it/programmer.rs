@@ -14,16 +14,15 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
 use agora_llm::ChatRequest;
-use agora_node::{
-    Node, ProtocolInput, RoutineError, RoutineLimits, RoutineSource, RoutineSpec, ToolHost,
-};
+use agora_node::{Node, NodeConfig, RoutineError, ToolHost};
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status};
 use agora_store::{RequestPath, RoutineAttempt, RoutineOrigin, RoutineStatus};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, last_user_message, schema_name, system_prompt,
-    temp_dir, weather_tool,
+    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, human_routine, last_user_message, schema_name,
+    system_prompt, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
+use tempfile::TempDir;
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 
@@ -81,34 +80,47 @@ fn is_programmer_call(request: &ChatRequest) -> bool {
 
 /// A correct weather agent, and the scripted programmer.
 fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
-    let programmer = programmer.clone();
+    weather_agent(Some(programmer.clone()), |last| {
+        if let Some(body) = last.strip_prefix("Request body:\n") {
+            forecast_call(body)
+        } else if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+            let forecast: Value = serde_json::from_str(result).unwrap();
+            let answer = json!({
+                "temperature": forecast["temperature_c"],
+                "precipitation": forecast["precipitation_mm"],
+                "weatherCondition": forecast["condition"],
+            });
+            json!({"tool": "final_answer", "answer": answer}).to_string()
+        } else {
+            panic!("unexpected step: {last}")
+        }
+    })
+}
+
+/// A weather agent that finds every protocol suitable and answers each step with `step` of
+/// the last user message; with a `programmer`, it also writes routines.
+fn weather_agent(
+    programmer: Option<Programmer>,
+    step: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> Arc<ScriptedLlm> {
     ScriptedLlm::new(move |request| {
-        if is_programmer_call(request) {
+        if let Some(programmer) = programmer.as_ref().filter(|_| is_programmer_call(request)) {
             return Ok(programmer.answer());
         }
         match schema_name(request) {
             Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
-            Some("step") => {
-                let last = last_user_message(request);
-                if let Some(body) = last.strip_prefix("Request body:\n") {
-                    let body: Value = serde_json::from_str(body).unwrap();
-                    let arguments = json!({"location": body["location"], "date": body["date"]});
-                    Ok(json!({"tool": "weather_forecast", "arguments": arguments}).to_string())
-                } else if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
-                    let forecast: Value = serde_json::from_str(result).unwrap();
-                    let answer = json!({
-                        "temperature": forecast["temperature_c"],
-                        "precipitation": forecast["precipitation_mm"],
-                        "weatherCondition": forecast["condition"],
-                    });
-                    Ok(json!({"tool": "final_answer", "answer": answer}).to_string())
-                } else {
-                    panic!("unexpected step: {last}")
-                }
-            }
+            Some("step") => Ok(step(last_user_message(request))),
             other => panic!("unexpected LLM request {other:?}"),
         }
     })
+}
+
+/// The weather agent's step for a request body: a call of the forecast tool for its place and
+/// date.
+fn forecast_call(body: &str) -> String {
+    let body: Value = serde_json::from_str(body).unwrap();
+    let arguments = json!({"location": body["location"], "date": body["date"]});
+    json!({"tool": "weather_forecast", "arguments": arguments}).to_string()
 }
 
 /// The forecast for the request's place and date, from the weather tool.
@@ -211,12 +223,25 @@ fn engine() -> ScriptedRoutineEngine {
 }
 
 async fn node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) -> Node {
-    let node = NodeBuilder::new(llm(programmer), dir)
+    node_with(llm(programmer), engine(), dir, |c| {
+        c.thresholds.implementation = threshold;
+    })
+    .await
+}
+
+/// A node with the weather tool and document, `llm` and `engine`, configured by `configure`.
+async fn node_with(
+    llm: Arc<ScriptedLlm>,
+    engine: ScriptedRoutineEngine,
+    dir: &std::path::Path,
+    configure: impl FnOnce(&mut NodeConfig),
+) -> Node {
+    let node = NodeBuilder::new(llm, dir)
         .config(|c| {
             c.tools = vec![weather_tool()];
-            c.thresholds.implementation = threshold;
+            configure(c);
         })
-        .routine_engine(Arc::new(engine()))
+        .routine_engine(Arc::new(engine))
         .build()
         .await;
     with_document(node).await
@@ -242,6 +267,16 @@ async fn ask(node: &Node, location: &str, day: u32) -> Reply {
     reply
 }
 
+/// Asserts that `holds` is true of the attempt's report, and shows the report when not.
+fn assert_report(attempt: &RoutineAttempt, holds: impl FnOnce(&str) -> bool) {
+    assert!(holds(&attempt.report), "{}", attempt.report);
+}
+
+/// The outcome of every attempt, in order.
+fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
+    attempts.iter().map(|a| a.outcome.as_str()).collect()
+}
+
 async fn paths(node: &Node) -> Vec<RequestPath> {
     let mut requests = node.store().recent_requests(100).await.unwrap();
     requests.reverse();
@@ -261,16 +296,23 @@ async fn implementing_calls(node: &Node) -> usize {
 /// A node whose programmer (threshold 2) ran on a Paris and a Lima request with `candidates`,
 /// and its attempts.
 async fn programmed_after_paris_and_lima(
-    dir: &std::path::Path,
     candidates: &[&'static str],
-) -> (Node, Vec<RoutineAttempt>) {
+) -> (TempDir, Node, Vec<RoutineAttempt>) {
+    let dir = temp_dir();
     let programmer = Programmer::with(candidates);
-    let node = node(dir, &programmer, 2).await;
+    let node = node(dir.path(), &programmer, 2).await;
     ask(&node, "Paris", 1).await;
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
-    (node, attempts)
+    (dir, node, attempts)
+}
+
+/// The one attempt of a job after Paris and Lima, once checked that it passed.
+async fn passed_once(candidates: &[&'static str]) -> (TempDir, Node, RoutineAttempt) {
+    let (dir, node, mut attempts) = programmed_after_paris_and_lima(candidates).await;
+    assert_eq!(outcomes(&attempts), ["passed"]);
+    (dir, node, attempts.remove(0))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,17 +367,11 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_candidate_is_repaired_with_its_failure() {
-    let dir = temp_dir();
-    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &["wrong", "good"]).await;
-    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["tests_failed", "passed"]);
-    assert!(
-        attempts[0]
-            .report
-            .starts_with("0/2 examples passed; example 1 failed: "),
-        "{}",
-        attempts[0].report
-    );
+    let (_dir, node, attempts) = programmed_after_paris_and_lima(&["wrong", "good"]).await;
+    assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+    assert_report(&attempts[0], |report| {
+        report.starts_with("0/2 examples passed; example 1 failed: ")
+    });
     assert!(attempts[0].report.contains(".precipitation is missing"));
     assert_eq!(attempts[0].job, attempts[1].job);
     assert!(attempts[1].routine_id.is_some() && attempts[0].routine_id.is_none());
@@ -348,16 +384,13 @@ async fn a_failed_candidate_is_repaired_with_its_failure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_llm() {
-    let dir = temp_dir();
-    let (node, attempts) = programmed_after_paris_and_lima(dir.path(), &[GUARDED]).await;
-    assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome.as_str(), "passed");
+    let (_dir, node, attempt) = passed_once(&[GUARDED]).await;
     assert_eq!(
-        attempts[0].report,
+        attempt.report,
         "2/2 examples passed; the node took out the check `if (!r1.precipitation_mm)`, which \
          rejected a valid example"
     );
-    assert_eq!(attempts[0].source.as_deref(), Some(UNGUARDED));
+    assert_eq!(attempt.source.as_deref(), Some(UNGUARDED));
     assert_eq!(implementing_calls(&node).await, 1);
     ask(&node, "Lima", 3).await;
     assert_eq!(paths(&node).await.last(), Some(&RequestPath::Routine));
@@ -365,58 +398,38 @@ async fn a_check_that_rejects_a_valid_example_is_taken_out_without_asking_the_ll
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_checks_with_the_same_error_the_one_that_rejects_is_taken_out() {
-    let dir = temp_dir();
-    let (_node, attempts) = programmed_after_paris_and_lima(dir.path(), &[TWICE_GUARDED]).await;
-    assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].outcome.as_str(), "passed");
-    assert_eq!(
-        attempts[0].source.as_deref(),
-        Some(TWICE_GUARDED_SECOND_OUT)
-    );
-    assert!(
-        attempts[0].report.ends_with(
-            "took out the check `if (!r1.precipitation_mm)`, which rejected a valid example"
-        ),
-        "{}",
-        attempts[0].report
-    );
+    let (_dir, _node, attempt) = passed_once(&[TWICE_GUARDED]).await;
+    assert_eq!(attempt.source.as_deref(), Some(TWICE_GUARDED_SECOND_OUT));
+    assert_report(&attempt, |report| {
+        report.ends_with(
+            "took out the check `if (!r1.precipitation_mm)`, which rejected a valid example",
+        )
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_that_helps_but_does_not_pass_goes_to_the_repair_and_counts_as_tried() {
-    let dir = temp_dir();
     // The model's repair gives back the node's edit: a repeat. The job starts over once from
     // the first prompt with the failure explained; the scripted model then has nothing ("none",
     // which does not build), and its next answer repeats that, which ends the job.
-    let (_node, attempts) =
-        programmed_after_paris_and_lima(dir.path(), &[HALF_GUARDED, HALF_UNGUARDED]).await;
-    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
+    let (_dir, _node, attempts) =
+        programmed_after_paris_and_lima(&[HALF_GUARDED, HALF_UNGUARDED]).await;
     assert_eq!(
-        outcomes,
+        outcomes(&attempts),
         ["tests_failed", "repeated", "build_failed", "repeated"]
     );
     assert_eq!(attempts[0].source.as_deref(), Some(HALF_UNGUARDED));
-    assert!(
-        attempts[0].report.starts_with("1/2 examples passed")
-            && attempts[0].report.contains("took out the check"),
-        "{}",
-        attempts[0].report
-    );
+    assert_report(&attempts[0], |report| {
+        report.starts_with("1/2 examples passed") && report.contains("took out the check")
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_is_kept_when_taking_it_out_does_not_help() {
-    let dir = temp_dir();
-    let (node, attempts) =
-        programmed_after_paris_and_lima(dir.path(), &[GUARDED_WRONG, "good"]).await;
-    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["tests_failed", "passed"]);
+    let (_dir, node, attempts) = programmed_after_paris_and_lima(&[GUARDED_WRONG, "good"]).await;
+    assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_eq!(attempts[0].source.as_deref(), Some(GUARDED_WRONG));
-    assert!(
-        !attempts[0].report.contains("took out"),
-        "{}",
-        attempts[0].report
-    );
+    assert_report(&attempts[0], |report| !report.contains("took out"));
     // Trying the edit cost no LLM call: one for the candidate, one for the repair.
     assert_eq!(implementing_calls(&node).await, 2);
 }
@@ -426,15 +439,10 @@ async fn the_repair_prompt_carries_the_failing_example() {
     let dir = temp_dir();
     let programmer = Programmer::with(&["wrong", "good"]);
     let scripted = llm(&programmer);
-    let node = NodeBuilder::new(scripted.clone(), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.thresholds.implementation = 1;
-        })
-        .routine_engine(Arc::new(engine()))
-        .build()
-        .await;
-    let node = with_document(node).await;
+    let node = node_with(scripted.clone(), engine(), dir.path(), |c| {
+        c.thresholds.implementation = 1;
+    })
+    .await;
     ask(&node, "Paris", 1).await;
     node.programmer_idle().await;
     let programming: Vec<ChatRequest> = scripted
@@ -475,9 +483,8 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     node.programmer_idle().await;
 
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
-    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
     assert_eq!(
-        outcomes,
+        outcomes(&attempts),
         [
             "tests_failed",
             "build_failed",
@@ -486,11 +493,7 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
         ],
         "the first candidate and repair_attempts = 3 repairs"
     );
-    assert!(
-        attempts[1].report.contains("does not build"),
-        "{}",
-        attempts[1].report
-    );
+    assert_report(&attempts[1], |report| report.contains("does not build"));
     assert!(node.routines().list().await.unwrap().is_empty());
 
     // The LLM keeps answering; one more request is not enough for another job.
@@ -579,15 +582,12 @@ async fn a_human_routine_is_never_replaced() {
     let programmer = Programmer::with(&["good"]);
     let node = node(dir.path(), &programmer, 1).await;
     let human = node
-        .add_routine(RoutineSpec {
-            name: "human-weather".into(),
-            protocol: ProtocolInput::Text(WEATHER_PD.into()),
-            source: RoutineSource::JavaScript("flaky".into()),
-            tools: vec!["weather_forecast".into()],
-            limits: RoutineLimits::default(),
-            origin: RoutineOrigin::Human,
-            activate: true,
-        })
+        .add_routine(human_routine(
+            "human-weather",
+            WEATHER_PD,
+            "flaky",
+            &["weather_forecast"],
+        ))
         .await
         .unwrap();
     for day in 1..=5 {
@@ -615,16 +615,11 @@ async fn one_protocol_never_has_two_jobs_at_once() {
     let dir = temp_dir();
     let programmer = Programmer::with(&["wrong"]);
     programmer.close_gate();
-    let node = NodeBuilder::new(llm(&programmer), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.thresholds.implementation = 1;
-            c.programmer.repair_attempts = 0;
-        })
-        .routine_engine(Arc::new(engine()))
-        .build()
-        .await;
-    let node = with_document(node).await;
+    let node = node_with(llm(&programmer), engine(), dir.path(), |c| {
+        c.thresholds.implementation = 1;
+        c.programmer.repair_attempts = 0;
+    })
+    .await;
     // The first request queues a job, held at its LLM call; the next ones find it pending.
     for day in 1..=3 {
         ask(&node, "Paris", day).await;
@@ -640,16 +635,11 @@ async fn one_protocol_never_has_two_jobs_at_once() {
 async fn examples_keep_the_tool_calls_and_are_bounded() {
     let dir = temp_dir();
     let programmer = Programmer::with(&[]);
-    let node = NodeBuilder::new(llm(&programmer), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.thresholds.implementation = 100;
-            c.programmer.max_examples = 3;
-        })
-        .routine_engine(Arc::new(engine()))
-        .build()
-        .await;
-    let node = with_document(node).await;
+    let node = node_with(llm(&programmer), engine(), dir.path(), |c| {
+        c.thresholds.implementation = 100;
+        c.programmer.max_examples = 3;
+    })
+    .await;
     for day in 1..=4 {
         ask(&node, "Quito", day).await;
     }
@@ -671,16 +661,11 @@ async fn the_programmer_runs_again_after_repeated_failed_jobs() {
     // Nothing the scripted model writes builds. Three examples are kept: the doubling wait
     // (2, 4, 8, ...) is capped at 3, so every third new example brings another job.
     let programmer = Programmer::with(&[]);
-    let node = NodeBuilder::new(llm(&programmer), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.thresholds.implementation = 2;
-            c.programmer.max_examples = 3;
-        })
-        .routine_engine(Arc::new(engine()))
-        .build()
-        .await;
-    let node = with_document(node).await;
+    let node = node_with(llm(&programmer), engine(), dir.path(), |c| {
+        c.thresholds.implementation = 2;
+        c.programmer.max_examples = 3;
+    })
+    .await;
     let mut day = 0;
     let mut ask_next = async |n: u32| {
         for _ in 0..n {
@@ -725,54 +710,38 @@ async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
             .into_boxed_str(),
     );
     let programmer = Programmer::with(&[constant, "good"]);
-    let node = NodeBuilder::new(llm(&programmer), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
+    let node = node_with(
+        llm(&programmer),
+        engine().routine(constant, good),
+        dir.path(),
+        |c| {
             c.thresholds.implementation = 2;
-        })
-        .routine_engine(Arc::new(engine().routine(constant, good)))
-        .build()
-        .await;
-    let node = with_document(node).await;
+        },
+    )
+    .await;
     ask(&node, "Paris", day).await;
     ask(&node, "Paris", day).await;
     node.programmer_idle().await;
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
-    let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["tests_failed", "passed"]);
-    assert!(
-        attempts[0]
-            .report
-            .starts_with("2/2 examples passed; rejected: Your code writes")
-            && attempts[0].report.contains(&temperature.to_string())
-            && attempts[0].report.contains("weather_forecast"),
-        "{}",
-        attempts[0].report
-    );
+    assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+    assert_report(&attempts[0], |report| {
+        report.starts_with("2/2 examples passed; rejected: Your code writes")
+            && report.contains(&temperature.to_string())
+            && report.contains("weather_forecast")
+    });
     assert_eq!(attempts[1].source.as_deref(), Some("good"));
 }
 
 /// A weather agent that looks the forecast up and then answers with a temperature of its own,
 /// or (with `look` false) answers at once without any tool.
 fn inventing_llm(look: bool) -> Arc<ScriptedLlm> {
-    ScriptedLlm::new(move |request| match schema_name(request) {
-        Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
-        Some("step") => {
-            let last = last_user_message(request);
-            let invented = json!({"tool": "final_answer", "answer": {
-                    "temperature": 99, "precipitation": 0, "weatherCondition": "sunny"}});
-            if let Some(body) = last.strip_prefix("Request body:\n") {
-                if !look {
-                    return Ok(invented.to_string());
-                }
-                let body: Value = serde_json::from_str(body).unwrap();
-                let arguments = json!({"location": body["location"], "date": body["date"]});
-                Ok(json!({"tool": "weather_forecast", "arguments": arguments}).to_string())
-            } else {
-                Ok(invented.to_string())
-            }
+    weather_agent(None, move |last| {
+        match last.strip_prefix("Request body:\n") {
+            Some(body) if look => forecast_call(body),
+            _ => json!({"tool": "final_answer", "answer": {
+                "temperature": 99, "precipitation": 0, "weatherCondition": "sunny"}})
+            .to_string(),
         }
-        other => panic!("unexpected LLM request {other:?}"),
     })
 }
 
@@ -780,15 +749,10 @@ fn inventing_llm(look: bool) -> Arc<ScriptedLlm> {
 async fn grounding_keeps_no_example_of_an_invented_or_unlooked_answer() {
     for look in [true, false] {
         let dir = temp_dir();
-        let node = NodeBuilder::new(inventing_llm(look), dir.path())
-            .config(|c| {
-                c.tools = vec![weather_tool()];
-                c.thresholds.implementation = 1;
-            })
-            .routine_engine(Arc::new(engine()))
-            .build()
-            .await;
-        let node = with_document(node).await;
+        let node = node_with(inventing_llm(look), engine(), dir.path(), |c| {
+            c.thresholds.implementation = 1;
+        })
+        .await;
         for day in 1..=3 {
             // The peer still gets the answer: grounding decides what the programmer learns from.
             let reply = ask(&node, "Paris", day).await;

@@ -34,24 +34,21 @@ async fn a_protocol_of_another_task_is_refused_without_asking_the_llm() {
     let dir = temp_dir();
     let node = NodeBuilder::new(llm.clone(), dir.path()).build().await;
 
-    let is_open = VerifiedDocument::from_text(IS_OPEN);
-    let fit = node
-        .protocol_fit(&get_temperature(), &is_open)
-        .await
-        .unwrap();
+    // The fit of the protocol `text` for the temperature task.
+    let fit = async |text: &str| {
+        let document = VerifiedDocument::from_text(text);
+        node.protocol_fit(&get_temperature(), &document)
+            .await
+            .unwrap()
+    };
     assert_eq!(
-        fit,
+        fit(IS_OPEN).await,
         ProtocolFit::MissingFields(vec!["location".into(), "temperature".into()])
     );
     assert_eq!(llm.call_count(), 0);
 
-    let forecast = VerifiedDocument::from_text(TEMPERATURE_FORECAST);
-    let fit = node
-        .protocol_fit(&get_temperature(), &forecast)
-        .await
-        .unwrap();
     assert_eq!(
-        fit,
+        fit(TEMPERATURE_FORECAST).await,
         ProtocolFit::Fits {
             reason: "protocol: forecasts; task: forecasts".into()
         }

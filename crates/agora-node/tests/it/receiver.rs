@@ -4,14 +4,17 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agora_fetch::FetchPolicy;
 use agora_llm::ChatRequest;
 use agora_node::tools::WeatherForecastTool;
-use agora_node::{ManualClock, SuitabilityMode};
-use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status, data_uri};
+use agora_node::{ManualClock, Node, NodeConfig, SuitabilityMode};
+use agora_protocol::{
+    Body, FollowUp, HashDialect, ProtocolHash, ProtocolRef, Request, Status, data_uri,
+};
 use agora_testkit::{
     NodeBuilder, ScriptedLlm, Turn, last_user_message, llm_categories, schema_name, serve_text,
     suitability, temp_dir, weather_tool,
@@ -77,18 +80,49 @@ fn protocol(text: &str, sources: Vec<String>, body: Body) -> Request {
     }
 }
 
+/// A request under the protocol `text`, its document inline as a `data:` URI.
+fn inline(text: &str, body: Body) -> Request {
+    protocol(text, vec![data_uri::encode(text)], body)
+}
+
+/// The weather protocol's request for London on 2024-09-27, as a string body.
+fn london() -> Body {
+    Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into())
+}
+
+fn follow_up(text: &str) -> FollowUp {
+    FollowUp {
+        body: Body::Text(text.into()),
+    }
+}
+
+/// A node with the weather tool that asks `llm`.
+async fn weather_node(llm: Arc<ScriptedLlm>, dir: &Path) -> Node {
+    weather_node_with(llm, dir, |_| {}).await
+}
+
+/// [`weather_node`], configured further by `configure`.
+async fn weather_node_with(
+    llm: Arc<ScriptedLlm>,
+    dir: &Path,
+    configure: impl FnOnce(&mut NodeConfig),
+) -> Node {
+    NodeBuilder::new(llm, dir)
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            configure(c);
+        })
+        .build()
+        .await
+}
+
 fn expected_forecast() -> Value {
     WeatherForecastTool::new(7).forecast("London, UK", "2024-09-27")
 }
 
-#[tokio::test]
-async fn natural_language_request_calls_a_tool_then_answers() {
-    let dir = temp_dir();
-    let llm = ScriptedLlm::new(competent);
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+/// Asks `node` in words for London's weather, and checks that the answer gives the forecast's
+/// temperature.
+async fn assert_answers_london_in_words(node: &Node) {
     let reply = node
         .handle(nl("Weather in London on 2024-09-27?", false))
         .await;
@@ -98,6 +132,14 @@ async fn natural_language_request_calls_a_tool_then_answers() {
         text.contains(&expected_forecast()["temperature_c"].to_string()),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn natural_language_request_calls_a_tool_then_answers() {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(competent);
+    let node = weather_node(llm.clone(), dir.path()).await;
+    assert_answers_london_in_words(&node).await;
     assert_eq!(llm.call_count(), 2);
     let calls = node.store().llm_calls(None).await.unwrap();
     assert_eq!(calls.len(), 2);
@@ -119,10 +161,7 @@ async fn invalid_tool_arguments_go_back_to_the_llm() {
             Ok(json!({"tool": "weather_forecast", "arguments": {"location": "Paris", "date": "tomorrow"}}).to_string())
         }
     });
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(llm.clone(), dir.path()).await;
     let reply = node.handle(nl("Weather in Paris tomorrow?", false)).await;
     assert_eq!(reply.body.unwrap().to_text(), "gave up");
     assert_eq!(llm.call_count(), 2);
@@ -138,13 +177,7 @@ async fn the_tool_loop_is_bounded() {
             Ok(json!({"tool": "weather_forecast", "arguments": {"location": "Paris", "date": "2024-01-01"}}).to_string())
         }
     });
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.responder.max_tool_calls = 3;
-        })
-        .build()
-        .await;
+    let node = weather_node_with(llm.clone(), dir.path(), |c| c.responder.max_tool_calls = 3).await;
     let reply = node.handle(nl("loop forever", false)).await;
     assert_eq!(reply.body.unwrap().to_text(), "done");
     assert_eq!(llm.call_count(), 4);
@@ -158,11 +191,8 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
 
     let dir = temp_dir();
     let llm = ScriptedLlm::new(competent);
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
-    let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
+    let node = weather_node(llm.clone(), dir.path()).await;
+    let body = london();
     let reply = node
         .handle(protocol(WEATHER_PD, vec![url.clone()], body))
         .await;
@@ -185,13 +215,7 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
     );
 
     // Known now: no sources needed, no second check.
-    let again = node
-        .handle(protocol(
-            WEATHER_PD,
-            vec![],
-            Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into()),
-        ))
-        .await;
+    let again = node.handle(protocol(WEATHER_PD, vec![], london())).await;
     assert_eq!(again.status, Status::Success);
     assert_eq!(
         llm.calls()
@@ -207,18 +231,9 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
 #[tokio::test]
 async fn a_json_body_gets_a_json_reply() {
     let dir = temp_dir();
-    let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(ScriptedLlm::new(competent), dir.path()).await;
     let body = Body::Json(json!({"location": "London, UK", "date": "2024-09-27"}));
-    let reply = node
-        .handle(protocol(
-            WEATHER_PD,
-            vec![data_uri::encode(WEATHER_PD)],
-            body,
-        ))
-        .await;
+    let reply = node.handle(inline(WEATHER_PD, body)).await;
     match reply.body {
         Some(Body::Json(value)) => {
             assert_eq!(value["weatherCondition"], expected_forecast()["condition"])
@@ -254,23 +269,14 @@ async fn tampered_document_is_rejected_and_not_stored() {
 #[tokio::test]
 async fn a_failing_source_does_not_stop_the_next() {
     let dir = temp_dir();
-    let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(ScriptedLlm::new(competent), dir.path()).await;
     let sources = vec![
         "http://127.0.0.1:1/unreachable".to_string(),
         "ftp://example.org/pd".to_string(),
         data_uri::encode("not the document"),
         data_uri::encode(WEATHER_PD),
     ];
-    let reply = node
-        .handle(protocol(
-            WEATHER_PD,
-            sources,
-            Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into()),
-        ))
-        .await;
+    let reply = node.handle(protocol(WEATHER_PD, sources, london())).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
 }
 
@@ -299,18 +305,9 @@ async fn unsuitable_protocol_is_rejected_once_and_remembered() {
     let flights = "---\nname: FlightBooking\ndescription: Book a flight\n---\nSend {\"from\": ..., \"to\": ...}; reply with a booking reference for the flight.";
     let dir = temp_dir();
     let llm = ScriptedLlm::new(competent);
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(llm.clone(), dir.path()).await;
     for _ in 0..2 {
-        let reply = node
-            .handle(protocol(
-                flights,
-                vec![data_uri::encode(flights)],
-                Body::Text("{}".into()),
-            ))
-            .await;
+        let reply = node.handle(inline(flights, Body::Text("{}".into()))).await;
         assert_eq!(reply.status, Status::Rejected);
         let error = reply.error.unwrap();
         assert!(error.contains("is not suitable for execution"), "{error}");
@@ -333,20 +330,13 @@ async fn unsuitable_protocol_is_rejected_once_and_remembered() {
 async fn operator_decisions_override_the_checker() {
     let dir = temp_dir();
     let llm = ScriptedLlm::new(competent);
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(llm.clone(), dir.path()).await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     node.set_operator_decision(&hash, false, "not today")
         .await
         .unwrap();
     let reply = node
-        .handle(protocol(
-            WEATHER_PD,
-            vec![data_uri::encode(WEATHER_PD)],
-            Body::Text("{}".into()),
-        ))
+        .handle(inline(WEATHER_PD, Body::Text("{}".into())))
         .await;
     assert_eq!(reply.status, Status::Rejected);
     assert!(reply.error.unwrap().contains("not today"));
@@ -362,11 +352,7 @@ async fn operator_only_mode_rejects_unlisted_protocols_without_the_llm() {
         .build()
         .await;
     let reply = node
-        .handle(protocol(
-            WEATHER_PD,
-            vec![data_uri::encode(WEATHER_PD)],
-            Body::Text("{}".into()),
-        ))
+        .handle(inline(WEATHER_PD, Body::Text("{}".into())))
         .await;
     assert_eq!(reply.status, Status::Rejected);
     assert_eq!(llm.call_count(), 0);
@@ -396,74 +382,30 @@ async fn multiround_conversation_lifecycle_and_expiry() {
     assert_eq!(first.conversation_expires, Some(1_700_000_000 + 300));
 
     clock.advance(Duration::from_secs(200));
-    let second = node
-        .follow_up(
-            &id,
-            agora_protocol::FollowUp {
-                body: Body::Text("again".into()),
-            },
-        )
-        .await
-        .unwrap();
+    let second = node.follow_up(&id, follow_up("again")).await.unwrap();
     assert_eq!(second.body.unwrap().to_text(), "turn 1");
     // The idle timer restarted at the follow-up.
     assert_eq!(second.conversation_expires, Some(1_700_000_000 + 200 + 300));
 
     clock.advance(Duration::from_secs(299));
-    assert!(
-        node.follow_up(
-            &id,
-            agora_protocol::FollowUp {
-                body: Body::Text("still here".into())
-            }
-        )
-        .await
-        .is_ok()
-    );
+    assert!(node.follow_up(&id, follow_up("still here")).await.is_ok());
     clock.advance(Duration::from_secs(301));
-    assert!(
-        node.follow_up(
-            &id,
-            agora_protocol::FollowUp {
-                body: Body::Text("too late".into())
-            }
-        )
-        .await
-        .is_err()
-    );
+    assert!(node.follow_up(&id, follow_up("too late")).await.is_err());
     assert_eq!(node.purge_expired_conversations().await.unwrap(), 1);
 
     let other = node.handle(nl("hi", true)).await.conversation_id.unwrap();
     assert!(node.close_conversation(&other).await.unwrap());
     assert!(!node.close_conversation(&other).await.unwrap());
-    assert!(
-        node.follow_up(
-            &other,
-            agora_protocol::FollowUp {
-                body: Body::Text("x".into())
-            }
-        )
-        .await
-        .is_err()
-    );
+    assert!(node.follow_up(&other, follow_up("x")).await.is_err());
 }
 
 #[tokio::test]
 async fn a_restart_keeps_documents_decisions_and_conversations() {
     let dir = temp_dir();
     let (hash, conversation_id) = {
-        let node = NodeBuilder::new(ScriptedLlm::new(competent), dir.path())
-            .config(|c| c.tools = vec![weather_tool()])
-            .build()
-            .await;
-        let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
-        let reply = node
-            .handle(protocol(
-                WEATHER_PD,
-                vec![data_uri::encode(WEATHER_PD)],
-                body,
-            ))
-            .await;
+        let node = weather_node(ScriptedLlm::new(competent), dir.path()).await;
+        let body = london();
+        let reply = node.handle(inline(WEATHER_PD, body)).await;
         assert_eq!(reply.status, Status::Success);
         let opened = node
             .handle(nl("Weather in London on 2024-09-27?", true))
@@ -474,12 +416,9 @@ async fn a_restart_keeps_documents_decisions_and_conversations() {
         )
     };
     let llm = ScriptedLlm::new(competent);
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| c.tools = vec![weather_tool()])
-        .build()
-        .await;
+    let node = weather_node(llm.clone(), dir.path()).await;
     // Known document, known decision: no sources, no check.
-    let body = Body::Text(r#"{"location": "London, UK", "date": "2024-09-27"}"#.into());
+    let body = london();
     let reply = node.handle(protocol(WEATHER_PD, vec![], body)).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
     assert!(
@@ -490,12 +429,7 @@ async fn a_restart_keeps_documents_decisions_and_conversations() {
     assert!(suitability(&node, &hash).await.allowed);
     // The conversation survived, with its history.
     let follow = node
-        .follow_up(
-            &conversation_id,
-            agora_protocol::FollowUp {
-                body: Body::Text("And the day after?".into()),
-            },
-        )
+        .follow_up(&conversation_id, follow_up("And the day after?"))
         .await
         .unwrap();
     assert_eq!(follow.status, Status::Success);
@@ -550,21 +484,8 @@ async fn native_tool_calling_when_the_backend_supports_it() {
             ))
         }
     });
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .config(|c| {
-            c.tools = vec![weather_tool()];
-            c.responder.native_tools = true;
-        })
-        .build()
-        .await;
-    let reply = node
-        .handle(nl("Weather in London on 2024-09-27?", false))
-        .await;
-    assert_eq!(reply.status, Status::Success, "{reply:?}");
-    let text = reply.body.unwrap().to_text();
-    assert!(
-        text.contains(&expected_forecast()["temperature_c"].to_string()),
-        "{text}"
-    );
+    let node =
+        weather_node_with(llm.clone(), dir.path(), |c| c.responder.native_tools = true).await;
+    assert_answers_london_in_words(&node).await;
     assert_eq!(llm.call_count(), 2);
 }

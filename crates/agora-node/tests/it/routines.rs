@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{
-    ProtocolInput, RegistryError, RoutineError, RoutineLimits, RoutineRegistry, RoutineSource,
-    RoutineSpec, SystemClock, ToolHost, ToolRegistry,
+    Node, ProtocolInput, RegistryError, RoutineError, RoutineRegistry, RoutineSpec, SystemClock,
+    ToolHost, ToolRegistry,
 };
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request, Status};
-use agora_store::{RequestPath, RoutineOrigin, RoutineStatus, Store};
+use agora_store::{RequestPath, RequestRecord, RoutineStatus, Store};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, llm_categories, schema_name, sqlite_url,
-    suitability, temp_dir, weather_tool,
+    NodeBuilder, ScriptedLlm, ScriptedRoutineEngine, human_routine, llm_categories, schema_name,
+    sqlite_url, suitability, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
@@ -77,16 +77,22 @@ fn fallback_llm() -> Arc<ScriptedLlm> {
     })
 }
 
+/// Sends `text` under the weather protocol and checks that the echo routine answered it.
+async fn assert_echoes(node: &Node, text: &str) {
+    let reply = node.handle(weather_request(Body::Text(text.into()))).await;
+    assert_eq!(
+        reply.body.unwrap().to_text(),
+        json!({"echo": text}).to_string()
+    );
+}
+
+/// The newest request `node` recorded.
+async fn last_request(node: &Node) -> RequestRecord {
+    node.store().recent_requests(1).await.unwrap().remove(0)
+}
+
 fn spec(name: &str, key: &str, tools: &[&str]) -> RoutineSpec {
-    RoutineSpec {
-        name: name.into(),
-        protocol: ProtocolInput::Text(WEATHER_PD.into()),
-        source: RoutineSource::JavaScript(key.into()),
-        tools: tools.iter().map(|t| t.to_string()).collect(),
-        limits: RoutineLimits::default(),
-        origin: RoutineOrigin::Human,
-        activate: true,
-    }
+    human_routine(name, WEATHER_PD, key, tools)
 }
 
 fn weather_request(body: Body) -> Request {
@@ -103,6 +109,14 @@ fn london() -> Body {
     Body::Json(json!({"location": "London, UK", "date": "2024-09-27"}))
 }
 
+/// A node with the weather tool, `llm` and a fresh scripted engine, in a new temporary folder.
+async fn scripted_node(llm: Arc<ScriptedLlm>) -> (tempfile::TempDir, ScriptedRoutineEngine, Node) {
+    let dir = temp_dir();
+    let engine = engine();
+    let node = node_with(dir.path(), llm, &engine).await;
+    (dir, engine, node)
+}
+
 async fn node_with(
     dir: &std::path::Path,
     llm: Arc<ScriptedLlm>,
@@ -117,9 +131,7 @@ async fn node_with(
 
 #[tokio::test]
 async fn a_routine_answers_without_the_llm() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
+    let (_dir, engine, node) = scripted_node(ScriptedLlm::unreachable()).await;
     let routine = node.add_routine(spec("echo", "echo", &[])).await.unwrap();
     assert_eq!(routine.status, RoutineStatus::Active);
     assert_eq!((engine.builds(), engine.loads()), (1, 1));
@@ -129,13 +141,7 @@ async fn a_routine_answers_without_the_llm() {
     assert_eq!(reply.status, Status::Success, "{reply:?}");
     let expected_echo = london().to_text();
     assert_eq!(reply.body, Some(Body::Json(json!({"echo": expected_echo}))));
-    let reply = node
-        .handle(weather_request(Body::Text("hello".into())))
-        .await;
-    assert_eq!(
-        reply.body.unwrap().to_text(),
-        json!({"echo": "hello"}).to_string()
-    );
+    assert_echoes(&node, "hello").await;
     // Nothing was compiled on the request path.
     assert_eq!((engine.loads(), engine.runs()), (1, 2));
 
@@ -158,9 +164,7 @@ async fn a_routine_answers_without_the_llm() {
 
 #[tokio::test]
 async fn a_text_answer_to_a_json_body_stays_text() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(ScriptedLlm::unreachable()).await;
     node.add_routine(spec("text", "text", &[])).await.unwrap();
     let reply = node.handle(weather_request(london())).await;
     assert_eq!(reply.body, Some(Body::Text("plain words".into())));
@@ -168,9 +172,7 @@ async fn a_text_answer_to_a_json_body_stays_text() {
 
 #[tokio::test]
 async fn a_routine_calls_its_granted_tool() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(ScriptedLlm::unreachable()).await;
     node.add_routine(spec("weather", "weather", &["weather_forecast"]))
         .await
         .unwrap();
@@ -189,9 +191,7 @@ async fn a_routine_calls_its_granted_tool() {
 
 #[tokio::test]
 async fn tools_are_granted_by_name_and_their_arguments_validated() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(ScriptedLlm::unreachable()).await;
     node.add_routine(spec("probe", "probe", &[])).await.unwrap();
     let reply = node
         .handle(weather_request(Body::Text("weather_forecast".into())))
@@ -218,10 +218,8 @@ async fn tools_are_granted_by_name_and_their_arguments_validated() {
 
 #[tokio::test]
 async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
-    let dir = temp_dir();
-    let engine = engine();
     let llm = fallback_llm();
-    let node = node_with(dir.path(), llm.clone(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(llm.clone()).await;
     let routine = node.add_routine(spec("trap", "trap", &[])).await.unwrap();
 
     let reply = node.handle(weather_request(london())).await;
@@ -231,7 +229,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
     assert_eq!(llm.call_count(), 1);
     assert_eq!(llm_categories(&node).await, ["conversation"]);
 
-    let request = &node.store().recent_requests(1).await.unwrap()[0];
+    let request = last_request(&node).await;
     assert_eq!(request.path, RequestPath::Fallback);
     assert_eq!(request.llm_calls, 1);
     assert_eq!(request.routine_id, Some(routine.id));
@@ -255,9 +253,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
 
 #[tokio::test]
 async fn a_routine_past_its_deadline_falls_back() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), fallback_llm(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(fallback_llm()).await;
     let mut slow = spec("slow", "slow", &[]);
     slow.limits.timeout = Duration::from_millis(20);
     node.add_routine(slow).await.unwrap();
@@ -290,7 +286,7 @@ async fn without_fallback_a_routine_failure_is_the_reply() {
         error.contains("routine trap failed") && error.contains("trapped"),
         "{error}"
     );
-    let request = &node.store().recent_requests(1).await.unwrap()[0];
+    let request = last_request(&node).await;
     assert_eq!(request.path, RequestPath::Routine);
     assert_eq!(request.status, "failure");
     assert_eq!(node.routines().find("trap").await.unwrap().failures, 1);
@@ -308,25 +304,14 @@ async fn routines_survive_a_restart() {
     let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
     // Loaded at start-up from the stored component, not rebuilt.
     assert_eq!((engine.builds(), engine.loads()), (0, 1));
-    let reply = node
-        .handle(weather_request(Body::Text("again".into())))
-        .await;
-    assert_eq!(
-        reply.body.unwrap().to_text(),
-        json!({"echo": "again"}).to_string()
-    );
-    assert_eq!(
-        node.store().recent_requests(1).await.unwrap()[0].path,
-        RequestPath::Routine
-    );
+    assert_echoes(&node, "again").await;
+    assert_eq!(last_request(&node).await.path, RequestPath::Routine);
 }
 
 #[tokio::test]
 async fn one_routine_answers_a_protocol_at_a_time() {
-    let dir = temp_dir();
-    let engine = engine();
     let llm = fallback_llm();
-    let node = node_with(dir.path(), llm.clone(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(llm.clone()).await;
     let first = node.add_routine(spec("first", "text", &[])).await.unwrap();
     let second = node.add_routine(spec("second", "echo", &[])).await.unwrap();
     let status = |name: &'static str| {
@@ -358,10 +343,7 @@ async fn one_routine_answers_a_protocol_at_a_time() {
         answer(node.clone(), text.clone()).await,
         json!({"from": "llm"}).to_string()
     );
-    assert_eq!(
-        node.store().recent_requests(1).await.unwrap()[0].path,
-        RequestPath::Llm
-    );
+    assert_eq!(last_request(&node).await.path, RequestPath::Llm);
 
     node.remove_routine("second").await.unwrap();
     assert!(matches!(
@@ -373,9 +355,7 @@ async fn one_routine_answers_a_protocol_at_a_time() {
 
 #[tokio::test]
 async fn a_multiround_request_goes_to_the_llm() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), fallback_llm(), &engine).await;
+    let (_dir, engine, node) = scripted_node(fallback_llm()).await;
     node.add_routine(spec("echo", "echo", &[])).await.unwrap();
     let mut request = weather_request(london());
     request.multiround = true;
@@ -404,9 +384,7 @@ async fn wellknown_lists_protocols_served_by_routines() {
 
 #[tokio::test]
 async fn changes_from_another_process_are_picked_up_by_the_sync() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), fallback_llm(), &engine).await;
+    let (dir, engine, node) = scripted_node(fallback_llm()).await;
     assert!(!node.sync_routines().await.unwrap().changed);
 
     // What `agora routine add` does: its own store connection, its own engine.
@@ -449,9 +427,7 @@ async fn changes_from_another_process_are_picked_up_by_the_sync() {
 
 #[tokio::test]
 async fn the_registry_refuses_what_it_cannot_serve() {
-    let dir = temp_dir();
-    let engine = engine();
-    let node = node_with(dir.path(), ScriptedLlm::unreachable(), &engine).await;
+    let (_dir, _engine, node) = scripted_node(ScriptedLlm::unreachable()).await;
     let registry = node.routines();
 
     let result = node

@@ -112,6 +112,14 @@ fn configured(change: impl FnOnce(&mut ProtocolDbConfig)) -> ProtocolDbConfig {
     config
 }
 
+/// A network of `http://a.test` (the default configuration) and `http://b.test` (`b_config`).
+async fn a_and_b(b_config: ProtocolDbConfig) -> (Arc<Network>, Db, Db) {
+    let network = Arc::new(Network::default());
+    let a = open(&network, "http://a.test", ProtocolDbConfig::default()).await;
+    let b = open(&network, "http://b.test", b_config).await;
+    (network, a, b)
+}
+
 fn peers(urls: &[&str]) -> ProtocolDbConfig {
     ProtocolDbConfig {
         peers: urls.iter().map(|u| u.to_string()).collect(),
@@ -241,13 +249,11 @@ async fn pages_follow_the_cursor_within_the_byte_budget() {
 
 #[tokio::test]
 async fn a_sync_pulls_each_entry_once_and_the_cursor_survives_a_restart() {
-    let network = Arc::new(Network::default());
-    let a = open(&network, "http://a.test", ProtocolDbConfig::default()).await;
     let b_config = ProtocolDbConfig {
         pull_page_size: 2,
         ..peers(&["http://a.test/"])
     };
-    let b = open(&network, "http://b.test", b_config.clone()).await;
+    let (network, a, b) = a_and_b(b_config.clone()).await;
     for n in 0..3 {
         a.db.publish(pd(&format!("A{n}"), "from a").as_bytes())
             .await
@@ -280,13 +286,11 @@ async fn a_sync_pulls_each_entry_once_and_the_cursor_survives_a_restart() {
 
 #[tokio::test]
 async fn tampered_and_oversized_entries_are_refused_and_skipped() {
-    let network = Arc::new(Network::default());
-    let a = open(&network, "http://a.test", ProtocolDbConfig::default()).await;
-    let b_config = ProtocolDbConfig {
+    let (network, a, b) = a_and_b(ProtocolDbConfig {
         max_document_bytes: 200,
         ..peers(&["http://a.test"])
-    };
-    let b = open(&network, "http://b.test", b_config).await;
+    })
+    .await;
     a.db.publish(pd("Honest", "kept").as_bytes()).await.unwrap();
     a.db.publish(pd("Forged", "altered in transit").as_bytes())
         .await

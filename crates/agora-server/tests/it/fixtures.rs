@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agora_llm::ChatRequest;
-use agora_node::Task;
 use agora_node::tools::WeatherForecastTool;
+use agora_node::{Node, Task};
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_server::protocol_db::{ProtocolDbServerConfig, build_protocol_db, serve_protocol_db};
 use agora_store::Attempt;
@@ -61,6 +61,23 @@ pub fn negotiating_sender(body: Value, protocol: Value) -> Arc<ScriptedLlm> {
         }
         other => panic!("unexpected sender LLM request {other:?}"),
     })
+}
+
+/// A sender for the ladder tests: `llm`, with the explore and negotiate thresholds (runs of a
+/// task with one target before each rung).
+pub async fn ladder_sender(
+    llm: Arc<ScriptedLlm>,
+    dir: &Path,
+    explore: i64,
+    negotiate: i64,
+) -> Node {
+    NodeBuilder::new(llm, dir)
+        .config(|c| {
+            c.sender.explore_threshold = explore;
+            c.sender.negotiate_threshold = negotiate;
+        })
+        .build()
+        .await
 }
 
 /// A protocol database on 127.0.0.1:<ephemeral> with its own SQLite file, stopped on drop.

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::fixtures::{negotiating_sender, temperature_output, weather_task};
+use crate::fixtures::{ladder_sender, negotiating_sender, temperature_output, weather_task};
 use crate::support::Spawn;
 use agora_llm::ChatRequest;
 use agora_node::{Node, Task};
@@ -70,13 +70,18 @@ async fn receiver(
 }
 
 async fn alice(dir: &std::path::Path, explore: i64, negotiate: i64) -> Node {
-    NodeBuilder::new(alice_llm(), dir)
-        .config(|c| {
-            c.sender.explore_threshold = explore;
-            c.sender.negotiate_threshold = negotiate;
-        })
-        .build()
+    ladder_sender(alice_llm(), dir, explore, negotiate).await
+}
+
+/// Adds the document `text` to the receiver and serves it by the operator's decision.
+async fn serve(receiver: &TestServer, text: &str) -> VerifiedDocument {
+    let document = receiver.node.add_document(text, &[]).await.unwrap();
+    receiver
+        .node
+        .set_operator_decision(&document.hash(), true, "served here")
         .await
+        .unwrap();
+    document
 }
 
 async fn checking_calls(node: &Node) -> usize {
@@ -142,11 +147,7 @@ async fn the_ladder_climbs_from_natural_language_to_a_negotiated_protocol() {
 async fn exploring_finds_the_targets_wellknown_protocol() {
     let (a, b) = (temp_dir(), temp_dir());
     let bob = receiver(b.path(), true, 0).await;
-    let document = bob.node.add_document(WEATHER_PD, &[]).await.unwrap();
-    bob.node
-        .set_operator_decision(&document.hash(), true, "served here")
-        .await
-        .unwrap();
+    let document = serve(&bob, WEATHER_PD).await;
     let alice = alice(a.path(), 2, 100).await;
     alice.run_task(&bob.url, &task(), &data()).await.unwrap();
     let run = alice.run_task(&bob.url, &task(), &data()).await.unwrap();
@@ -168,33 +169,19 @@ async fn exploring_skips_a_protocol_of_another_task_that_the_llm_would_accept() 
     // Bob serves only the isOpen protocol. Alice's LLM would say yes to it, but it is never
     // asked: the protocol does not name the task's fields.
     let bob = receiver(b.path(), true, 0).await;
-    let is_open = bob.node.add_document(IS_OPEN_PD, &[]).await.unwrap();
-    bob.node
-        .set_operator_decision(&is_open.hash(), true, "served here")
-        .await
-        .unwrap();
+    let is_open = serve(&bob, IS_OPEN_PD).await;
     let alice = alice(a.path(), 1, 100).await;
     let run = alice.run_task(&bob.url, &task(), &data()).await.unwrap();
     assert_eq!(run.protocol, None);
     assert_eq!(run.steps, ["explored"]);
     assert_eq!(checking_calls(&alice).await, 0);
-    let memory = alice
-        .store()
-        .sender_memory(&bob.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &bob.url, "weather").await;
     assert_eq!(memory.rejected, vec![is_open.hash()]);
 
     // Carol serves both: the weather protocol is asked about and used, the other is skipped.
     let carol = receiver(c.path(), true, 0).await;
     for text in [IS_OPEN_PD, WEATHER_PD] {
-        let document = carol.node.add_document(text, &[]).await.unwrap();
-        carol
-            .node
-            .set_operator_decision(&document.hash(), true, "served here")
-            .await
-            .unwrap();
+        serve(&carol, text).await;
     }
     let run = alice.run_task(&carol.url, &task(), &data()).await.unwrap();
     assert_eq!(
@@ -202,12 +189,7 @@ async fn exploring_skips_a_protocol_of_another_task_that_the_llm_would_accept() 
         Some(VerifiedDocument::from_text(WEATHER_PD).hash())
     );
     assert_eq!(checking_calls(&alice).await, 1);
-    let memory = alice
-        .store()
-        .sender_memory(&carol.url, "weather")
-        .await
-        .unwrap()
-        .unwrap();
+    let memory = sender_memory(&alice, &carol.url, "weather").await;
     assert_eq!(memory.rejected, vec![is_open.hash()]);
 }
 
@@ -234,12 +216,7 @@ async fn a_rejection_is_learned_per_target() {
     let bob = receiver(b.path(), false, 0).await;
     let alice = alice(a.path(), 1, 100).await;
     // Carol publishes the weather protocol; Alice finds it there and uses it with her.
-    let document = carol.node.add_document(WEATHER_PD, &[]).await.unwrap();
-    carol
-        .node
-        .set_operator_decision(&document.hash(), true, "served here")
-        .await
-        .unwrap();
+    let document = serve(&carol, WEATHER_PD).await;
     let run = alice.run_task(&carol.url, &task(), &data()).await.unwrap();
     assert_eq!(run.protocol, Some(document.hash()));
 

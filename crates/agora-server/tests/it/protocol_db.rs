@@ -35,15 +35,23 @@ fn client() -> reqwest::Client {
 }
 
 impl Db {
-    async fn post_text(&self, text: &str, token: Option<&str>) -> (u16, Value) {
-        let mut request = client()
-            .post(format!("{}/protocols", self.url))
-            .header("content-type", "text/plain; charset=utf-8")
-            .body(text.to_string());
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
+    /// `POST {path}` to this database, with the token when one is given.
+    fn post(&self, path: &str, token: Option<&str>) -> reqwest::RequestBuilder {
+        let request = client().post(format!("{}{path}", self.url));
+        match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
         }
-        let response = request.send().await.unwrap();
+    }
+
+    async fn post_text(&self, text: &str, token: Option<&str>) -> (u16, Value) {
+        let response = self
+            .post("/protocols", token)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(text.to_string())
+            .send()
+            .await
+            .unwrap();
         (
             response.status().as_u16(),
             response.json().await.unwrap_or(Value::Null),
@@ -79,9 +87,8 @@ impl Db {
     }
 
     async fn sync(&self) -> Value {
-        let response = client()
-            .post(format!("{}/sync?wait=true", self.url))
-            .bearer_auth(TOKEN)
+        let response = self
+            .post("/sync?wait=true", Some(TOKEN))
             .send()
             .await
             .unwrap();
@@ -126,9 +133,8 @@ async fn a_document_posted_to_a_shows_up_on_b_after_a_sync() {
         json!({"hash": hash, "url": format!("{}/protocols/{hash}", a.url)})
     );
     assert_eq!(a.post_text(&text, Some(TOKEN)).await.0, 200);
-    let response = client()
-        .post(format!("{}/protocols", a.url))
-        .bearer_auth(TOKEN)
+    let response = a
+        .post("/protocols", Some(TOKEN))
         .json(&json!({"text": text}))
         .send()
         .await
@@ -246,17 +252,9 @@ async fn writes_need_the_token_and_documents_respect_the_size_limit() {
         (401, Some("unauthorized"))
     );
     assert_eq!(a.post_text(&small, Some("wrong")).await.0, 401);
-    let wait_without_token = client()
-        .post(format!("{}/sync?wait=true", a.url))
-        .send()
-        .await
-        .unwrap();
+    let wait_without_token = a.post("/sync?wait=true", None).send().await.unwrap();
     assert_eq!(wait_without_token.status().as_u16(), 401);
-    let notification = client()
-        .post(format!("{}/sync", a.url))
-        .send()
-        .await
-        .unwrap();
+    let notification = a.post("/sync", None).send().await.unwrap();
     assert_eq!(
         notification.status().as_u16(),
         202,

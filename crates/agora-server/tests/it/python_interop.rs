@@ -65,6 +65,66 @@ fn repo_root() -> PathBuf {
     }
 }
 
+/// What one interop test runs on: the venv's python, the repository root, a temporary folder.
+struct Interop {
+    python: PathBuf,
+    root: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Interop {
+    fn new() -> Self {
+        Self {
+            python: python(),
+            root: repo_root(),
+            dir: temp_dir(),
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Our node served on 127.0.0.1, its LLM `llm`.
+    async fn node(&self, llm: Arc<ScriptedLlm>) -> TestServer {
+        NodeBuilder::new(llm, self.dir()).spawn().await
+    }
+
+    /// The scripted OpenAI-compatible server with the rules file `rules`.
+    async fn stub(&self, rules: &str) -> Stub {
+        Stub::start(&self.python, &self.root, rules, self.dir()).await
+    }
+
+    /// The Python `ReceiverServer`, its LLM a stub with the rules file `rules`.
+    async fn receiver(&self, rules: &str) -> (Stub, PythonReceiver) {
+        let stub = self.stub(rules).await;
+        let receiver = PythonReceiver::start(&self.python, &self.root, &stub, self.dir()).await;
+        (stub, receiver)
+    }
+
+    /// One run of the Python Sender against `node`, its LLM `stub`, in `mode`.
+    async fn run_sender(&self, node: &TestServer, stub: &Stub, mode: &str) -> SenderRun {
+        run_sender(&self.python, &self.root, node, stub, self.dir(), mode).await
+    }
+}
+
+/// A command running the interop venv's python on `script` in `dir`, which reaches 127.0.0.1
+/// without a proxy, shows no Python warnings and has no OpenAI endpoint from the environment.
+fn python_command(python: &Path, script: PathBuf, dir: &Path) -> Command {
+    let mut command = Command::new(python);
+    command
+        .arg(script)
+        .current_dir(dir)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .env("PYTHONWARNINGS", "ignore")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_BASE")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// Our node's LLM: the suitability checker says yes; the responder answers in one step, with
 /// words for natural language and with the protocol's JSON reply under the weather protocol.
 fn node_llm() -> Arc<ScriptedLlm> {
@@ -175,9 +235,8 @@ async fn run_sender(
     mode: &str,
 ) -> SenderRun {
     let wire_log = dir.join("wire.jsonl");
-    let mut command = Command::new(python);
+    let mut command = python_command(python, root.join("scripts/python/interop_sender.py"), dir);
     command
-        .arg(root.join("scripts/python/interop_sender.py"))
         .args([
             "--target",
             &node.url,
@@ -190,16 +249,8 @@ async fn run_sender(
         .arg(dir.join("sender-storage"))
         .arg("--wire-log")
         .arg(&wire_log)
-        .current_dir(dir)
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env("PYTHONWARNINGS", "ignore")
         .env_remove("LANGCHAIN_TRACING_V2")
-        .env_remove("LANGSMITH_TRACING")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_API_BASE")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+        .env_remove("LANGSMITH_TRACING");
     if mode == "protocol" {
         command
             .arg("--pd")
@@ -281,6 +332,36 @@ fn called_tool(logged: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The Sender's LLM requests, once checked that its querier called `send_query` once and then
+/// delivered.
+fn queried_once_then_delivered(stub: &Stub) -> Vec<Value> {
+    let asked = stub.requests();
+    let tools: Vec<Option<String>> = asked.iter().map(called_tool).collect();
+    assert_eq!(
+        tools,
+        [
+            Some("send_query".to_string()),
+            Some("deliverStructuredOutput".to_string()),
+            None
+        ],
+        "{}",
+        pretty(&asked)
+    );
+    asked
+}
+
+/// The requests our node recorded, once checked that there is one.
+async fn one_request(node: &TestServer) -> Vec<agora_store::RequestRecord> {
+    let requests = node.node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    requests
+}
+
+/// The schema of every call, in order.
+fn schema_names(calls: &[ChatRequest]) -> Vec<Option<&str>> {
+    calls.iter().map(schema_name).collect()
+}
+
 async fn metrics(node: &TestServer) -> String {
     let response = reqwest::get(format!("{}/metrics", node.url))
         .await
@@ -291,14 +372,12 @@ async fn metrics(node: &TestServer) -> String {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_sender_gets_a_natural_language_answer() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
+    let interop = Interop::new();
     let llm = node_llm();
-    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
-    let stub = Stub::start(&python, &root, "nl.json", dir.path()).await;
+    let node = interop.node(llm.clone()).await;
+    let stub = interop.stub("nl.json").await;
 
-    let run = run_sender(&python, &root, &node, &stub, dir.path(), "nl").await;
+    let run = interop.run_sender(&node, &stub, "nl").await;
     assert_eq!(run.result(&stub), &json!(NL_ANSWER));
 
     // On the wire: one natural-language POST / opening a multiround conversation, then the
@@ -340,8 +419,7 @@ async fn python_interop_sender_gets_a_natural_language_answer() {
 
     // What our node recorded: one natural-language request answered by the LLM, the
     // conversation gone after the DELETE, and the DELETE counted as a 200.
-    let requests = node.node.store().recent_requests(10).await.unwrap();
-    assert_eq!(requests.len(), 1, "{requests:?}");
+    let requests = one_request(&node).await;
     assert_eq!(requests[0].channel, "natural");
     assert_eq!(requests[0].protocol_hash, None);
     assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
@@ -372,18 +450,7 @@ async fn python_interop_sender_gets_a_natural_language_answer() {
     );
 
     // The Sender's LLM: the querier asked without a protocol document, then delivered our answer.
-    let asked = stub.requests();
-    let tools: Vec<Option<String>> = asked.iter().map(called_tool).collect();
-    assert_eq!(
-        tools,
-        [
-            Some("send_query".to_string()),
-            Some("deliverStructuredOutput".to_string()),
-            None
-        ],
-        "{}",
-        pretty(&asked)
-    );
+    let asked = queried_once_then_delivered(&stub);
     assert!(
         !message_texts(&asked[0])
             .concat()
@@ -400,19 +467,17 @@ async fn python_interop_sender_gets_a_natural_language_answer() {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
+    let interop = Interop::new();
     let llm = node_llm();
-    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
-    let stub = Stub::start(&python, &root, "protocol.json", dir.path()).await;
+    let node = interop.node(llm.clone()).await;
+    let stub = interop.stub("protocol.json").await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     assert!(
         node.node.store().document(&hash).await.unwrap().is_none(),
         "our node starts without the document"
     );
 
-    let run = run_sender(&python, &root, &node, &stub, dir.path(), "protocol").await;
+    let run = interop.run_sender(&node, &stub, "protocol").await;
     assert_eq!(
         run.result(&stub),
         &json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
@@ -479,8 +544,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
     let decision = suitability(&node.node, &hash).await;
     assert!(decision.allowed);
     assert_eq!(decision.origin, agora_store::DecisionOrigin::Llm);
-    let requests = node.node.store().recent_requests(10).await.unwrap();
-    assert_eq!(requests.len(), 1, "{requests:?}");
+    let requests = one_request(&node).await;
     assert_eq!(requests[0].channel, "protocol");
     assert_eq!(requests[0].protocol_hash, Some(hash));
     assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
@@ -491,7 +555,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
 
     // Our LLM: the suitability check, then one responder step under the protocol.
     let calls = llm.calls();
-    let kinds: Vec<Option<&str>> = calls.iter().map(schema_name).collect();
+    let kinds = schema_names(&calls);
     assert_eq!(kinds, [Some("suitability"), Some("step")]);
     assert!(last_user_message(&calls[0]).contains("name: WeatherForecastQuery"));
     assert!(system_prompt(&calls[1]).contains("Protocol document"));
@@ -501,18 +565,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
     );
 
     // The Sender's LLM: the querier had the protocol document, sent one query, delivered.
-    let asked = stub.requests();
-    let tools: Vec<Option<String>> = asked.iter().map(called_tool).collect();
-    assert_eq!(
-        tools,
-        [
-            Some("send_query".to_string()),
-            Some("deliverStructuredOutput".to_string()),
-            None
-        ],
-        "{}",
-        pretty(&asked)
-    );
+    let asked = queried_once_then_delivered(&stub);
     assert!(
         message_texts(&asked[0])
             .concat()
@@ -530,15 +583,13 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_sender_sees_a_rejected_protocol_as_an_error() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
+    let interop = Interop::new();
     let llm = node_llm_judging(false);
-    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
-    let stub = Stub::start(&python, &root, "protocol.json", dir.path()).await;
+    let node = interop.node(llm.clone()).await;
+    let stub = interop.stub("protocol.json").await;
     let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
 
-    let run = run_sender(&python, &root, &node, &stub, dir.path(), "protocol").await;
+    let run = interop.run_sender(&node, &stub, "protocol").await;
     // The querier's send_query saw an error (the stub then registers it), not a success.
     assert_eq!(
         run.outcome,
@@ -568,11 +619,10 @@ async fn python_interop_sender_sees_a_rejected_protocol_as_an_error() {
     assert!(node.node.store().document(&hash).await.unwrap().is_some());
     let decision = suitability(&node.node, &hash).await;
     assert!(!decision.allowed);
-    let requests = node.node.store().recent_requests(10).await.unwrap();
-    assert_eq!(requests.len(), 1, "{requests:?}");
+    let requests = one_request(&node).await;
     assert_eq!(requests[0].path, agora_store::RequestPath::Rejected);
     let calls = llm.calls();
-    let kinds: Vec<Option<&str>> = calls.iter().map(schema_name).collect();
+    let kinds = schema_names(&calls);
     assert_eq!(kinds, [Some("suitability")]);
 
     node.stop().await;
@@ -603,9 +653,7 @@ async fn python_interop_venv_has_the_reference_library() {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
+    let interop = Interop::new();
     let llm = ScriptedLlm::new(|request: &ChatRequest| {
         match schema_name(request) {
         Some("negotiation_reply") => Ok(json!({
@@ -620,10 +668,10 @@ async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
         other => panic!("unexpected request kind {other:?}"),
     }
     });
-    let node = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
-    let stub = Stub::start(&python, &root, "negotiation.json", dir.path()).await;
+    let node = interop.node(llm.clone()).await;
+    let stub = interop.stub("negotiation.json").await;
 
-    let run = run_sender(&python, &root, &node, &stub, dir.path(), "negotiate").await;
+    let run = interop.run_sender(&node, &stub, "negotiate").await;
     assert_eq!(
         run.result(&stub),
         &json!({"temperature": 11.0, "precipitation": 12.0, "weatherCondition": "rainy"})
@@ -677,27 +725,15 @@ async fn python_interop_sender_negotiates_a_protocol_with_our_receiver() {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
-    let stub = Stub::start(&python, &root, "negotiation-receiver.json", dir.path()).await;
-    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let interop = Interop::new();
+    let (stub, receiver) = interop.receiver("negotiation-receiver.json").await;
     let target = receiver.url.clone();
 
     let sender_llm = ScriptedLlm::new(|request: &ChatRequest| {
         assert_eq!(schema_name(request), Some("negotiation_turn"));
-        if last_user_message(request).contains("The receiver answered") {
-            Ok(json!({"message": "Here is the final protocol.", "final_protocol": {
-                "name": "WeatherForecastQuery",
-                "description": "Forecast for a location on a date.",
-                "document": "Request: {\"location\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"temperature\": number, \"precipitation\": number, \"weatherCondition\": string}."
-            }})
-            .to_string())
-        } else {
-            Ok(json!({"message": "I propose: request {\"location\", \"date\"}, reply {\"temperature\", \"precipitation\", \"weatherCondition\"}.", "final_protocol": null}).to_string())
-        }
+        Ok(negotiation_turn(request))
     });
-    let sender = NodeBuilder::new(sender_llm.clone(), dir.path())
+    let sender = NodeBuilder::new(sender_llm.clone(), interop.dir())
         .build()
         .await;
     let task: agora_node::Task = serde_json::from_value(json!({
@@ -754,21 +790,12 @@ impl PythonReceiver {
         };
         let log = dir.join("python-receiver.log");
         let storage = dir.join("python-receiver-storage");
-        let child = Command::new(python)
-            .arg(root.join("scripts/python/interop_receiver.py"))
+        let child = python_command(python, root.join("scripts/python/interop_receiver.py"), dir)
             .args(["--port", &port.to_string(), "--llm-url", &stub.base_url])
             .arg("--storage")
             .arg(&storage)
-            .current_dir(dir)
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env("no_proxy", "127.0.0.1,localhost")
-            .env("PYTHONWARNINGS", "ignore")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_BASE")
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
             .spawn()
             .expect("the Python receiver starts");
         tokio::time::timeout(Duration::from_secs(30), async {
@@ -791,6 +818,20 @@ impl PythonReceiver {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `sender`'s ladder run of `task` for London against this receiver.
+    async fn run(&self, sender: &agora_node::Node, task: &agora_node::Task) -> agora_node::TaskRun {
+        sender
+            .run_task(&self.url, task, &london())
+            .await
+            .unwrap_or_else(|e| self.fail(e))
+    }
+
+    /// `sender`'s logged runs of the weather task against this receiver, newest first.
+    async fn runs_of(&self, sender: &agora_node::Node) -> Vec<agora_store::SenderRun> {
+        let runs = sender.store().sender_runs(&self.url, "weather", 10).await;
+        runs.unwrap()
     }
 
     /// Panics with `error` and the receiver's log.
@@ -850,18 +891,32 @@ fn our_sender_llm() -> Arc<ScriptedLlm> {
             Ok(json!({"temperature": numbers[numbers.len() - 2], "precipitation": numbers[numbers.len() - 1], "weatherCondition": condition}).to_string())
         }
         Some("task_fit") => Ok(json!({"suitable": "yes", "reason": "it fits"}).to_string()),
-        Some("negotiation_turn") if last_user_message(request).contains("The receiver answered") => {
-            Ok(json!({"message": "Here is the final protocol.", "final_protocol": {
-                "name": "WeatherForecastQuery",
-                "description": "Forecast for a location on a date.",
-                "document": "Request: {\"location\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"temperature\": number, \"precipitation\": number, \"weatherCondition\": string}."
-            }})
-            .to_string())
-        }
-        Some("negotiation_turn") => Ok(json!({"message": "I propose: request {\"location\", \"date\"}, reply {\"temperature\", \"precipitation\", \"weatherCondition\"}.", "final_protocol": null}).to_string()),
+        Some("negotiation_turn") => Ok(negotiation_turn(request)),
         other => panic!("unexpected request to our sender's LLM {other:?}"),
     }
     })
+}
+
+/// The (rung, outcome) of every run.
+fn rungs_and_outcomes(runs: &[agora_store::SenderRun]) -> Vec<(&str, &str)> {
+    runs.iter()
+        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
+        .collect()
+}
+
+/// Our sender's negotiation turn: a proposal, then a weather protocol once the receiver
+/// answered.
+fn negotiation_turn(request: &ChatRequest) -> String {
+    if last_user_message(request).contains("The receiver answered") {
+        json!({"message": "Here is the final protocol.", "final_protocol": {
+            "name": "WeatherForecastQuery",
+            "description": "Forecast for a location on a date.",
+            "document": "Request: {\"location\": string, \"date\": \"YYYY-MM-DD\"}. Reply: {\"temperature\": number, \"precipitation\": number, \"weatherCondition\": string}."
+        }})
+        .to_string()
+    } else {
+        json!({"message": "I propose: request {\"location\", \"date\"}, reply {\"temperature\", \"precipitation\", \"weatherCondition\"}.", "final_protocol": null}).to_string()
+    }
 }
 
 /// The messages of every request the Python receiver's LLM got, as (role, text) pairs.
@@ -892,13 +947,10 @@ fn conversations(stub: &Stub) -> Vec<Vec<(String, String)>> {
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_our_sender_runs_a_task_against_a_python_receiver_server() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
-    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
-    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
+    let interop = Interop::new();
+    let (stub, receiver) = interop.receiver("receiver-server.json").await;
     let llm = our_sender_llm();
-    let sender = NodeBuilder::new(llm.clone(), dir.path()).build().await;
+    let sender = NodeBuilder::new(llm.clone(), interop.dir()).build().await;
     let task = weather_task();
 
     // Natural language.
@@ -979,26 +1031,14 @@ async fn python_interop_our_sender_runs_a_task_against_a_python_receiver_server(
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_our_ladder_explores_a_python_receiver_and_stays_natural() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
-    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
-    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
-    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
-        .config(|c| {
-            c.sender.explore_threshold = 2;
-            c.sender.negotiate_threshold = 100;
-        })
-        .build()
-        .await;
+    let interop = Interop::new();
+    let (stub, receiver) = interop.receiver("receiver-server.json").await;
+    let sender = fixtures::ladder_sender(our_sender_llm(), interop.dir(), 2, 100).await;
     let task = weather_task();
 
     let mut steps = Vec::new();
     for _ in 0..3 {
-        let run = sender
-            .run_task(&receiver.url, &task, &london())
-            .await
-            .unwrap_or_else(|e| receiver.fail(e));
+        let run = receiver.run(&sender, &task).await;
         assert_eq!(run.outcome.output, rainy());
         assert_eq!(run.protocol, None);
         steps.push(run.steps);
@@ -1020,16 +1060,8 @@ async fn python_interop_our_ladder_explores_a_python_receiver_and_stays_natural(
     let memory = sender_memory(&sender, &receiver.url, "weather").await;
     assert_eq!((memory.uses, memory.explored), (3, true));
     assert_eq!(memory.protocol_hash, None);
-    let runs = sender
-        .store()
-        .sender_runs(&receiver.url, "weather", 10)
-        .await
-        .unwrap();
-    let logged: Vec<(&str, &str)> = runs
-        .iter()
-        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
-        .collect();
-    assert_eq!(logged, [("natural", "success"); 3]);
+    let runs = receiver.runs_of(&sender).await;
+    assert_eq!(rungs_and_outcomes(&runs), [("natural", "success"); 3]);
     // Three natural-language conversations on the Python side (a tool call and an answer
     // each), and no protocol checked.
     let asked = conversations(&stub);
@@ -1050,18 +1082,9 @@ async fn python_interop_our_ladder_explores_a_python_receiver_and_stays_natural(
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protocol() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
-    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
-    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
-    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
-        .config(|c| {
-            c.sender.explore_threshold = 1;
-            c.sender.negotiate_threshold = 100;
-        })
-        .build()
-        .await;
+    let interop = Interop::new();
+    let (stub, receiver) = interop.receiver("receiver-server.json").await;
+    let sender = fixtures::ladder_sender(our_sender_llm(), interop.dir(), 1, 100).await;
     let task = weather_task();
     let tide = agora_protocol::VerifiedDocument::from_text(TIDE_PD);
     let weather = agora_protocol::VerifiedDocument::from_text(WEATHER_PD);
@@ -1082,10 +1105,7 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
             .unwrap();
     }
 
-    let first = sender
-        .run_task(&receiver.url, &task, &london())
-        .await
-        .unwrap_or_else(|e| receiver.fail(e));
+    let first = receiver.run(&sender, &task).await;
     assert_eq!(first.outcome.output, rainy());
     assert_eq!(first.protocol, None, "back to natural language");
     assert_eq!(
@@ -1096,10 +1116,7 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
             format!("rejected {}", tide.hash())
         ]
     );
-    let second = sender
-        .run_task(&receiver.url, &task, &london())
-        .await
-        .unwrap_or_else(|e| receiver.fail(e));
+    let second = receiver.run(&sender, &task).await;
     assert_eq!(second.outcome.output, rainy());
     assert_eq!(second.protocol, Some(weather.hash()));
     assert_eq!(
@@ -1110,16 +1127,11 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
     let memory = sender_memory(&sender, &receiver.url, "weather").await;
     assert_eq!(memory.rejected, [tide.hash()]);
     assert_eq!(memory.protocol_hash, Some(weather.hash()));
-    let runs = sender
-        .store()
-        .sender_runs(&receiver.url, "weather", 10)
-        .await
-        .unwrap();
-    let logged: Vec<(&str, &str)> = runs
-        .iter()
-        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
-        .collect();
-    assert_eq!(logged, [("natural", "success"), ("protocol", "success")]);
+    let runs = receiver.runs_of(&sender).await;
+    assert_eq!(
+        rungs_and_outcomes(&runs),
+        [("natural", "success"), ("protocol", "success")]
+    );
 
     // The Python side: the tide document judged unsuitable, a natural-language answer, then
     // the weather document judged suitable and answered under.
@@ -1159,26 +1171,14 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
 #[tokio::test]
 #[ignore = "needs the Python reference library: run by scripts/test.sh"]
 async fn python_interop_our_ladder_negotiates_with_a_python_receiver_then_uses_the_protocol() {
-    let python = python();
-    let root = repo_root();
-    let dir = temp_dir();
-    let stub = Stub::start(&python, &root, "receiver-server.json", dir.path()).await;
-    let receiver = PythonReceiver::start(&python, &root, &stub, dir.path()).await;
-    let sender = NodeBuilder::new(our_sender_llm(), dir.path())
-        .config(|c| {
-            c.sender.explore_threshold = 100;
-            c.sender.negotiate_threshold = 1;
-        })
-        .build()
-        .await;
+    let interop = Interop::new();
+    let (stub, receiver) = interop.receiver("receiver-server.json").await;
+    let sender = fixtures::ladder_sender(our_sender_llm(), interop.dir(), 100, 1).await;
     let task = weather_task();
 
     let mut hashes = Vec::new();
     for expected_steps in [1, 0] {
-        let run = sender
-            .run_task(&receiver.url, &task, &london())
-            .await
-            .unwrap_or_else(|e| receiver.fail(e));
+        let run = receiver.run(&sender, &task).await;
         assert_eq!(run.outcome.output, rainy());
         let hash = run
             .protocol
@@ -1238,14 +1238,6 @@ async fn python_interop_our_ladder_negotiates_with_a_python_receiver_then_uses_t
             "You are ResponderGPT",
         ]
     );
-    let runs = sender
-        .store()
-        .sender_runs(&receiver.url, "weather", 10)
-        .await
-        .unwrap();
-    let logged: Vec<(&str, &str)> = runs
-        .iter()
-        .map(|r| (r.rung.as_str(), r.outcome.as_str()))
-        .collect();
-    assert_eq!(logged, [("protocol", "success"); 2]);
+    let runs = receiver.runs_of(&sender).await;
+    assert_eq!(rungs_and_outcomes(&runs), [("protocol", "success"); 2]);
 }

@@ -17,10 +17,10 @@ use crate::fixtures::{
     expected_forecast, forecast_output, js_runtime, print_attempts, weather_task,
 };
 use crate::support::Spawn;
-use agora_node::{ProtocolInput, RoutineLimits, RoutineSource, RoutineSpec, Task};
+use agora_node::Task;
 use agora_protocol::data_uri;
-use agora_store::{RoutineOrigin, SenderMemory};
-use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir, weather_tool};
+use agora_store::SenderMemory;
+use agora_testkit::{NodeBuilder, ScriptedLlm, human_routine, temp_dir, weather_tool};
 use serde_json::json;
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
@@ -41,15 +41,12 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         .spawn()
         .await;
     bob.node
-        .add_routine(RoutineSpec {
-            name: "weather-forecast".into(),
-            protocol: ProtocolInput::Text(WEATHER_PD.into()),
-            source: RoutineSource::JavaScript(WEATHER_JS.into()),
-            tools: vec!["weather_forecast".into()],
-            limits: RoutineLimits::default(),
-            origin: RoutineOrigin::Human,
-            activate: true,
-        })
+        .add_routine(human_routine(
+            "weather-forecast",
+            WEATHER_PD,
+            WEATHER_JS,
+            &["weather_forecast"],
+        ))
         .await
         .unwrap();
 
