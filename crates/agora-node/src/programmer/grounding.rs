@@ -140,10 +140,9 @@ fn same_quantity(a: &str, b: &str) -> bool {
         let mut current = String::new();
         let mut previous_lower = false;
         for c in name.chars() {
-            if !c.is_alphanumeric() || (c.is_uppercase() && previous_lower) {
-                if !current.is_empty() {
-                    words.push(std::mem::take(&mut current).to_lowercase());
-                }
+            if (!c.is_alphanumeric() || (c.is_uppercase() && previous_lower)) && !current.is_empty()
+            {
+                words.push(std::mem::take(&mut current).to_lowercase());
             }
             previous_lower = c.is_lowercase();
             if c.is_alphanumeric() {

@@ -847,7 +847,9 @@ impl PythonReceiver {
     }
 }
 
-const TIDE_PD: &str = "---\nname: TideTableQuery\ndescription: Ask for the high and low tides at a harbour on a date.\nmultiround: false\n---\n\n# Tide table query\n\nRequest: {\"harbour\": string, \"date\": \"YYYY-MM-DD\"}.\nReply: {\"highTides\": [\"HH:MM\"], \"lowTides\": [\"HH:MM\"]}.\n";
+/// A protocol for another job whose text still names every field of the weather task (a field
+/// check passes it), so that only the receiver's checker can refuse it.
+const TIDE_PD: &str = "---\nname: TideTableQuery\ndescription: Ask for the high and low tides at a harbour on a date.\nmultiround: false\n---\n\n# Tide table query\n\nRequest: {\"location\": harbour name, \"date\": \"YYYY-MM-DD\"}.\nReply: {\"highTides\": [\"HH:MM\"], \"lowTides\": [\"HH:MM\"]}; unlike a forecast it gives no temperature, precipitation or weatherCondition.\n";
 const PY_NL_ANSWER: &str = "The forecast for London, UK on 2024-09-27: rainy, 11.0 degrees Celsius, 12.0 mm of precipitation.";
 
 fn weather_task() -> agora_node::Task {
