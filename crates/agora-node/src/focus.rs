@@ -55,17 +55,15 @@ impl Focus {
         if keep.iter().skip(1).all(|kept| !kept) {
             return Focus::everything(description, tools);
         }
-        let named_in = |tool: &str, wanted: Option<bool>| {
-            sentences
+        // A tool named by no sentence is general-purpose; a named one goes with its sentences.
+        let offered = |tool: &ToolSpec| {
+            let mut naming = sentences
                 .iter()
                 .zip(&keep)
-                .filter(|(_, kept)| wanted.is_none_or(|wanted| **kept == wanted))
-                .any(|(sentence, _)| names(sentence, tool))
+                .filter(|(s, _)| names(s, &tool.name));
+            naming.clone().next().is_none() || naming.any(|(_, kept)| *kept)
         };
-        let tools = tools
-            .into_iter()
-            .filter(|tool| !named_in(&tool.name, None) || named_in(&tool.name, Some(true)))
-            .collect();
+        let tools = tools.into_iter().filter(|tool| offered(tool)).collect();
         let description = sentences
             .iter()
             .zip(&keep)

@@ -566,6 +566,7 @@ impl Node {
             }
         };
         let reply_body = reply_body(body, answer.value);
+        let reply_text = reply_body.to_text();
         let grounded = |document: &VerifiedDocument| {
             let sources = grounding::Sources {
                 request: &message,
@@ -578,8 +579,8 @@ impl Node {
                 document: document.text(),
                 description: &focus.description,
             };
-            let reply = serde_json::from_str(&reply_body.to_text())
-                .unwrap_or_else(|_| Value::String(reply_body.to_text()));
+            let reply = serde_json::from_str(&reply_text)
+                .unwrap_or_else(|_| Value::String(reply_text.clone()));
             match grounding::ungrounded(&reply, &sources) {
                 None => true,
                 Some(reason) => {
@@ -606,7 +607,7 @@ impl Node {
                             })
                             .collect(),
                     ),
-                    reply: reply_body.to_text(),
+                    reply: reply_text.clone(),
                 })
             }
             _ => None,
@@ -618,7 +619,7 @@ impl Node {
             c.messages = conversation::append(
                 history,
                 &message,
-                &reply_body.to_text(),
+                &reply_text,
                 self.inner.config.conversations.max_messages,
             );
             c.last_active_ms = now;
