@@ -29,6 +29,10 @@ pub struct Focus {
     pub description: String,
     /// The tools offered, in the registry's order.
     pub tools: Vec<ToolSpec>,
+    /// The offered tools that a kept sentence names: the rules for this request use them, so
+    /// the responder asks for them to be called before it takes an answer (empty when the
+    /// focus is everything: nothing is known then about which rules apply).
+    pub rule_tools: Vec<String>,
 }
 
 impl Focus {
@@ -37,6 +41,7 @@ impl Focus {
         Focus {
             description: description.to_string(),
             tools,
+            rule_tools: Vec::new(),
         }
     }
 
@@ -63,7 +68,17 @@ impl Focus {
                 .filter(|(s, _)| names(s, &tool.name));
             naming.clone().next().is_none() || naming.any(|(_, kept)| *kept)
         };
-        let tools = tools.into_iter().filter(|tool| offered(tool)).collect();
+        let tools: Vec<ToolSpec> = tools.into_iter().filter(|tool| offered(tool)).collect();
+        let rule_tools = tools
+            .iter()
+            .filter(|tool| {
+                sentences
+                    .iter()
+                    .zip(&keep)
+                    .any(|(sentence, kept)| *kept && names(sentence, &tool.name))
+            })
+            .map(|tool| tool.name.clone())
+            .collect();
         let description = sentences
             .iter()
             .zip(&keep)
@@ -71,7 +86,11 @@ impl Focus {
             .map(|(sentence, _)| sentence.as_str())
             .collect::<Vec<_>>()
             .join(" ");
-        Focus { description, tools }
+        Focus {
+            description,
+            tools,
+            rule_tools,
+        }
     }
 
     /// The names of the tools offered.
@@ -119,6 +138,7 @@ const STOP_WORDS: &[&str] = &[
     "all",
     "also",
     "and",
+    "answers",
     "another",
     "answer",
     "any",
@@ -236,6 +256,25 @@ const STOP_WORDS: &[&str] = &[
     "you",
     "your",
     "yyyy",
+    // The schema protocol's own wording (`sender::schema_protocol`).
+    "agora",
+    "bodies",
+    "body",
+    "cannot",
+    "code",
+    "dates",
+    "failure",
+    "fence",
+    "input",
+    "instead",
+    "output",
+    "plain",
+    "served",
+    "short",
+    "task",
+    "text",
+    "unless",
+    "why",
 ];
 
 /// The stems of the content words of `text` (camelCase split, lower-cased, common and format
@@ -334,6 +373,7 @@ mod tests {
              needed for that."
         );
         assert_eq!(focus.tool_names(), vec!["run_sql_query"]);
+        assert!(focus.rule_tools.is_empty());
     }
 
     #[test]
@@ -343,10 +383,12 @@ mod tests {
         assert!(focus.description.contains("forecastFor tool"));
         assert!(!focus.description.contains("cafe"));
         assert_eq!(focus.tool_names(), vec!["forecastFor", "run_sql_query"]);
+        assert_eq!(focus.rule_tools, vec!["forecastFor"]);
 
         let topic = "name: cafeTip\ndescription: Which cafe do you recommend on a date?";
         let focus = Focus::on(RESORT, resort_tools(), topic);
         assert_eq!(focus.tool_names(), vec!["cafeOpen", "run_sql_query"]);
+        assert_eq!(focus.rule_tools, vec!["cafeOpen"]);
     }
 
     #[test]

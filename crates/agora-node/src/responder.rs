@@ -5,7 +5,9 @@
 //! the tool's own) or `{"tool": "final_answer", "answer": ...}`. This works
 //! on small local models whose native tool calling is unreliable, and on any
 //! OpenAI-compatible endpoint. The loop is bounded: after
-//! `max_tool_calls` calls only the final answer is allowed.
+//! `max_tool_calls` calls only the final answer is allowed. A protocol request's first answer
+//! given before every tool its rules name ([`Focus::rule_tools`]) was called is sent back once,
+//! with a reminder to call them.
 
 use agora_llm::{ChatRequest, Message, ToolDefinition};
 use agora_protocol::VerifiedDocument;
@@ -134,7 +136,8 @@ impl Responder<'_> {
             }
             Subject::Protocol(_) => json!({}),
         };
-        let mut tool_calls = Vec::new();
+        let mut tool_calls: Vec<ToolCall> = Vec::new();
+        let mut reminded = false;
         loop {
             let tools_allowed = tool_calls.len() < self.config.max_tool_calls;
             if !tools_allowed {
@@ -154,6 +157,18 @@ impl Responder<'_> {
             })?;
             let tool = step.get("tool").and_then(Value::as_str).unwrap_or_default();
             if tool == FINAL {
+                if tools_allowed
+                    && !reminded
+                    && let Some(reminder) = self.reminder(subject, &tool_calls)
+                {
+                    // Once per request: a small model skips the rule's tools (the committed
+                    // run's taxi fares had no weather or traffic surcharge looked up), or
+                    // answers with no tool at all (ski rentals never looked up).
+                    reminded = true;
+                    messages.push(Message::assistant(response.content.trim().to_string()));
+                    messages.push(Message::user(reminder));
+                    continue;
+                }
                 let value = step.get("answer").cloned().unwrap_or(Value::Null);
                 return Ok(Answer { value, tool_calls });
             }
@@ -248,6 +263,26 @@ impl Responder<'_> {
         }
     }
 
+    /// What to tell the model when it answers a protocol request too early: the tools its rules
+    /// name (see [`Focus::rule_tools`]) that no call has used yet. Nothing for natural language
+    /// (its focus is everything, so no rule is known to apply).
+    fn reminder(&self, subject: Subject<'_>, calls: &[ToolCall]) -> Option<String> {
+        if let Subject::Natural = subject {
+            return None;
+        }
+        let unused: Vec<String> = self
+            .focus
+            .rule_tools
+            .iter()
+            .filter(|tool| !calls.iter().any(|call| &&call.tool == tool))
+            .cloned()
+            .collect();
+        if !unused.is_empty() {
+            return Some(remind(&unused));
+        }
+        None
+    }
+
     /// Calls a tool on offer (another name is unknown here, even if the node has it).
     async fn call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
         if !self.focus.tools.iter().any(|spec| spec.name == tool) {
@@ -332,6 +367,17 @@ impl Responder<'_> {
         variants.push(final_step);
         json!({"anyOf": variants})
     }
+}
+
+/// The reminder given once when an answer comes before the rules' tools were called.
+fn remind(unused: &[String]) -> String {
+    format!(
+        "Not yet: the rules for this request use {}, and you have not called {}. Call {} \
+         first, then give the final answer.",
+        unused.join(", "),
+        if unused.len() == 1 { "it" } else { "them" },
+        if unused.len() == 1 { "it" } else { "them" },
+    )
 }
 
 /// The weekday of every `YYYY-MM-DD` date in `message`, as a line for the prompt ("" when it has

@@ -59,6 +59,7 @@ async fn replay(mode: &str) {
             llm_description: "replay".into(),
             progress: false,
             native_tools: false,
+            llm_negotiation: true,
             halt: None,
             checkpoint: None,
         },

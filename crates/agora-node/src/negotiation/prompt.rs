@@ -75,6 +75,42 @@ pub(crate) fn receiver_said(reply: &str) -> String {
     )
 }
 
+/// The words a receiver's agreement starts with. This node's receiver starts every agreeing turn
+/// with them and no other turn ([`receiver_text`]), so a sender reads agreement without an LLM.
+const AGREEMENT: &str = "I agree.";
+
+/// The sender's opening message when it proposes the task's schema protocol.
+pub(crate) fn schema_proposal(document: &str) -> String {
+    format!(
+        "I propose this protocol for my requests. If you can serve it with your tools, answer \
+         \"{AGREEMENT}\"; otherwise say exactly what to change.\n\nProposed protocol:\n{document}"
+    )
+}
+
+/// The sender's second and last message when the receiver asked to change the schema protocol.
+pub(crate) const SCHEMA_INSISTENCE: &str = "The protocol carries exactly my task's input and \
+    output: my requests cannot carry any other field, and I need every field of the reply. If you \
+    can serve it as it stands, answer \"I agree.\"; otherwise say why you cannot.";
+
+/// Whether a receiver's answer agrees: it starts with [`AGREEMENT`] (case and spacing aside).
+pub(crate) fn agreed(answer: &str) -> bool {
+    answer
+        .trim_start()
+        .get(..AGREEMENT.len() - 1)
+        .is_some_and(|start| start.eq_ignore_ascii_case(&AGREEMENT[..AGREEMENT.len() - 1]))
+}
+
+/// The text a receiver turn sends: an agreement starts with [`AGREEMENT`]; a request for a
+/// change never does, so a sender never reads it as agreement.
+pub(crate) fn receiver_text(agrees: bool, message: &str) -> String {
+    let message = message.trim();
+    match (agrees, agreed(message)) {
+        (true, true) | (false, false) => message.to_string(),
+        (true, false) => format!("{AGREEMENT} {message}"),
+        (false, true) => format!("Not yet. {message}"),
+    }
+}
+
 /// How a draft final protocol is shown to a receiver that has not answered yet: as a proposal.
 pub(crate) fn proposal_with_draft(message: &str, document: &str) -> String {
     format!("{message}\n\nProposed protocol:\n{document}")
@@ -154,4 +190,25 @@ pub(crate) fn receiver_schema() -> Value {
         "required": ["verdict", "message"],
         "additionalProperties": false
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agreement_is_read_from_the_first_words_and_never_faked_by_a_change() {
+        assert!(agreed("I agree. The fields are fine."));
+        assert!(agreed("  i agree to this protocol"));
+        assert!(!agreed("I do not agree: rename `date`."));
+        assert!(!agreed("Agreed, but with `day`."));
+        assert_eq!(receiver_text(true, "Fine."), "I agree. Fine.");
+        assert_eq!(receiver_text(true, "I agree, fine."), "I agree, fine.");
+        assert_eq!(
+            receiver_text(false, "I agree with most; rename `date`."),
+            "Not yet. I agree with most; rename `date`."
+        );
+        assert!(!agreed(&receiver_text(false, "I agree")));
+        assert!(schema_proposal("---\nname: X\n---\nBody").ends_with("Body"));
+    }
 }

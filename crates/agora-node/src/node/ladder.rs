@@ -9,7 +9,7 @@
 //!    other targets, and in its protocol database; skip (and remember as rejected) those whose
 //!    text does not name every field of the task (`sender::fit`), prefilter the rest by name and
 //!    description when there are more than `max_candidates`, and ask the LLM (`checking`)
-//!    whether each fits the task;
+//!    whether each fits the task (the task's own schema protocol fits without asking);
 //! 3. from `negotiate_threshold` uses, or as soon as the target asked for it
 //!    (`negotiationRequested`), negotiate a protocol (`negotiation`), publish it to the protocol
 //!    database if one is configured, and send under it from then on, with the database's URL
@@ -34,7 +34,7 @@ use super::Node;
 use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::fit::{self, ProtocolFit};
-use crate::sender::{self, SendError, SendOutcome};
+use crate::sender::{self, SendError, SendOutcome, schema_protocol};
 use crate::task::Task;
 
 /// Largest `/.wellknown` listing or search result read.
@@ -346,7 +346,15 @@ impl Node {
             documents.truncate(config.max_candidates.max(1));
         }
         for (document, sources) in documents {
-            let fit = match self.ask_fit(context, task, &document).await {
+            // The task's own schema protocol fits it by construction.
+            let fit = if schema_protocol::is_for(task, &document) {
+                Ok(ProtocolFit::Fits {
+                    reason: "the task's schema protocol".to_string(),
+                })
+            } else {
+                self.ask_fit(context, task, &document).await
+            };
+            let fit = match fit {
                 Ok(fit) => fit,
                 Err(error) => {
                     tracing::warn!(%error, "could not check a candidate protocol");

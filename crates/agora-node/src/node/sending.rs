@@ -3,7 +3,10 @@
 //! This is the first rungs of the sender's ladder: natural language, or a protocol the caller
 //! names. The querier (see `crate::sender`) writes the body with the LLM and reads the reply into
 //! the task's output schema; every call goes to the ledger (`conversation` category) under one
-//! query id per task run. Choosing a protocol by itself, negotiating and sender-side routines
+//! query id per task run. A natural-language message that left out some of the data gets the
+//! data appended (`sender::with_all_data`). Under the task's own schema protocol
+//! (`sender::schema_protocol`) the body is the data and a reply in the output schema is read
+//! without the LLM. Choosing a protocol by itself, negotiating and sender-side routines
 //! are the ladder's later rungs.
 
 use std::time::Duration;
@@ -15,7 +18,7 @@ use tracing::Instrument;
 
 use super::Node;
 use crate::accounting::{Category, QueryContext};
-use crate::sender::{self, Answer, SendError, SendOutcome};
+use crate::sender::{self, Answer, SendError, SendOutcome, schema_protocol};
 use crate::task::Task;
 
 impl Node {
@@ -64,18 +67,30 @@ impl Node {
         protocol: Option<(&VerifiedDocument, &[String])>,
     ) -> Result<SendOutcome, SendError> {
         let config = &self.inner.config.sender;
-        let compose = match protocol {
-            Some((document, _)) => sender::compose_for_protocol(task, data, document),
-            None => sender::compose_natural(task, data),
+        // Under the task's own schema protocol the body is the data and the reply is read
+        // without the LLM (see `sender::schema_protocol`).
+        let by_schema =
+            protocol.is_some_and(|(document, _)| schema_protocol::is_for(task, document));
+        let body = if by_schema {
+            schema_protocol::encode(data)
+        } else {
+            let compose = match protocol {
+                Some((document, _)) => sender::compose_for_protocol(task, data, document),
+                None => sender::compose_natural(task, data),
+            };
+            let written = self
+                .chat(
+                    Category::Conversation,
+                    context,
+                    &ChatRequest::new(compose).max_tokens(config.max_tokens),
+                )
+                .await?;
+            let body = sender::unfence(&written.content);
+            match protocol {
+                Some(_) => body,
+                None => sender::with_all_data(&body, data),
+            }
         };
-        let written = self
-            .chat(
-                Category::Conversation,
-                context,
-                &ChatRequest::new(compose).max_tokens(config.max_tokens),
-            )
-            .await?;
-        let body = sender::unfence(&written.content);
         let envelope = match protocol {
             Some((document, sources)) => sender::envelope(Some(document), sources, &body),
             None => sender::envelope(None, &[], &body),
@@ -93,13 +108,24 @@ impl Node {
             Answer::Rejected(message) => return Err(SendError::Rejected(message)),
             Answer::Failure(message) => return Err(SendError::Failed(message)),
         };
-        let read = ChatRequest::new(sender::read_reply(task, data, &reply))
-            .json_schema("task_output", task.output_schema.clone())
-            .max_tokens(config.max_tokens);
-        let response = self.chat(Category::Conversation, context, &read).await?;
-        let output: Value = serde_json::from_str(response.content.trim())
-            .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
-        sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
+        let decoded = if by_schema {
+            schema_protocol::decode(task, &reply)
+        } else {
+            None
+        };
+        let output = match decoded {
+            Some(output) => output,
+            None => {
+                let read = ChatRequest::new(sender::read_reply(task, data, &reply))
+                    .json_schema("task_output", task.output_schema.clone())
+                    .max_tokens(config.max_tokens);
+                let response = self.chat(Category::Conversation, context, &read).await?;
+                let output: Value = serde_json::from_str(response.content.trim())
+                    .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
+                sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
+                output
+            }
+        };
         let tally = context.tally();
         tracing::info!(llm_calls = tally.calls, "task answered");
         let outcome = SendOutcome {
@@ -110,7 +136,8 @@ impl Node {
             llm_cost_usd: tally.cost_usd,
             negotiation_requested,
         };
-        if let Some((document, _)) = protocol {
+        // A schema protocol needs no sender routine: its sender side makes no LLM call.
+        if let Some((document, _)) = protocol.filter(|_| !by_schema) {
             let key = agora_store::SenderKey {
                 target: target.to_string(),
                 task: task.name.clone(),

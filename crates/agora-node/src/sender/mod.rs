@@ -9,6 +9,7 @@
 
 pub(crate) mod fit;
 pub(crate) mod routine;
+pub(crate) mod schema_protocol;
 
 use std::time::Duration;
 
@@ -99,6 +100,37 @@ pub(crate) fn compose_natural(task: &Task, data: &Value) -> Vec<Message> {
             schema_summary(&task.output_schema)
         )),
     ]
+}
+
+/// A natural-language message with every value of `data` in it: when the LLM's message left
+/// one out (or rewrote it: "October 5th" for "2023-10-05"), the data follows as JSON.
+///
+/// Why: the local model's messages often dropped the data the task is about. In the committed
+/// run of 2026-11, "Ask the hotel if there is an open restaurant it recommends." carried no
+/// date, and the receiver looked up a date of its own; "Please provide the temperature forecast
+/// for Vienna on October 5th." lost the year, and the weather server used today's date.
+pub(crate) fn with_all_data(message: &str, data: &Value) -> String {
+    let text = message.to_lowercase();
+    let mut values = Vec::new();
+    leaf_values(data, &mut values);
+    if values
+        .iter()
+        .all(|value| text.contains(&value.to_lowercase()))
+    {
+        return message.to_string();
+    }
+    format!("{}\n\nThe data: {data}", message.trim_end())
+}
+
+/// The strings and numbers in a JSON value, as text.
+fn leaf_values(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(text) if !text.trim().is_empty() => out.push(text.trim().to_string()),
+        Value::Number(number) => out.push(number.to_string()),
+        Value::Array(items) => items.iter().for_each(|item| leaf_values(item, out)),
+        Value::Object(fields) => fields.values().for_each(|item| leaf_values(item, out)),
+        _ => {}
+    }
 }
 
 /// The messages asking the LLM for a request body in a protocol's format.
@@ -431,5 +463,18 @@ mod tests {
         let messages = compose_natural(&task, &json!({"location": "Oslo"}));
         assert!(messages[1].content.contains("temperature (number)"));
         assert!(messages[1].content.contains("Oslo"));
+    }
+
+    #[test]
+    fn a_message_that_drops_or_rewrites_data_gets_the_data_appended() {
+        let data = json!({"location": "Vienna", "date": "2023-10-05", "people": 2});
+        let kept = "Forecast for vienna on 2023-10-05 for 2 people, please.";
+        assert_eq!(with_all_data(kept, &data), kept);
+        let rewritten = "Please give the forecast for Vienna on October 5th for 2 people.";
+        assert_eq!(
+            with_all_data(rewritten, &data),
+            format!("{rewritten}\n\nThe data: {data}")
+        );
+        assert_eq!(with_all_data("Menu, please.", &json!({})), "Menu, please.");
     }
 }

@@ -489,3 +489,58 @@ async fn native_tool_calling_when_the_backend_supports_it() {
     assert_answers_london_in_words(&node).await;
     assert_eq!(llm.call_count(), 2);
 }
+
+/// A protocol answer given before the tool its rules name was called is sent back once with a
+/// reminder; a natural-language answer is not (its focus is everything).
+#[tokio::test]
+async fn an_answer_before_the_rules_tool_is_sent_back_once() {
+    let hasty = |request: &ChatRequest| -> Turn {
+        let last = last_user_message(request);
+        if schema_name(request) == Some("suitability") {
+            return Ok(r#"{"reason": "weather", "suitable": "yes"}"#.into());
+        }
+        if last.starts_with("Not yet") {
+            return Ok(json!({"tool": "weather_forecast", "arguments": {"location": "London, UK", "date": "2024-09-27"}}).to_string());
+        }
+        competent(request).map(|turn| {
+            // Answer at once, with nothing looked up, unless a result is in.
+            if last.starts_with("Result of") {
+                turn
+            } else if request.messages[0].content.contains("Protocol document") {
+                json!({"tool": "final_answer", "answer": {"temperature": 20}}).to_string()
+            } else {
+                json!({"tool": "final_answer", "answer": "Sunny, I think."}).to_string()
+            }
+        })
+    };
+    let llm = ScriptedLlm::new(hasty);
+    let dir = temp_dir();
+    let node = weather_node_with(llm.clone(), dir.path(), |c| {
+        c.description = "Bob's weather desk. It forecasts the weather for a location and a date \
+            with its weather_forecast tool."
+            .into();
+    })
+    .await;
+    let reply = node.handle(inline(WEATHER_PD, london())).await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let answer: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
+    assert_eq!(answer["temperature"], expected_forecast()["temperature_c"]);
+    let steps: Vec<String> = llm
+        .calls()
+        .iter()
+        .filter(|c| schema_name(c) == Some("step"))
+        .map(|c| last_user_message(c).to_string())
+        .collect();
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert!(
+        steps[1].starts_with("Not yet: the rules for this request use weather_forecast"),
+        "{steps:?}"
+    );
+
+    let before = llm.call_count();
+    let reply = node
+        .handle(nl("Weather in London on 2024-09-27?", false))
+        .await;
+    assert_eq!(reply.body.unwrap().to_text(), "Sunny, I think.");
+    assert_eq!(llm.call_count(), before + 1);
+}

@@ -14,12 +14,29 @@ use serde_json::json;
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
+    let alice_calls = negotiate(false).await;
+    assert!(alice_calls > 0);
+}
+
+/// The sender opens with the task's schema protocol; the receiver's real model judges it. Either
+/// way the document concluded names every field of the task.
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_a_receiver_judges_the_schema_protocol() {
+    let alice_calls = negotiate(true).await;
+    eprintln!("the sender's LLM calls: {alice_calls}");
+}
+
+/// Negotiates the weather task between two real-model nodes, checks the outcome on both sides,
+/// and returns the sender's LLM calls.
+async fn negotiate(propose_from_schema: bool) -> usize {
     let (a, b) = (temp_dir(), temp_dir());
     let llm = agora_testkit::local_llm();
     let alice = NodeBuilder::new(llm.clone(), a.path())
         .config(|c| {
             c.name = "alice".into();
             c.negotiation.max_rounds = 4;
+            c.negotiation.propose_from_schema = propose_from_schema;
         })
         .spawn()
         .await;
@@ -69,13 +86,25 @@ async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
     let theirs = bob.node.store().document(&hash).await.unwrap().unwrap();
     assert_eq!(theirs.document.text(), negotiated.document.text());
     assert!(suitability(&bob.node, &hash).await.allowed);
-    for node in [&alice, &bob] {
-        let calls = node.node.store().llm_calls(None).await.unwrap();
-        assert!(!calls.is_empty());
-        assert!(
-            calls
-                .iter()
-                .all(|c| c.category == Category::Negotiation.as_str())
-        );
+    if propose_from_schema {
+        for field in [
+            "location",
+            "date",
+            "temperature",
+            "precipitation",
+            "weatherCondition",
+        ] {
+            assert!(parsed.body.contains(field), "{field} missing");
+        }
     }
+    let bob_calls = bob.node.store().llm_calls(None).await.unwrap();
+    assert!(!bob_calls.is_empty());
+    let alice_calls = alice.node.store().llm_calls(None).await.unwrap();
+    assert!(
+        bob_calls
+            .iter()
+            .chain(&alice_calls)
+            .all(|c| c.category == Category::Negotiation.as_str())
+    );
+    alice_calls.len()
 }
