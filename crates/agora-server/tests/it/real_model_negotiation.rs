@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::support::Spawn;
-use agora_node::{Category, Task};
+use agora_node::{Category, NegotiationError, Task};
 use agora_protocol::ProtocolDocument;
 use agora_testkit::{NodeBuilder, suitability, temp_dir, weather_tool};
 use serde_json::json;
@@ -18,13 +18,14 @@ async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
     assert!(alice_calls > 0);
 }
 
-/// The sender opens with the task's schema protocol; the receiver's real model judges it. Either
-/// way the document concluded names every field of the task.
+/// The sender proposes the task's schema protocol; the receiver's real model judges it. Either
+/// it agrees, and the document concluded names every field of the task, or it refuses, and
+/// nothing is stored; the sender's LLM is never asked. (On 2026-11-25 the 1.5B model refused,
+/// asking twice for `weatherCondition` in the request.)
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_a_receiver_judges_the_schema_protocol() {
-    let alice_calls = negotiate(true).await;
-    eprintln!("the sender's LLM calls: {alice_calls}");
+    assert_eq!(negotiate(true).await, 0);
 }
 
 /// Negotiates the weather task between two real-model nodes, checks the outcome on both sides,
@@ -72,7 +73,19 @@ async fn negotiate(propose_from_schema: bool) -> usize {
         }),
     };
 
-    let negotiated = alice.node.negotiate(&bob.url, &task).await.unwrap();
+    let negotiated = match alice.node.negotiate(&bob.url, &task).await {
+        Ok(negotiated) => negotiated,
+        Err(NegotiationError::Refused(reason)) if propose_from_schema => {
+            eprintln!("the receiver refused the schema protocol: {reason}");
+            assert!(
+                reason.contains("did not agree to the task's schema protocol"),
+                "{reason}"
+            );
+            assert!(bob.node.store().documents().await.unwrap().is_empty());
+            return alice.node.store().llm_calls(None).await.unwrap().len();
+        }
+        Err(error) => panic!("the negotiation failed: {error}"),
+    };
     let hash = negotiated.document.hash();
     eprintln!(
         "negotiated in {} rounds, registered by the receiver: {}\nhash {hash}\n{}",
