@@ -76,15 +76,20 @@ pub(crate) fn missing_fields(task: &Task, text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A schema's required fields, or all of its properties when it requires none.
-fn fields(schema: &Value) -> impl Iterator<Item = &str> {
-    let required: Vec<&str> = schema
+/// The names in a schema's `required` list.
+pub(crate) fn required(schema: &Value) -> Vec<&str> {
+    schema
         .get("required")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .collect();
+        .collect()
+}
+
+/// A schema's required fields, or all of its properties when it requires none.
+fn fields(schema: &Value) -> impl Iterator<Item = &str> {
+    let required = required(schema);
     let fields = if required.is_empty() {
         schema
             .get("properties")

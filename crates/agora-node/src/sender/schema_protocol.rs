@@ -101,13 +101,7 @@ fn fields_of(schema: &Value, depth: usize, out: &mut String) {
         out.push_str(&format!("{indent}- (no fields)\n"));
         return;
     }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let required = super::fit::required(schema);
     for (name, property) in properties {
         let mut facts = vec![kind(property)];
         if required.contains(&name.as_str()) {
