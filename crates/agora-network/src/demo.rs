@@ -100,8 +100,7 @@ impl NetworkDemo {
             llm_description,
             progress: self.progress,
             native_tools,
-            // As a node negotiates by default (see `propose_from_schema`).
-            llm_negotiation: true,
+            propose_from_schema: false,
             halt,
             checkpoint,
         }

@@ -56,9 +56,9 @@ pub struct WorkerRun {
     pub query_timeout_secs: u64,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
-    /// The senders' LLMs negotiate protocols (a node's default); otherwise they propose their
-    /// tasks' schema protocols (`negotiation.propose_from_schema`).
-    pub llm_negotiation: bool,
+    /// The senders propose their tasks' schema protocols instead of having their LLMs
+    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
+    pub propose_from_schema: bool,
 }
 
 /// What one worker needs to build its share of the network.

@@ -78,9 +78,9 @@ pub struct NetworkOptions {
     pub sender_timeout_secs: u64,
     /// The responder uses the endpoint's native tool calling (OpenAI), not JSON-schema steps.
     pub native_tools: bool,
-    /// The senders' LLMs negotiate protocols (a node's default); otherwise they propose their
-    /// tasks' schema protocols (`negotiation.propose_from_schema`).
-    pub llm_negotiation: bool,
+    /// The senders propose their tasks' schema protocols instead of having their LLMs
+    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
+    pub propose_from_schema: bool,
 }
 
 /// Which agents one process hosts: the servers (each with its helper) and the users whose
@@ -811,7 +811,7 @@ impl AgentBuilder<'_> {
         config.sender.protocol_db_token = Some(DB_TOKEN.into());
         config.sender.timeout_secs = self.options.sender_timeout_secs;
         config.responder.native_tools = self.options.native_tools;
-        config.negotiation.propose_from_schema = !self.options.llm_negotiation;
+        config.negotiation.propose_from_schema = self.options.propose_from_schema;
         // Every agent runs in one process beside the local model on two cores: an LLM-written
         // routine's 1 s of running time was passed under that load (a recorded run's routine
         // timed out live and not in its replay, so the replay diverged). 10 s keeps the bound.

@@ -46,9 +46,9 @@ pub struct RunOptions {
     pub progress: bool,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
-    /// The senders' LLMs negotiate protocols (a node's default); otherwise they propose their
-    /// tasks' schema protocols (`negotiation.propose_from_schema`).
-    pub llm_negotiation: bool,
+    /// The senders propose their tasks' schema protocols instead of having their LLMs
+    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
+    pub propose_from_schema: bool,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -83,7 +83,7 @@ pub async fn run_screenplay(
             seed: options.seed,
             sender_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
-            llm_negotiation: options.llm_negotiation,
+            propose_from_schema: options.propose_from_schema,
         },
     )
     .await?;
@@ -108,7 +108,7 @@ pub async fn run_screenplay_in_workers(
             seed: options.seed,
             query_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
-            llm_negotiation: options.llm_negotiation,
+            propose_from_schema: options.propose_from_schema,
         },
     )
     .await?;

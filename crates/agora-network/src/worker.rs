@@ -109,7 +109,7 @@ async fn start(
         seed: run.seed,
         sender_timeout_secs: run.query_timeout_secs.max(1),
         native_tools: run.native_tools,
-        llm_negotiation: run.llm_negotiation,
+        propose_from_schema: run.propose_from_schema,
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await

@@ -59,7 +59,7 @@ async fn replay(mode: &str) {
             llm_description: "replay".into(),
             progress: false,
             native_tools: false,
-            llm_negotiation: true,
+            propose_from_schema: false,
             halt: None,
             checkpoint: None,
         },

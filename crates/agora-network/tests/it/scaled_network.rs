@@ -9,7 +9,7 @@
 //! - senders write `Please do the task T. Data: {data}` in natural language and the data itself
 //!   as the body under a protocol; they read a reply's `answer` member (or, in natural language,
 //!   a minimal instance of the output schema, which is what `answer` holds);
-//! - the senders' LLMs negotiate (`llm_negotiation`), and negotiated protocols carry a
+//! - the senders' LLMs negotiate (`propose_from_schema` off), and negotiated protocols carry a
 //!   `REPLY-ANSWER: {minimal output}` line (and `TASK-NAME:`, which
 //!   the scripted protocol fit check looks for) and name the task's fields (which the node's
 //!   structural fit check looks for);
@@ -439,7 +439,7 @@ async fn run(
             llm_description: description.into(),
             progress: false,
             native_tools: false,
-            llm_negotiation: true,
+            propose_from_schema: false,
             halt: None,
             checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
                 kept.lock().unwrap().push(so_far.clone());

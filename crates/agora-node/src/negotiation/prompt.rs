@@ -92,12 +92,13 @@ pub(crate) const SCHEMA_INSISTENCE: &str = "The protocol carries exactly my task
     output: my requests cannot carry any other field, and I need every field of the reply. If you \
     can serve it as it stands, answer \"I agree.\"; otherwise say why you cannot.";
 
-/// Whether a receiver's answer agrees: it starts with [`AGREEMENT`] (case and spacing aside).
+/// Whether a receiver's answer agrees: it starts with "I agree" (case and leading space aside).
 pub(crate) fn agreed(answer: &str) -> bool {
+    let words = AGREEMENT.trim_end_matches('.');
     answer
         .trim_start()
-        .get(..AGREEMENT.len() - 1)
-        .is_some_and(|start| start.eq_ignore_ascii_case(&AGREEMENT[..AGREEMENT.len() - 1]))
+        .get(..words.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(words))
 }
 
 /// The text a receiver turn sends: an agreement starts with [`AGREEMENT`]; a request for a

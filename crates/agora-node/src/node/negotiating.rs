@@ -131,14 +131,13 @@ impl Node {
         let mut answer = channel
             .send(&prompt::schema_proposal(document.text()))
             .await?;
-        for round in 1..=2 {
-            if prompt::agreed(&answer) {
-                return self.conclude(channel, document, round).await;
-            }
-            if round == 2 || self.inner.config.negotiation.max_rounds < 2 {
-                break;
-            }
+        let mut rounds = 1;
+        if !prompt::agreed(&answer) && self.inner.config.negotiation.max_rounds >= 2 {
             answer = channel.send(prompt::SCHEMA_INSISTENCE).await?;
+            rounds = 2;
+        }
+        if prompt::agreed(&answer) {
+            return self.conclude(channel, document, rounds).await;
         }
         Err(NegotiationError::Refused(format!(
             "the receiver did not agree to the task's schema protocol: {}",

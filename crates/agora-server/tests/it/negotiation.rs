@@ -79,6 +79,22 @@ async fn pair(
     (sender, receiver(receiver_llm, receiver_dir).await)
 }
 
+fn london() -> Value {
+    json!({"location": "London, UK", "date": "2024-09-27"})
+}
+
+/// `sender` runs the task for London against `receiver` under `document`.
+async fn send_london(
+    sender: &agora_node::Node,
+    receiver: &TestServer,
+    document: &VerifiedDocument,
+) -> agora_node::SendOutcome {
+    sender
+        .send(&receiver.url, &task(), &london(), Some((document, &[])))
+        .await
+        .unwrap()
+}
+
 /// Bob, the weather receiver, asking `llm`.
 async fn receiver(llm: Arc<ScriptedLlm>, dir: &std::path::Path) -> TestServer {
     NodeBuilder::new(llm, dir)
@@ -133,12 +149,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_then_used() {
 
     // The sender then uses the protocol by hash alone: the receiver knows it, and serves it
     // without asking its checker.
-    let data = json!({"location": "London, UK", "date": "2024-09-27"});
-    let outcome = alice
-        .node
-        .send(&bob.url, &task(), &data, Some((&negotiated.document, &[])))
-        .await
-        .unwrap();
+    let outcome = send_london(&alice.node, &bob, &negotiated.document).await;
     assert_eq!(outcome.output["weatherCondition"], "rainy");
     let served: Value = serde_json::from_str(&outcome.reply_body).unwrap();
     assert_eq!(served["temperature"], 11.0);
@@ -305,12 +316,8 @@ async fn a_receiver_that_agrees_to_the_schema_protocol_costs_the_sender_no_llm_c
         .unwrap();
     assert_eq!(theirs.unwrap().document.text(), text);
 
-    let data = json!({"location": "London, UK", "date": "2024-09-27"});
-    let outcome = alice
-        .node
-        .send(&bob.url, &task(), &data, Some((&negotiated.document, &[])))
-        .await
-        .unwrap();
+    let data = london();
+    let outcome = send_london(&alice.node, &bob, &negotiated.document).await;
     assert_eq!(outcome.output["weatherCondition"], "rainy");
     assert_eq!(outcome.llm_calls, 0);
     let step = bob_llm.calls().pop().unwrap();
