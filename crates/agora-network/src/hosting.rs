@@ -59,6 +59,9 @@ pub struct WorkerRun {
     /// The senders propose their tasks' schema protocols instead of having their LLMs
     /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
     pub propose_from_schema: bool,
+    /// The servers answer protocol requests with programs the LLM writes
+    /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
+    pub code_as_action: bool,
 }
 
 /// What one worker needs to build its share of the network.

@@ -49,6 +49,9 @@ pub struct RunOptions {
     /// The senders propose their tasks' schema protocols instead of having their LLMs
     /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
     pub propose_from_schema: bool,
+    /// The servers answer protocol requests with programs the LLM writes
+    /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
+    pub code_as_action: bool,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -84,6 +87,7 @@ pub async fn run_screenplay(
             sender_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
+            code_as_action: options.code_as_action,
         },
     )
     .await?;
@@ -109,6 +113,7 @@ pub async fn run_screenplay_in_workers(
             query_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
+            code_as_action: options.code_as_action,
         },
     )
     .await?;

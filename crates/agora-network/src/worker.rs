@@ -110,6 +110,7 @@ async fn start(
         sender_timeout_secs: run.query_timeout_secs.max(1),
         native_tools: run.native_tools,
         propose_from_schema: run.propose_from_schema,
+        code_as_action: run.code_as_action,
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await

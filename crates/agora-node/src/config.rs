@@ -117,6 +117,14 @@ pub struct ResponderConfig {
     /// steps. Only for backends known to support it (OpenAI); small local
     /// models behind llama-server do not produce native tool calls.
     pub native_tools: bool,
+    /// Answer a single-shot protocol request with a program the LLM writes and the routine
+    /// sandbox runs (see [`crate::acting`]) before trying the tool loop. Needs a routine engine.
+    pub code_as_action: bool,
+    /// Programs written for one request: the first, and repairs after a failed run (a repeated
+    /// program starts the conversation over once).
+    pub program_attempts: u32,
+    /// Most tokens for one program.
+    pub max_program_tokens: u32,
 }
 
 impl Default for ResponderConfig {
@@ -126,6 +134,9 @@ impl Default for ResponderConfig {
             max_step_tokens: 512,
             max_tool_result_chars: 4000,
             native_tools: false,
+            code_as_action: false,
+            program_attempts: 3,
+            max_program_tokens: 600,
         }
     }
 }

@@ -285,8 +285,23 @@ fn stems(text: &str) -> BTreeSet<String> {
         .map(|word| word.to_lowercase())
         .filter(|word| word.len() >= 3 && word.chars().all(char::is_alphabetic))
         .filter(|word| !STOP_WORDS.contains(&word.as_str()))
-        .map(|word| stem(&word))
+        .map(|word| one_meaning(stem(&word)))
         .collect()
+}
+
+/// Stems that mean the same for what a request is about, and the one that stands for them: a
+/// document asks for a ride's `price` where the description says what a ride `costs`.
+const SAME_MEANING: &[(&str, &[&str])] = &[(
+    "price",
+    &["cost", "fare", "fee", "charge", "charg", "pay", "paid"],
+)];
+
+fn one_meaning(stem: String) -> String {
+    SAME_MEANING
+        .iter()
+        .find(|(_, words)| words.contains(&stem.as_str()))
+        .map(|(meaning, _)| meaning.to_string())
+        .unwrap_or(stem)
 }
 
 /// `getAvailableTaxi` → `get`, `Available`, `Taxi`.
@@ -411,6 +426,24 @@ mod tests {
             Focus::on(single, resort_tools(), "skis"),
             Focus::everything(single, resort_tools())
         );
+    }
+
+    #[test]
+    fn a_rule_about_what_a_ride_costs_applies_to_a_request_for_its_price() {
+        let cabs = "A cab company. It finds a free cab (freeCab). A ride costs $20, plus 10% \
+                    when the skyNow tool says snow.";
+        let tools = vec![
+            tool("freeCab", "A free cab."),
+            tool("skyNow", "The weather now."),
+        ];
+        let topic = "name: orderCab\ndescription: Order a cab; the reply gives its price.";
+        let focus = Focus::on(cabs, tools, topic);
+        assert!(
+            focus.description.ends_with("says snow."),
+            "{}",
+            focus.description
+        );
+        assert_eq!(focus.rule_tools, vec!["freeCab", "skyNow"]);
     }
 
     #[test]

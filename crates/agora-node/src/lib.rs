@@ -8,6 +8,7 @@
 //! the engine as typed values and traits.
 
 pub mod accounting;
+pub mod acting;
 pub mod checker;
 pub use agora_store::clock;
 pub mod config;

@@ -67,7 +67,7 @@ pub enum RespondError {
 /// speaks of JSON or writes out an object's members (`reply: {temperature: number}`). The final
 /// answer is then held to a JSON object by the grammar, because a small model otherwise answers
 /// such a request in prose ("no"), which the protocol's programs on the other side cannot read.
-fn json_exchange(document: &VerifiedDocument, body: &str) -> bool {
+pub(crate) fn json_exchange(document: &VerifiedDocument, body: &str) -> bool {
     let text = document.text();
     matches!(
         serde_json::from_str::<Value>(body.trim()),

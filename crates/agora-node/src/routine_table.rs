@@ -96,11 +96,82 @@ impl ActiveRoutine {
 
     /// Runs the routine once on a fresh instance.
     pub(crate) async fn run(&self, body: &str) -> Result<String, RoutineError> {
-        let run = self.loaded.run(body, self.tools.clone(), self.limits);
-        match tokio::time::timeout(self.limits.timeout + DEADLINE_GRACE, run).await {
-            Ok(result) => result,
-            Err(_) => Err(RoutineError::Timeout(self.limits.timeout)),
+        run_within(self.loaded.as_ref(), body, self.tools.clone(), self.limits).await
+    }
+}
+
+/// Runs `loaded` on `body`, and stops waiting for it at its running-time limit plus
+/// [`DEADLINE_GRACE`] plus the time it spent waiting on tools. The engine excludes those waits
+/// from the limit too: a routine that asks another agent through a tool waits seconds for the
+/// agent's LLM, and is not late for that. (A plain timer here once cut such a routine off at
+/// 1.25 s under load, while its examination, on recorded tools, passed.)
+pub(crate) async fn run_within(
+    loaded: &dyn LoadedRoutine,
+    body: &str,
+    tools: Arc<dyn ToolHost>,
+    limits: RoutineLimits,
+) -> Result<String, RoutineError> {
+    let timed = Arc::new(TimedTools {
+        tools,
+        waits: std::sync::Mutex::new(Waits::default()),
+    });
+    let started = tokio::time::Instant::now();
+    let run = loaded.run(body, timed.clone(), limits);
+    tokio::pin!(run);
+    loop {
+        let deadline = started + limits.timeout + DEADLINE_GRACE + timed.waited();
+        match tokio::time::timeout_at(deadline, &mut run).await {
+            Ok(result) => return result,
+            Err(_) if started + limits.timeout + DEADLINE_GRACE + timed.waited() <= deadline => {
+                return Err(RoutineError::Timeout(limits.timeout));
+            }
+            Err(_) => {} // a tool call moved the deadline on
         }
+    }
+}
+
+/// Time spent in tool calls: finished calls, and the one in progress.
+#[derive(Default)]
+struct Waits {
+    done: Duration,
+    since: Option<tokio::time::Instant>,
+}
+
+/// A routine's tools, timed.
+struct TimedTools {
+    tools: Arc<dyn ToolHost>,
+    waits: std::sync::Mutex<Waits>,
+}
+
+impl TimedTools {
+    fn waits(&self) -> std::sync::MutexGuard<'_, Waits> {
+        self.waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn waited(&self) -> Duration {
+        let waits = self.waits();
+        waits.done + waits.since.map(|s| s.elapsed()).unwrap_or_default()
+    }
+
+    fn mark(&self, start: bool) {
+        let mut waits = self.waits();
+        if start {
+            waits.since = Some(tokio::time::Instant::now());
+        } else if let Some(since) = waits.since.take() {
+            waits.done += since.elapsed();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolHost for TimedTools {
+    async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        self.mark(true);
+        let result = self.tools.call_tool(name, arguments).await;
+        self.mark(false);
+        result
     }
 }
 
@@ -241,5 +312,73 @@ impl RoutineTable {
             .load(&code.component)
             .await
             .map_err(|error| error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Calls `tool` first when set, then sleeps `own` of its own running time.
+    struct Sleeper {
+        own: Duration,
+        tool: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl LoadedRoutine for Sleeper {
+        async fn run(
+            &self,
+            _body: &str,
+            tools: Arc<dyn ToolHost>,
+            _limits: RoutineLimits,
+        ) -> Result<String, RoutineError> {
+            if self.tool {
+                tools
+                    .call_tool("slow", "{}")
+                    .await
+                    .map_err(RoutineError::Failed)?;
+            }
+            tokio::time::sleep(self.own).await;
+            Ok("done".into())
+        }
+    }
+
+    /// A tool that answers after 400 ms, like another agent's LLM.
+    struct SlowTool;
+
+    #[async_trait::async_trait]
+    impl ToolHost for SlowTool {
+        async fn call_tool(&self, _name: &str, _arguments: &str) -> Result<String, String> {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            Ok("{}".into())
+        }
+    }
+
+    const LIMITS: RoutineLimits = RoutineLimits {
+        timeout: Duration::from_millis(50),
+        memory_bytes: 1 << 20,
+    };
+
+    #[tokio::test]
+    async fn time_waiting_on_a_tool_does_not_count_against_the_deadline() {
+        let waiting = Sleeper {
+            own: Duration::ZERO,
+            tool: true,
+        };
+        let result = run_within(&waiting, "", Arc::new(SlowTool), LIMITS).await;
+        assert_eq!(result, Ok("done".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_routine_running_past_its_deadline_is_stopped() {
+        let running = Sleeper {
+            own: Duration::from_secs(5),
+            tool: true,
+        };
+        let started = std::time::Instant::now();
+        let result = run_within(&running, "", Arc::new(SlowTool), LIMITS).await;
+        assert_eq!(result, Err(RoutineError::Timeout(LIMITS.timeout)));
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

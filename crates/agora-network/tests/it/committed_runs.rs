@@ -60,6 +60,7 @@ async fn replay(mode: &str) {
             progress: false,
             native_tools: false,
             propose_from_schema: false,
+            code_as_action: true,
             halt: None,
             checkpoint: None,
         },

@@ -440,6 +440,7 @@ async fn run(
             progress: false,
             native_tools: false,
             propose_from_schema: false,
+            code_as_action: false,
             halt: None,
             checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
                 kept.lock().unwrap().push(so_far.clone());

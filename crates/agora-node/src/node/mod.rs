@@ -114,6 +114,9 @@ struct Inner {
     /// Held by a driver to keep background routine writing for later (see
     /// [`Node::share_job_gate`]).
     job_gate: std::sync::OnceLock<Arc<tokio::sync::RwLock<()>>>,
+    /// The last program that answered each protocol (code as action, see [`crate::acting`]):
+    /// the programmer's first candidate. In memory only; a hint, not data.
+    programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
 }
 
 /// What answering produced, before bookkeeping.
@@ -175,6 +178,7 @@ impl Node {
                 sender_routines: crate::sender::routine::SenderRoutines::new(),
                 negotiation: Default::default(),
                 job_gate: std::sync::OnceLock::new(),
+                programs: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }
@@ -555,15 +559,24 @@ impl Node {
             focus: &focus,
         };
         let message = body.to_text();
-        let answer = match responder
-            .respond(context, subject, &history, &message)
-            .await
-        {
-            Ok(answer) => answer,
-            Err(error) => {
-                tracing::warn!(%error, "the responder failed");
-                return Outcome::failed(ErrorCode::HandlerFailed, error.to_string());
+        let acted = match subject {
+            Subject::Protocol(document) if conversation.is_none() && history.is_empty() => {
+                self.act(context, document, &focus, &message).await
             }
+            _ => None,
+        };
+        let answer = match acted {
+            Some(answer) => answer,
+            None => match responder
+                .respond(context, subject, &history, &message)
+                .await
+            {
+                Ok(answer) => answer,
+                Err(error) => {
+                    tracing::warn!(%error, "the responder failed");
+                    return Outcome::failed(ErrorCode::HandlerFailed, error.to_string());
+                }
+            },
         };
         let reply_body = reply_body(body, answer.value);
         let reply_text = reply_body.to_text();
@@ -634,6 +647,48 @@ impl Node {
             example,
             ..Outcome::new(reply, RequestPath::Llm)
         }
+    }
+
+    /// Code as action (see [`crate::acting`]), when configured and the node has a routine
+    /// engine: the answer of a program the LLM wrote, or `None` for the tool loop to answer.
+    async fn act(
+        &self,
+        context: &QueryContext,
+        document: &VerifiedDocument,
+        focus: &Focus,
+        body: &str,
+    ) -> Option<crate::responder::Answer> {
+        let config = &self.inner.config.responder;
+        let engine = self
+            .inner
+            .routines
+            .engine()
+            .filter(|_| config.code_as_action)?;
+        let actor = crate::acting::Actor {
+            accountant: &self.inner.accountant,
+            tools: &self.inner.tools,
+            focus,
+            engine: engine.as_ref(),
+            limits: self.programmer_limits(),
+            config,
+        };
+        match actor.act(context, document, body).await {
+            Ok(acted) => {
+                if let Ok(mut programs) = self.inner.programs.lock() {
+                    programs.insert(document.hash(), acted.source);
+                }
+                Some(acted.answer)
+            }
+            Err(error) => {
+                tracing::info!(%error, "no program answered; the tool loop answers");
+                None
+            }
+        }
+    }
+
+    /// The last program that answered `hash`'s requests, if one did since the node started.
+    pub(super) fn answering_program(&self, hash: &ProtocolHash) -> Option<String> {
+        self.inner.programs.lock().ok()?.get(hash).cloned()
     }
 
     /// The description and tools the LLM gets for `subject`: for a protocol, their focus on the

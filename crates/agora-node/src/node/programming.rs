@@ -14,6 +14,9 @@
 //! job. Only a candidate that passes is stored; every attempt is kept with its source, report and
 //! tokens.
 //!
+//! A receiver job whose protocol was answered by a program (code as action, [`crate::acting`])
+//! examines that program first, with no LLM call; when it fails, the model repairs it.
+//!
 //! The back-off never passes `max_examples`: new examples are counted among the kept ones, so a
 //! higher threshold could never be met and the key would never be programmed again (in the
 //! committed 1000-query run this locked skiResort2's rentSki out after query 94).
@@ -57,6 +60,13 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
 
     /// Whether the key has an active routine (a job is then not wanted).
     fn has_routine(&self, node: &Node) -> impl Future<Output = bool> + Send;
+
+    /// A candidate to examine before the model is asked: the program that answered the key's
+    /// requests (code as action, see [`crate::acting`]), if one did.
+    fn answering_program(&self, node: &Node) -> Option<String> {
+        let _ = node;
+        None
+    }
 
     /// The examples and the first prompt; `None` when there is nothing to work on.
     fn bench(
@@ -224,7 +234,11 @@ impl Node {
         let mut last_problem: Option<(String, String)> = None;
         let mut fresh_prompts = 0;
 
-        for attempt in 1..=(1 + i64::from(config.repair_attempts)) {
+        // A program that answered requests is examined first, without an LLM call; the
+        // attempts the model gets stay as many.
+        let mut answering = job.subject.answering_program(self);
+        let given = i64::from(answering.is_some());
+        for attempt in 1..=(1 + i64::from(config.repair_attempts) + given) {
             let context = QueryContext::new(
                 format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
                 Some(hash),
@@ -245,10 +259,17 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            let source = match self
-                .next_candidate(&context, &messages, config.max_tokens, &mut tried)
-                .await
-            {
+            let turn = match answering.take() {
+                Some(source) => {
+                    tried.push(source.clone());
+                    Turn::Code(source)
+                }
+                None => {
+                    self.next_candidate(&context, &messages, config.max_tokens, &mut tried)
+                        .await
+                }
+            };
+            let source = match turn {
                 Turn::Code(source) => source,
                 Turn::Repeated(source) => {
                     record.source = Some(source);

@@ -167,6 +167,10 @@ impl JobSubject for ProtocolHash {
         node.inner.routines.active(self).is_some()
     }
 
+    fn answering_program(&self, node: &Node) -> Option<String> {
+        node.answering_program(self)
+    }
+
     async fn bench(
         &self,
         node: &Node,

@@ -766,3 +766,108 @@ async fn grounding_keeps_no_example_of_an_invented_or_unlooked_answer() {
         assert_eq!(implementing_calls(&node).await, 0, "look: {look}");
     }
 }
+
+/// A node that answers protocol requests with programs (code as action) and programs at the
+/// first example.
+async fn acting_node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) -> Node {
+    node_with(llm(programmer), engine(), dir, |c| {
+        c.thresholds.implementation = threshold;
+        c.responder.code_as_action = true;
+        c.responder.program_attempts = 2;
+    })
+    .await
+}
+
+async fn conversation_calls(node: &Node) -> usize {
+    agora_testkit::llm_categories(node)
+        .await
+        .iter()
+        .filter(|category| *category == "conversation")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_as_action_answers_with_a_program_that_becomes_the_routine_without_an_llm_call() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = acting_node(dir.path(), &programmer, 1).await;
+    let reply = ask(&node, "Paris", 1).await;
+    node.programmer_idle().await;
+
+    // One LLM call wrote the program (the tool loop takes two: a tool call, then the answer).
+    assert_eq!(conversation_calls(&node).await, 1);
+    let body = reply.body.unwrap().to_text();
+    let body: Value = serde_json::from_str(&body).unwrap();
+    for field in ["temperature", "precipitation", "weatherCondition"] {
+        assert!(body.get(field).is_some(), "{body}");
+    }
+    // The program's tool call was recorded for the example, and the program was examined on
+    // it as the first candidate, with no implementing call.
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(outcomes(&attempts), ["passed"]);
+    assert_eq!(attempts[0].report, "1/1 examples passed");
+    assert_eq!(attempts[0].source.as_deref(), Some("good"));
+    assert_eq!(attempts[0].prompt_tokens, 0);
+    assert_eq!(implementing_calls(&node).await, 0);
+
+    let calls_before = node.store().llm_calls(None).await.unwrap().len();
+    ask(&node, "Oslo", 2).await;
+    assert_eq!(paths(&node).await, [RequestPath::Llm, RequestPath::Routine]);
+    assert_eq!(
+        node.store().llm_calls(None).await.unwrap().len(),
+        calls_before
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_fails_is_repaired_once_and_then_the_tool_loop_answers() {
+    let dir = temp_dir();
+    // "flaky" fails on Atlantis; its repair, "none", does not build.
+    let programmer = Programmer::with(&["flaky", "none"]);
+    let node = acting_node(dir.path(), &programmer, 5).await;
+    let reply = ask(&node, "Atlantis", 1).await;
+    assert!(reply.body.is_some());
+    // Two programs, then the tool loop's two steps.
+    assert_eq!(conversation_calls(&node).await, 4);
+    assert_eq!(paths(&node).await, [RequestPath::Llm]);
+    assert!(programmer.candidates.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answering_program_that_fails_the_examination_goes_to_the_model_for_repair() {
+    let dir = temp_dir();
+    // Paris: "flaky" answers. Atlantis: "flaky" fails, its repair "none" does not build, and the
+    // tool loop answers. The job then examines "flaky" on both examples (no LLM call), and
+    // the model's repair of it, "good", passes.
+    let programmer = Programmer::with(&["flaky", "flaky", "none", "good"]);
+    let node = acting_node(dir.path(), &programmer, 2).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Atlantis", 2).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+    assert_eq!(attempts[0].source.as_deref(), Some("flaky"));
+    assert_eq!(attempts[0].prompt_tokens, 0);
+    assert_report(&attempts[0], |report| {
+        report.starts_with("1/2 examples passed")
+    });
+    assert_eq!(attempts[1].source.as_deref(), Some("good"));
+    assert_eq!(implementing_calls(&node).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_repeated_in_its_repair_starts_the_conversation_over_once() {
+    let dir = temp_dir();
+    // "flaky" fails on Atlantis and comes back as its repair; the conversation starts over from
+    // the first request, and the model's next program, "good", answers.
+    let programmer = Programmer::with(&["flaky", "flaky", "good"]);
+    let node = node_with(llm(&programmer), engine(), dir.path(), |c| {
+        c.thresholds.implementation = 5;
+        c.responder.code_as_action = true;
+        c.responder.program_attempts = 3;
+    })
+    .await;
+    ask(&node, "Atlantis", 1).await;
+    assert_eq!(conversation_calls(&node).await, 3);
+    assert!(programmer.candidates.lock().unwrap().is_empty());
+}

@@ -11,6 +11,7 @@ mod negotiation_db;
 mod protocol_db;
 mod python_interop;
 mod real_model;
+mod real_model_acting;
 mod real_model_negotiation;
 mod real_model_programmer;
 mod real_model_sender_routine;
