@@ -31,6 +31,10 @@
 //! the second only in an `else`. The examination cannot catch a program whose own answers are its
 //! examples: their correctness is the program's.
 //!
+//! Building a program happens on the request path: about a second of Cranelift compile per
+//! program (ESTIMATE, from `agora-routines`' artifact cache docs), small beside the LLM call that
+//! wrote it (5–15 s on the local model).
+//!
 //! Not done: trying a program on scratch state first. A failed program's tool calls happened
 //! (a database write stays written) before the next program or the tool loop runs.
 
@@ -43,10 +47,11 @@ use serde_json::Value;
 use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
+use crate::node::build_and_load;
 use crate::programmer::{exam, prompt};
 use crate::responder::{Answer, ToolCall, clip_to};
 use crate::routine_table::{GrantedTools, run_within};
-use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource, ToolHost};
+use crate::routines::{RoutineEngine, RoutineLimits, ToolHost};
 use crate::tools::{ToolRegistry, ToolSpec};
 
 /// Characters of a PD shown; longer documents are cut.
@@ -179,8 +184,8 @@ impl Actor<'_> {
             };
             tracing::info!(attempt, %problem, "a program did not answer");
             tracing::debug!(%source, "the program that did not answer");
-            messages.push(Message::assistant(format!("```javascript\n{source}\n```")));
-            messages.push(Message::user(repair(&problem, &calls, self.focus)));
+            let explained = explained(&problem, &calls, self.focus);
+            messages = prompt::repair_messages(messages, &source, &explained);
             last_problem = problem;
         }
         Err(ActError::NoProgram(last_problem))
@@ -188,16 +193,9 @@ impl Actor<'_> {
 
     /// Builds, loads and runs `source` on `body`; the error is what the model is told.
     async fn run(&self, source: &str, body: &str, tools: Arc<Recorder>) -> Result<String, String> {
-        let component = self
-            .engine
-            .build(&RoutineSource::JavaScript(source.to_string()))
+        let (_, loaded) = build_and_load(self.engine, source)
             .await
-            .map_err(|error| format!("Your code does not build: {error}"))?;
-        let loaded = self
-            .engine
-            .load(&component)
-            .await
-            .map_err(|error| format!("Your code could not be loaded: {error}"))?;
+            .map_err(|unbuilt| unbuilt.problem)?;
         run_within(loaded.as_ref(), body, tools, self.limits)
             .await
             .map_err(|error| format!("Running your code on the request failed: {error}"))
@@ -281,39 +279,37 @@ fn calls(tools: &[ToolSpec]) -> String {
         .join("\n")
 }
 
-/// The repair request after a failed run: the failure and the tool calls the program made.
-fn repair(problem: &str, calls: &[ToolCall], focus: &Focus) -> String {
-    let mut text = format!("{problem}\n");
-    // A small model calls a tool as a function of its own (`currentDate()`), and given only the
-    // ReferenceError, writes the same code again.
+/// A failed run explained for the repair: the failure, a hint for the JavaScript errors a small
+/// model does not fix alone, and the tool calls the program made.
+fn explained(problem: &str, calls: &[ToolCall], focus: &Focus) -> String {
+    let mut text = problem.to_string();
     if problem.contains("is read-only") {
         // `const price = 30; price += 6;` came back unchanged after the bare TypeError.
-        text.push_str("A variable that the code changes must be declared with let, not const.\n");
+        text.push_str("\nA variable that the code changes must be declared with let, not const.");
     }
+    // A small model calls a tool as a function of its own (`currentDate()`), and given only the
+    // ReferenceError, writes the same code again.
     for spec in &focus.tools {
         if problem.contains(&format!("ReferenceError: {} is not defined", spec.name)) {
             text.push_str(&format!(
-                "{0} is a tool: call it as callTool(\"{0}\", {{...}}) with its arguments.\n",
+                "\n{0} is a tool: call it as callTool(\"{0}\", {{...}}) with its arguments.",
                 spec.name
             ));
         }
     }
     if !calls.is_empty() {
-        text.push_str("Its tool calls:\n");
+        text.push_str("\nIts tool calls:");
         for call in calls {
             let outcome = match &call.result {
                 Ok(value) => format!("returned {}", clip_to(&value.to_string(), MAX_SHOWN_CHARS)),
                 Err(error) => format!("failed: {}", clip_to(error, MAX_SHOWN_CHARS)),
             };
             text.push_str(&format!(
-                "callTool(\"{}\", {}) {outcome}\n",
+                "\ncallTool(\"{}\", {}) {outcome}",
                 call.tool, call.arguments
             ));
         }
     }
-    text.push_str(
-        "Fix the code. Answer with the complete corrected code in one ```javascript block.",
-    );
     text
 }
 
@@ -471,17 +467,17 @@ mod tests {
             result: Ok(serde_json::json!({"day": "Thursday"})),
         }];
         let focus = Focus::everything("", Vec::new());
-        let text = repair(
+        let text = explained(
             "Running your code on the request failed: boom",
             &calls,
             &focus,
         );
-        assert!(text.starts_with("Running your code on the request failed: boom\n"));
-        assert!(text.contains(
-            r#"callTool("dayOfTheWeek", {"date":"2024-07-25"}) returned {"day":"Thursday"}"#
-        ));
-        assert!(text.ends_with("```javascript block."));
-        let text = repair("TypeError: 'price' is read-only", &[], &focus);
+        assert_eq!(
+            text,
+            "Running your code on the request failed: boom\nIts tool calls:\n\
+             callTool(\"dayOfTheWeek\", {\"date\":\"2024-07-25\"}) returned {\"day\":\"Thursday\"}"
+        );
+        let text = explained("TypeError: 'price' is read-only", &[], &focus);
         assert!(text.contains("declared with let, not const"), "{text}");
     }
 }

@@ -445,13 +445,13 @@ impl Node {
 }
 
 /// Code that did not build or load: the error, and what the model is told.
-pub(super) struct Unbuilt {
+pub(crate) struct Unbuilt {
     pub(super) report: String,
-    pub(super) problem: String,
+    pub(crate) problem: String,
 }
 
 /// Builds JavaScript `source` into a component and loads it.
-pub(super) async fn build_and_load(
+pub(crate) async fn build_and_load(
     engine: &dyn RoutineEngine,
     source: &str,
 ) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
