@@ -48,6 +48,7 @@ use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
 use crate::node::build_and_load;
+use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
 use crate::programmer::{exam, prompt};
 use crate::responder::{Answer, ToolCall, clip_to};
 use crate::routine_table::{GrantedTools, run_within};
@@ -59,30 +60,21 @@ const MAX_PD_CHARS: usize = 6000;
 /// Characters of one tool result or error shown in a repair.
 const MAX_SHOWN_CHARS: usize = 400;
 
-const RULES: &str = "You are an expert JavaScript programmer. You write the code with which an \
+const RULES: &str = concat!(
+    "You are an expert JavaScript programmer. You write the code with which an \
 agent answers requests of a protocol. Write a function `handle(body)`: the agent runs it on the \
 request below and on every later request of the same protocol.\n\
-Rules:\n\
-- `body` is the request as a string. If the protocol uses JSON, parse it with JSON.parse.\n\
-- To use a tool, call `callTool(name, args)` with an object of arguments. It returns the \
-tool's result as an object. It is synchronous: do not use await.\n\
-- Do what the agent's rules say, step by step, with the tools they name. Check each condition \
+Rules:\n",
+    body_and_tool_rules!(),
+    "- Do what the agent's rules say, step by step, with the tools they name. Check each condition \
 with the tool it names.\n\
 - Read every value from the request or from a tool result. Never write a value of this request \
 into the code.\n\
 - Return the reply the protocol prescribes: for a JSON protocol, an object with the reply's \
 fields (it is sent as JSON); otherwise a string.\n\
-- Plain JavaScript only: no require, import, fetch, console or timers.\n\
-For instance, for a protocol that converts money with a tool `exchange_rate` returning \
-{\"rate\": number}, a good routine is:\n\
-```javascript\n\
-function handle(body) {\n\
-  const request = JSON.parse(body);\n\
-  const result = callTool(\"exchange_rate\", { from: request.from, to: request.to });\n\
-  return { amount: request.amount * result.rate, currency: request.to };\n\
-}\n\
-```\n\
-Answer with the complete code in one ```javascript block and nothing else.";
+",
+    plain_javascript_and_example!()
+);
 
 /// A program that answered a request.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,16 +20,22 @@ const MAX_PD_CHARS: usize = 6000;
 /// Characters of one example's body, tool result or reply shown.
 const MAX_EXAMPLE_CHARS: usize = 600;
 
-const RULES: &str = "You are an expert JavaScript programmer. Write a function `handle(body)` \
-that answers requests of the protocol below exactly like the examples.\n\
-Rules:\n\
-- `body` is the request as a string. If the protocol uses JSON, parse it with JSON.parse.\n\
+/// The rules on `body` and `callTool` that both receiver-side prompts give (the programmer's and
+/// code as action's, [`crate::acting`]), as a literal for `concat!`.
+macro_rules! body_and_tool_rules {
+    () => {
+        "- `body` is the request as a string. If the protocol uses JSON, parse it with JSON.parse.\n\
 - To use a tool, call `callTool(name, args)` with an object of arguments. It returns the \
 tool's result as an object. It is synchronous: do not use await.\n\
-- Use tool results as they are: do not check or validate them. A value may be 0 or empty.\n\
-- Return the reply: an object for a JSON protocol (it is sent as JSON), otherwise a string.\n\
-- Take every fact from the request and the tool results; never copy values from the examples.\n\
-- Plain JavaScript only: no require, import, fetch, console or timers.\n\
+"
+    };
+}
+pub(crate) use body_and_tool_rules;
+
+/// The closing rule and the worked example both receiver-side prompts give.
+macro_rules! plain_javascript_and_example {
+    () => {
+        "- Plain JavaScript only: no require, import, fetch, console or timers.\n\
 For instance, for a protocol that converts money with a tool `exchange_rate` returning \
 {\"rate\": number}, a good routine is:\n\
 ```javascript\n\
@@ -39,7 +45,22 @@ function handle(body) {\n\
   return { amount: request.amount * result.rate, currency: request.to };\n\
 }\n\
 ```\n\
-Answer with the complete code in one ```javascript block and nothing else.";
+Answer with the complete code in one ```javascript block and nothing else."
+    };
+}
+pub(crate) use plain_javascript_and_example;
+
+const RULES: &str = concat!(
+    "You are an expert JavaScript programmer. Write a function `handle(body)` \
+that answers requests of the protocol below exactly like the examples.\n\
+Rules:\n",
+    body_and_tool_rules!(),
+    "- Use tool results as they are: do not check or validate them. A value may be 0 or empty.\n\
+- Return the reply: an object for a JSON protocol (it is sent as JSON), otherwise a string.\n\
+- Take every fact from the request and the tool results; never copy values from the examples.\n\
+",
+    plain_javascript_and_example!()
+);
 
 /// The first request for a routine.
 pub(crate) fn first_messages(
