@@ -17,9 +17,9 @@
 //! ([`crate::responder`]) answers as before.
 //!
 //! A program that answered is most of a routine already: the node remembers the last one per
-//! protocol, and the programmer examines it on the kept examples before it asks the model for
-//! anything (see `node::programming`). The memory is a hint: it is not stored, and after a
-//! restart the programmer starts from the examples alone.
+//! protocol until a programmer job takes it, and the job examines it on the kept examples before
+//! it asks the model for anything (see `node::programming`). The memory is a hint: it is not
+//! stored, and after a restart the programmer starts from the examples alone.
 //!
 //! Measured (local model, the network demo's first 100 queries, judged; see
 //! `demo/network/reports/local`): skiResort2's `suggestRestaurant` went from 4/15 to 12/15
@@ -151,7 +151,7 @@ impl Actor<'_> {
             }
             tried.push(source.clone());
             let recorder = Arc::new(Recorder {
-                tools: GrantedTools::new(self.tools.clone(), &granted(self.focus)),
+                tools: GrantedTools::new(self.tools.clone(), &self.focus.tool_names()),
                 calls: Mutex::new(Vec::new()),
             });
             let outcome = self.run(&source, body, recorder.clone()).await;
@@ -192,11 +192,6 @@ impl Actor<'_> {
             .await
             .map_err(|error| format!("Running your code on the request failed: {error}"))
     }
-}
-
-/// The tools a program may call: the ones on offer for the protocol.
-fn granted(focus: &Focus) -> Vec<String> {
-    focus.tools.iter().map(|spec| spec.name.clone()).collect()
 }
 
 /// The first request: the rules, then the agent, the protocol, the tools and the request.

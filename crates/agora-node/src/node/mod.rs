@@ -115,8 +115,9 @@ struct Inner {
     /// Held by a driver to keep background routine writing for later (see
     /// [`Node::share_job_gate`]).
     job_gate: std::sync::OnceLock<Arc<tokio::sync::RwLock<()>>>,
-    /// The last program that answered each protocol (code as action, see [`crate::acting`]):
-    /// the programmer's first candidate. In memory only; a hint, not data.
+    /// The last program that answered each protocol (code as action, see [`crate::acting`]),
+    /// until a programmer job takes it as its first candidate; so it holds only protocols
+    /// waiting for a job. In memory only; a hint, not data.
     programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
 }
 
@@ -687,9 +688,9 @@ impl Node {
         }
     }
 
-    /// The last program that answered `hash`'s requests, if one did since the node started.
-    pub(super) fn answering_program(&self, hash: &ProtocolHash) -> Option<String> {
-        self.inner.programs.lock().ok()?.get(hash).cloned()
+    /// Takes the last program that answered `hash`'s requests, if one did since the last job.
+    pub(super) fn take_answering_program(&self, hash: &ProtocolHash) -> Option<String> {
+        self.inner.programs.lock().ok()?.remove(hash)
     }
 
     /// The description and tools the LLM gets for `subject`: for a protocol, their focus on the

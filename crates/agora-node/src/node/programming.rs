@@ -62,7 +62,7 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
     fn has_routine(&self, node: &Node) -> impl Future<Output = bool> + Send;
 
     /// A candidate to examine before the model is asked: the program that answered the key's
-    /// requests (code as action, see [`crate::acting`]), if one did.
+    /// requests (code as action, see [`crate::acting`]) since the last job, if one did.
     fn answering_program(&self, node: &Node) -> Option<String> {
         let _ = node;
         None

@@ -168,7 +168,7 @@ impl JobSubject for ProtocolHash {
     }
 
     fn answering_program(&self, node: &Node) -> Option<String> {
-        node.answering_program(self)
+        node.take_answering_program(self)
     }
 
     async fn bench(
