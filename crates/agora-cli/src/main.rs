@@ -2,6 +2,7 @@
 //! the ledger.
 
 mod demo_cmd;
+mod mcp_cmd;
 mod negotiate_cmd;
 mod node_cmd;
 mod pd_cmd;
@@ -83,6 +84,11 @@ enum Command {
         #[command(subcommand)]
         command: demo_cmd::DemoCommand,
     },
+    /// The node as an MCP server: `agora mcp serve` speaks MCP over stdio.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp_cmd::McpCommand,
+    },
     /// Run the local LLM server (llama.cpp) in the foreground.
     Llm {
         #[command(subcommand)]
@@ -102,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Stats { config, json } => stats_cmd::run(config.as_deref(), json).await,
         Command::ProtocolDb { command } => protocol_db_cmd::run(command).await,
         Command::Demo { command } => demo_cmd::run(command).await,
+        Command::Mcp { command } => mcp_cmd::run(command).await,
         Command::Llm { command } => node_cmd::run_llm(command).await,
     }
 }

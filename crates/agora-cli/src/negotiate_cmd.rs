@@ -25,7 +25,7 @@ pub struct NegotiateArgs {
 pub async fn run(config_path: Option<&Path>, args: NegotiateArgs) -> anyhow::Result<()> {
     let config = Config::load(config_path).context("loading the configuration")?;
     let running = agora_server::runtime::build_node(config).await?;
-    let node = running.node;
+    let node = running.node.clone();
     let task = args.task.resolve(&node)?;
     let negotiated = node.negotiate(&args.to, &task).await.with_context(|| {
         format!(
@@ -49,5 +49,6 @@ pub async fn run(config_path: Option<&Path>, args: NegotiateArgs) -> anyhow::Res
             "the receiver did not confirm it (it will see the document on first use)"
         }
     );
+    running.shutdown().await;
     Ok(())
 }

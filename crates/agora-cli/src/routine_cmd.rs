@@ -11,7 +11,7 @@ use std::time::Duration;
 use agora_fetch::{TargetClient, TargetPolicy};
 use agora_node::{
     ProtocolInput, RegistryError, RoutineLimits, RoutineRegistry, RoutineSource, RoutineSpec,
-    SystemClock, ToolRegistry,
+    SystemClock,
 };
 use agora_protocol::ProtocolHash;
 use agora_server::Config;
@@ -91,7 +91,13 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
         command,
         RoutineCommand::Add { .. } | RoutineCommand::Test { .. }
     );
-    let registry = registry(&config, needs_engine).await?;
+    let (registry, mcp_servers) = registry(&config, needs_engine).await?;
+    let result = execute(&registry, command).await;
+    mcp_servers.shutdown().await;
+    result
+}
+
+async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow::Result<()> {
     match command {
         RoutineCommand::Add {
             protocol,
@@ -159,7 +165,7 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
             if let Ok(hash) = routine.parse::<ProtocolHash>()
                 && registry.find(&routine).await.is_err()
             {
-                return show_attempts(&registry, &hash, None).await;
+                return show_attempts(registry, &hash, None).await;
             }
             let routine = registry.find(&routine).await?;
             let code = registry.code(&routine).await?;
@@ -170,7 +176,7 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
                 println!("source:\n{source}");
             }
             if routine.origin == RoutineOrigin::Llm {
-                show_attempts(&registry, &routine.protocol_hash, Some(routine.id)).await?;
+                show_attempts(registry, &routine.protocol_hash, Some(routine.id)).await?;
             }
             Ok(())
         }
@@ -240,12 +246,17 @@ async fn show_attempts(
     Ok(())
 }
 
-async fn registry(config: &Config, with_engine: bool) -> anyhow::Result<RoutineRegistry> {
+/// The routine registry over the configured store and tools (MCP servers included, so that
+/// grants and `routine test` see them); stop the returned servers when done.
+async fn registry(
+    config: &Config,
+    with_engine: bool,
+) -> anyhow::Result<(RoutineRegistry, agora_mcp::McpServers)> {
     let store = agora_server::runtime::open_store(&config.store).await?;
     let targets = TargetClient::new(TargetPolicy::default())
         .context("building the client for configured targets")?;
-    let tools =
-        ToolRegistry::from_config(&config.node.tools, &targets).context("building the tools")?;
+    let (tools, mcp_servers) =
+        agora_server::runtime::build_tools(&config.node.tools, &targets).await?;
     let engine = if with_engine {
         Some(agora_server::build_routine_engine(
             &config.routine_runtime,
@@ -254,12 +265,8 @@ async fn registry(config: &Config, with_engine: bool) -> anyhow::Result<RoutineR
     } else {
         None
     };
-    Ok(RoutineRegistry::new(
-        store,
-        engine,
-        tools,
-        Arc::new(SystemClock),
-    ))
+    let registry = RoutineRegistry::new(store, engine, tools, Arc::new(SystemClock));
+    Ok((registry, mcp_servers))
 }
 
 /// A routine from one file; the protocol comes from `--protocol`.

@@ -67,7 +67,7 @@ pub async fn run(config_path: Option<&Path>, args: SendArgs) -> anyhow::Result<(
     let config = Config::load(config_path).context("loading the configuration")?;
     let data: Value = serde_json::from_str(&args.data).context("--data is not JSON")?;
     let running = agora_server::runtime::build_node(config).await?;
-    let node = running.node;
+    let node = running.node.clone();
     let task = args.task.resolve(&node)?;
     let document = match &args.protocol {
         None => None,
@@ -118,5 +118,6 @@ pub async fn run(config_path: Option<&Path>, args: SendArgs) -> anyhow::Result<(
         "({} LLM call(s), {} tokens on this side)",
         outcome.llm_calls, outcome.llm_tokens
     );
+    running.shutdown().await;
     Ok(())
 }

@@ -36,7 +36,7 @@ pub use config::{
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
-pub use node::{FollowUpError, Node, NodeError, NodeParts, TaskRun};
+pub use node::{FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, TaskRun};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
@@ -45,4 +45,4 @@ pub use routines::{
 pub use sender::fit::ProtocolFit;
 pub use sender::{BadReply, ExchangeError, SendError, SendOutcome, Unreachable};
 pub use task::{Task, TaskError};
-pub use tools::{Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};
+pub use tools::{McpServerConfig, Tool, ToolConfig, ToolError, ToolKind, ToolRegistry, ToolSpec};

@@ -10,6 +10,7 @@
 //! | `GET /metrics` | Prometheus (OpenMetrics) text |
 //! | `GET /healthz` | liveness |
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
+//! | `/mcp` | the node as an MCP server (streamable HTTP; `agora_mcp::front`), bearer token: `mcp.token` or the admin token |
 
 use std::sync::Arc;
 
@@ -41,6 +42,18 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// The node's metrics registry, for `/metrics`.
     pub metrics: Arc<NodeMetrics>,
+    /// The MCP endpoint, when `/mcp` is served.
+    pub mcp: Option<McpEndpoint>,
+}
+
+/// `/mcp`: the node's MCP server over streamable HTTP, and the token it takes besides the
+/// admin token.
+#[derive(Clone)]
+pub struct McpEndpoint {
+    /// The MCP service.
+    pub service: agora_mcp::HttpService,
+    /// Its own bearer token, if configured.
+    pub token: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -58,6 +71,7 @@ impl AppState {
             admin_token: admin_token.filter(|t| !t.is_empty()).map(Arc::from),
             max_body_bytes,
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            mcp: None,
         }
     }
 }
@@ -108,6 +122,18 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
         .nest("/admin", crate::admin::router(state.clone()));
+    let router = match &state.mcp {
+        Some(endpoint) => router.nest_service(
+            "/mcp",
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::admin::require_mcp_token,
+                ))
+                .service(endpoint.service.clone()),
+        ),
+        None => router,
+    };
     with_health_and_fallbacks(router)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

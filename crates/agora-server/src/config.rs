@@ -42,6 +42,8 @@ pub struct Config {
     pub fetch: FetchSettings,
     /// The WebAssembly routine runtime.
     pub routine_runtime: RoutineRuntimeSettings,
+    /// The node as an MCP server (`/mcp`, `agora mcp serve`).
+    pub mcp: McpSettings,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             llm: LlmSettings::default(),
             fetch: FetchSettings::default(),
             routine_runtime: RoutineRuntimeSettings::default(),
+            mcp: McpSettings::default(),
         }
     }
 }
@@ -83,6 +86,7 @@ impl Config {
             "llm",
             "fetch",
             "routine_runtime",
+            "mcp",
         ];
         // `UncasedStr::as_str` keeps the variable's case, so compare uncased.
         figment = figment.merge(Env::prefixed("AGORA_").split("__").filter(move |key| {
@@ -101,6 +105,35 @@ impl Config {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("invalid configuration: {0}")]
 pub struct ConfigError(pub String);
+
+/// The node as an MCP server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpSettings {
+    /// Serve `/mcp` (streamable HTTP). It is served only behind a token: `token`, or else
+    /// `admin_token`; with neither it answers 403.
+    pub enabled: bool,
+    /// A bearer token for `/mcp` alone, so MCP clients need not hold the admin token. The
+    /// admin token is accepted too.
+    pub token: Option<String>,
+    /// URL prefixes the MCP tools may send to; empty: any http(s) target whose address the
+    /// fetch policy allows (see `agora_mcp::front`).
+    pub allowed_targets: Vec<String>,
+    /// `Host` header values `/mcp` accepts besides the loopback names and the public URL's
+    /// host (the DNS-rebinding guard).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            token: None,
+            allowed_targets: Vec::new(),
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
 
 /// Which LLM answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -289,6 +322,60 @@ mod tests {
             assert_eq!(config.node.name, "bob");
             assert_eq!(config.node.thresholds.implementation, 5);
             assert_eq!(config.node.programmer.max_routine_failures, 3);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_readme_mcp_configuration_loads() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+                .map_err(|e| e.to_string());
+        figment::Jail::expect_with(|jail| {
+            let readme = readme?;
+            let section = readme
+                .split("## Using MCP")
+                .nth(1)
+                .and_then(|rest| rest.split("\n## ").next())
+                .ok_or("README has no Using MCP section")?;
+            let toml: String = section
+                .split("```toml\n")
+                .skip(1)
+                .filter_map(|block| block.split("```").next())
+                .collect();
+            jail.create_file("node.toml", &toml)?;
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            let servers: Vec<&agora_node::McpServerConfig> = config
+                .node
+                .tools
+                .iter()
+                .filter_map(|t| match &t.kind {
+                    agora_node::ToolKind::Mcp(server) => Some(server),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(servers.len(), 2);
+            assert_eq!(servers[0].command[0], "mcp-server-time");
+            assert_eq!(servers[0].call_timeout_secs, Some(30));
+            assert_eq!(servers[1].url.as_deref(), Some("http://127.0.0.1:3001/mcp"));
+            assert_eq!(servers[1].tools.as_ref().map(Vec::len), Some(2));
+            assert_eq!(config.mcp.token.as_deref(), Some("change-me"));
+            assert!(config.mcp.enabled);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn an_unknown_mcp_server_key_is_an_error() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "node.toml",
+                "[[node.tools]]\nname = \"t\"\nkind = \"mcp\"\ncommand = [\"x\"]\ncomand = [\"y\"]\n",
+            )?;
+            let error = Config::load(Some(Path::new("node.toml"))).unwrap_err();
+            assert!(error.0.contains("comand"), "{}", error.0);
             Ok(())
         });
     }

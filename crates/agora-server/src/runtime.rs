@@ -16,6 +16,7 @@ use agora_fetch::{FetchPolicy, Fetcher, TargetClient, TargetPolicy};
 use agora_llm::{
     Llm, LocalServer, LocalServerConfig, OpenAiBackend, OpenAiConfig, RecordingLlm, ReplayLlm,
 };
+use agora_mcp::{AgoraMcp, McpServers, TargetRules};
 use agora_node::{Node, NodeParts, RoutineEngine, SyncReport, SystemClock, ToolRegistry};
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_store::{Store, StoreOptions};
@@ -24,7 +25,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::{AppState, router};
+use crate::app::{AppState, McpEndpoint, router};
 use crate::config::{Config, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings};
 
 /// A node ready to serve, with whatever it owns (a local LLM server).
@@ -41,6 +42,44 @@ pub struct RunningNode {
     pub local_server: Option<LocalServer>,
     /// The routines loaded at start-up.
     pub routines: SyncReport,
+    /// The MCP servers whose tools the node offers; stopped by [`serve`] (or
+    /// [`RunningNode::shutdown`]).
+    pub mcp_servers: McpServers,
+    /// Stops the `/mcp` endpoint's streams.
+    pub mcp_shutdown: CancellationToken,
+}
+
+impl RunningNode {
+    /// Stops what the node started besides HTTP: its MCP servers and `/mcp` streams. [`serve`]
+    /// does this when it ends; commands that build a node without serving call it themselves.
+    pub async fn shutdown(&self) {
+        self.mcp_shutdown.cancel();
+        self.mcp_servers.shutdown().await;
+    }
+}
+
+/// The node's tools: the configured ones, with every MCP server started or connected.
+pub async fn build_tools(
+    configs: &[agora_node::ToolConfig],
+    targets: &TargetClient,
+) -> anyhow::Result<(ToolRegistry, McpServers)> {
+    let (connected, servers) = agora_mcp::connect(configs)
+        .await
+        .context("connecting the MCP servers")?;
+    let tools = ToolRegistry::from_config_with(configs, targets, connected)
+        .context("building the tools")?;
+    Ok((tools, servers))
+}
+
+/// The node's MCP server, `agora_mcp::front`, with the targets its tools may send to.
+pub fn mcp_front(node: &Node, config: &Config) -> anyhow::Result<AgoraMcp> {
+    Ok(AgoraMcp::new(
+        node.clone(),
+        TargetRules {
+            allowed_targets: config.mcp.allowed_targets.clone(),
+            fetch: fetch_policy(&config.fetch)?,
+        },
+    ))
 }
 
 /// Opens the store, builds the LLM, the HTTP clients and tools, and assembles the node.
@@ -63,8 +102,7 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         Fetcher::new(fetch_policy(&config.fetch)?).context("building the protocol fetcher")?;
     let targets = TargetClient::new(TargetPolicy::default())
         .context("building the client for configured targets")?;
-    let tools =
-        ToolRegistry::from_config(&config.node.tools, &targets).context("building the tools")?;
+    let (tools, mcp_servers) = build_tools(&config.node.tools, &targets).await?;
     let routine_engine = build_routine_engine(&config.routine_runtime, &config.store)?;
     let node = Node::new(NodeParts {
         config: config.node.clone(),
@@ -82,13 +120,38 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         .sync_routines()
         .await
         .context("loading the stored routines")?;
-    let state = AppState::new(
+    let mut state = AppState::new(
         node.clone(),
         config.admin_token.clone(),
         config.max_body_bytes,
         config.max_concurrent_requests,
     );
+    let mcp_shutdown = CancellationToken::new();
+    if config.mcp.enabled {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+        if let Ok(public) = url::Url::parse(&config.node.public_url)
+            && let Some(host) = public.host_str()
+        {
+            hosts.push(host.trim_matches(['[', ']']).to_string());
+        }
+        hosts.extend(config.mcp.allowed_hosts.iter().cloned());
+        state.mcp = Some(McpEndpoint {
+            service: agora_mcp::http_service(
+                mcp_front(&node, &config)?,
+                hosts,
+                mcp_shutdown.clone(),
+            ),
+            token: config
+                .mcp
+                .token
+                .clone()
+                .filter(|t| !t.is_empty())
+                .map(Arc::from),
+        });
+    }
     Ok(RunningNode {
+        mcp_servers,
+        mcp_shutdown,
         node,
         state,
         config,
@@ -339,6 +402,7 @@ pub async fn serve(
         .context("serving HTTP")?;
     shutdown.cancel();
     tasks.wait().await;
+    running.shutdown().await;
     // Routine-served requests are recorded without waiting for their commit: write them now.
     running.node.store().flush_requests().await;
     Ok(())

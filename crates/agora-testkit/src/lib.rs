@@ -119,6 +119,8 @@ pub struct NodeBuilder {
     pub max_body_bytes: usize,
     /// The routine engine, if the node runs routines.
     pub routine_engine: Option<Arc<dyn RoutineEngine>>,
+    /// Tools built outside the configuration (MCP servers' tools, connected by the test).
+    pub connected_tools: Vec<Arc<dyn agora_node::Tool>>,
 }
 
 impl NodeBuilder {
@@ -136,7 +138,15 @@ impl NodeBuilder {
             admin_token: None,
             max_body_bytes: 1024 * 1024,
             routine_engine: None,
+            connected_tools: Vec::new(),
         }
+    }
+
+    /// Adds tools built outside the configuration, such as an MCP server's (the configuration's
+    /// `kind = "mcp"` entries are skipped; the test connects them).
+    pub fn connected_tools(mut self, tools: Vec<Arc<dyn agora_node::Tool>>) -> Self {
+        self.connected_tools = tools;
+        self
     }
 
     /// Changes the configuration.
@@ -179,8 +189,12 @@ impl NodeBuilder {
             .await
             .expect("the test store opens");
         let targets = TargetClient::new(TargetPolicy::default()).expect("the target client builds");
-        let tools = ToolRegistry::from_config(&self.config.tools, &targets)
-            .expect("the test tools are valid");
+        let tools = ToolRegistry::from_config_with(
+            &self.config.tools,
+            &targets,
+            self.connected_tools.clone(),
+        )
+        .expect("the test tools are valid");
         let node = Node::new(NodeParts {
             config: self.config.clone(),
             store,

@@ -1,6 +1,6 @@
 //! `ARCHITECTURE.md`'s crate graph is true: the `crate-graph` block names every workspace crate,
 //! with exactly the workspace crates it depends on (normal dependencies), as `cargo metadata`
-//! reports them.
+//! reports them; and each framework crate is named by one workspace crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -34,7 +34,7 @@ fn documented() -> Graph {
         .collect()
 }
 
-fn actual() -> Graph {
+fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
         .args([
@@ -52,7 +52,11 @@ fn actual() -> Graph {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: Value = serde_json::from_slice(&output.stdout).expect("metadata is JSON");
+    serde_json::from_slice(&output.stdout).expect("metadata is JSON")
+}
+
+fn actual() -> Graph {
+    let metadata = metadata();
     let members: BTreeSet<String> = metadata["packages"]
         .as_array()
         .expect("packages")
@@ -81,4 +85,29 @@ fn actual() -> Graph {
 #[test]
 fn the_documented_crate_graph_is_the_real_one() {
     assert_eq!(documented(), actual());
+}
+
+/// Frameworks stay at the edges: each is named (as any kind of dependency) by one crate only.
+#[test]
+fn each_framework_is_named_by_one_crate() {
+    let metadata = metadata();
+    for (framework, owner) in [
+        ("rmcp", "agora-mcp"),
+        ("wasmtime", "agora-routines"),
+        ("async-openai", "agora-llm"),
+        ("sqlx", "agora-store"),
+    ] {
+        let named_by: Vec<&str> = metadata["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter(|p| {
+                p["dependencies"]
+                    .as_array()
+                    .is_some_and(|deps| deps.iter().any(|d| d["name"] == framework))
+            })
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(named_by, [owner], "{framework}");
+    }
 }

@@ -5,6 +5,7 @@
 
 mod architecture;
 mod common;
+mod mcp_cli;
 mod network_demo_cli;
 mod protocol_db_cli;
 mod routine_cli;

@@ -49,6 +49,35 @@ pub struct TaskRun {
     pub protocol: Option<ProtocolHash>,
     /// The ladder's steps on the way (`explored`, `found`, `negotiated`, `rejected`, ...).
     pub steps: Vec<String>,
+    /// The rung that answered.
+    pub rung: Rung,
+    /// LLM calls this run made on this side, the ladder's own checks included.
+    pub llm_calls: i64,
+    /// Their cost, in USD at the node's price table.
+    pub cost_usd: f64,
+}
+
+/// The rung of the sender's ladder a task run went by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rung {
+    /// A natural-language request; the sender's LLM wrote it and read the reply.
+    NaturalLanguage,
+    /// A request under a protocol, written (and read) by the sender's LLM, or by no LLM under
+    /// the task's own schema protocol.
+    Protocol,
+    /// A request under a protocol, written and read by a sender routine: no LLM call.
+    Routine,
+}
+
+impl Rung {
+    /// The name used in the sender's run log and in reports: `natural`, `protocol`, `routine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NaturalLanguage => "natural",
+            Self::Protocol => "protocol",
+            Self::Routine => "routine",
+        }
+    }
 }
 
 impl Node {
@@ -151,6 +180,11 @@ impl Node {
             tracing::error!(%error, "could not store the sender's memory");
         }
         let checked = checking.tally();
+        let rung = match (protocol, by_routine) {
+            (Some(_), true) => Rung::Routine,
+            (Some(_), false) => Rung::Protocol,
+            (None, _) => Rung::NaturalLanguage,
+        };
         let (outcome_word, error, llm_calls, tokens, cost) = match &result {
             Ok(o) => ("success", None, o.llm_calls, o.llm_tokens, o.llm_cost_usd),
             Err(e) => (error_word(e), Some(e.to_string()), 0, 0, 0.0),
@@ -158,14 +192,7 @@ impl Node {
         let run = SenderRun {
             target: target.to_string(),
             task: task.name.clone(),
-            rung: if protocol.is_some() && by_routine {
-                "routine"
-            } else if protocol.is_some() {
-                "protocol"
-            } else {
-                "natural"
-            }
-            .to_string(),
+            rung: rung.as_str().to_string(),
             steps: steps.join(","),
             protocol_hash: protocol,
             outcome: outcome_word.to_string(),
@@ -178,10 +205,14 @@ impl Node {
         if let Err(error) = store.record_sender_run(&run).await {
             tracing::error!(%error, "could not log a task run");
         }
+        let (llm_calls, cost_usd) = (run.llm_calls, run.cost_usd);
         result.map(|outcome| TaskRun {
             outcome,
             protocol,
             steps,
+            rung,
+            llm_calls,
+            cost_usd,
         })
     }
 

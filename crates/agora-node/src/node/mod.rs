@@ -41,6 +41,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod inquiry;
 mod ladder;
 mod negotiating;
 mod programming;
@@ -50,7 +51,8 @@ mod registry;
 mod sender_routines;
 mod sending;
 
-pub use ladder::TaskRun;
+pub use inquiry::MessageReply;
+pub use ladder::{Rung, TaskRun};
 
 /// Everything a node is built from.
 pub struct NodeParts {

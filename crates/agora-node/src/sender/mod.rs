@@ -68,6 +68,9 @@ pub enum SendError {
     /// The sender's LLM failed.
     #[error("the LLM failed: {0}")]
     Llm(#[from] agora_llm::LlmError),
+    /// A protocol database search with no database given and none configured.
+    #[error("no protocol database is given or configured (sender.protocol_db)")]
+    NoProtocolDatabase,
 }
 
 /// Checks `value` against a JSON Schema; the error lists the first few problems.

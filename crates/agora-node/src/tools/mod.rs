@@ -119,6 +119,10 @@ pub enum ToolKind {
         #[serde(default)]
         max_reply_bytes: Option<usize>,
     },
+    /// Every tool of an MCP server (the configuration's `name` names the server). MCP servers
+    /// are connected by the composition root through `agora-mcp`, which hands the connected
+    /// tools to [`ToolRegistry::from_config_with`].
+    Mcp(McpServerConfig),
     /// A tool compiled into agora, for demos.
     Builtin {
         /// Which one: `weather_forecast`.
@@ -127,6 +131,45 @@ pub enum ToolKind {
         #[serde(default)]
         seed: u64,
     },
+}
+
+/// How to reach an MCP server whose tools a node offers (`[[node.tools]] kind = "mcp"`).
+///
+/// Exactly one of `command` (a child process speaking MCP over stdio) and `url` (a streamable
+/// HTTP endpoint) is given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program and its arguments, for a stdio server.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Environment variables for a stdio server. The child gets only these plus `PATH`, `HOME`,
+    /// `LANG` and `TMPDIR` from the node's environment, so the node's secrets stay with it.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The streamable-HTTP endpoint, for a remote server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The environment variable holding a bearer token for `url`.
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// Offer only these of the server's tools (by the server's names); default: all of them.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Always prefix the tools' names with the server's name (`<server>_<tool>`); by default
+    /// only a name that would clash with another tool is prefixed.
+    #[serde(default)]
+    pub prefix: bool,
+    /// Longest wait for one tool call, in seconds (default 30).
+    #[serde(default)]
+    pub call_timeout_secs: Option<u64>,
+    /// Longest wait for the server to start and list its tools, in seconds (default 30).
+    #[serde(default)]
+    pub connect_timeout_secs: Option<u64>,
+    /// Largest tool result accepted, in bytes of JSON (default 1 MiB); a larger one fails the
+    /// call.
+    #[serde(default)]
+    pub max_result_bytes: Option<usize>,
 }
 
 /// Why the tool configuration is unusable.
@@ -144,6 +187,9 @@ pub enum ToolConfigError {
     /// An HTTP tool without a parameters schema or description.
     #[error("tool {0:?} needs {1}")]
     Missing(String, &'static str),
+    /// An MCP server's tools were not connected (see [`ToolRegistry::from_config_with`]).
+    #[error("tool server {0:?} is an MCP server; this command cannot connect MCP servers")]
+    NotConnected(String),
     /// The parameters schema is not a valid JSON schema.
     #[error("tool {name:?} has an invalid parameters schema: {reason}")]
     BadSchema {
@@ -172,15 +218,32 @@ impl std::fmt::Debug for ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// Builds the registry from configuration; HTTP tools call out through `targets`.
+    /// Builds the registry from configuration; HTTP tools call out through `targets`. A
+    /// configuration with an MCP server is an error here: use [`Self::from_config_with`].
     pub fn from_config(
         configs: &[ToolConfig],
         targets: &TargetClient,
     ) -> Result<Self, ToolConfigError> {
+        if let Some(mcp) = configs.iter().find(|c| matches!(c.kind, ToolKind::Mcp(_))) {
+            return Err(ToolConfigError::NotConnected(mcp.name.clone()));
+        }
+        Self::from_config_with(configs, targets, Vec::new())
+    }
+
+    /// Builds the registry from configuration plus `connected`: the tools of the configuration's
+    /// MCP servers, already connected (by `agora-mcp`). The MCP entries themselves are skipped.
+    pub fn from_config_with(
+        configs: &[ToolConfig],
+        targets: &TargetClient,
+        connected: Vec<Arc<dyn Tool>>,
+    ) -> Result<Self, ToolConfigError> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for config in configs {
-            tools.push(build_tool(config, targets)?);
+            if !matches!(config.kind, ToolKind::Mcp(_)) {
+                tools.push(build_tool(config, targets)?);
+            }
         }
+        tools.extend(connected);
         Self::from_tools(tools)
     }
 
@@ -253,6 +316,7 @@ fn build_tool(
     targets: &TargetClient,
 ) -> Result<Arc<dyn Tool>, ToolConfigError> {
     match &config.kind {
+        ToolKind::Mcp(_) => Err(ToolConfigError::NotConnected(config.name.clone())),
         ToolKind::Builtin { builtin, seed } => {
             let mut spec = match builtin.as_str() {
                 "weather_forecast" => WeatherForecastTool::default_spec(),

@@ -66,6 +66,61 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     }
 }
 
+/// The token check of `/mcp`: its own token or the admin token, as a bearer header. Refusals
+/// are JSON-RPC errors (an MCP client reads those), with 403 when no token is configured and
+/// 401 (and `WWW-Authenticate: Bearer`) when the presented one is missing or wrong.
+pub(crate) async fn require_mcp_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let own = state.mcp.as_ref().and_then(|m| m.token.clone());
+    let accepted: Vec<&str> = [own.as_deref(), state.admin_token.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let refuse = |status: StatusCode, message: &str| {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32001, "message": message},
+        });
+        let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    };
+    if accepted.is_empty() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "the MCP endpoint is disabled: configure mcp.token or admin_token",
+        );
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(token)
+            if accepted
+                .iter()
+                .any(|expected| constant_time_eq(token.as_bytes(), expected.as_bytes())) =>
+        {
+            next.run(request).await
+        }
+        Some(_) => refuse(StatusCode::UNAUTHORIZED, "wrong bearer token for /mcp"),
+        None => refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing bearer token: send Authorization: Bearer <mcp.token or admin_token>",
+        ),
+    }
+}
+
 /// Compares secrets in time that depends only on their length (also used by the protocol
 /// database's write token).
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

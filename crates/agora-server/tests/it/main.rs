@@ -6,6 +6,7 @@
 mod fixtures;
 mod http;
 mod ladder;
+mod mcp;
 mod negotiation;
 mod negotiation_db;
 mod protocol_db;

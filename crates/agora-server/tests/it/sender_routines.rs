@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 
-fn task() -> Task {
+pub(crate) fn task() -> Task {
     weather_task(temperature_output())
 }
 
@@ -34,7 +34,7 @@ fn data(location: &str) -> Value {
 }
 
 /// Alice's LLM: bodies, replies, protocol fit checks, and the candidates in order.
-fn alice_llm(candidates: &[&'static str]) -> Arc<ScriptedLlm> {
+pub(crate) fn alice_llm(candidates: &[&'static str]) -> Arc<ScriptedLlm> {
     let candidates = Arc::new(Mutex::new(
         candidates.iter().copied().collect::<VecDeque<_>>(),
     ));
@@ -72,7 +72,7 @@ fn codec(input: String, fail_for: Option<&str>) -> Result<String, RoutineError> 
     Ok(json!({"temperature": reply["temperature"]}).to_string())
 }
 
-fn engine() -> ScriptedRoutineEngine {
+pub(crate) fn engine() -> ScriptedRoutineEngine {
     ScriptedRoutineEngine::new()
         .routine("good", |input, _| async move { codec(input, None) })
         .routine("no_bergen", |input, _| async move {
@@ -88,7 +88,7 @@ fn engine() -> ScriptedRoutineEngine {
 }
 
 /// Bob serves the weather protocol with a scripted LLM.
-async fn bob(dir: &std::path::Path) -> TestServer {
+pub(crate) async fn bob(dir: &std::path::Path) -> TestServer {
     let llm = ScriptedLlm::new(|request: &ChatRequest| match schema_name(request) {
         Some("step") => {
             let answer =

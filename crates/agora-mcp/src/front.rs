@@ -1,0 +1,497 @@
+//! The node as an MCP server: an MCP client (a desktop assistant, an IDE, an agent framework)
+//! reaches the Agora network through the node's sender.
+//!
+//! Tools:
+//! - `run_task`: runs one of the node's configured tasks against a target agent, up the
+//!   sender's ladder (natural language, an existing protocol, a negotiated one, a sender
+//!   routine). The result's structured content has the task's output, the rung used, the
+//!   protocol, the ladder's steps, and this node's LLM calls and cost for the run; the point is
+//!   that repeated calls get cheaper, down to rung `routine` with zero LLM calls;
+//! - `send_message`: one natural-language message to a target agent, and its reply;
+//! - `list_protocols`: the protocols a target agent lists at `/.wellknown`;
+//! - `search_protocols`: a protocol database search.
+//!
+//! Every call goes through the node, so its LLM calls are in the node's ledger and each run is
+//! in the sender's run log (`agora stats`).
+//!
+//! Errors: an unknown tool is a JSON-RPC error (`-32602`, as the spec says); everything a
+//! model can correct (arguments that do not match the schema, an unknown task, a target that
+//! is unreachable, refused or not allowed) is a tool result with `isError: true` and a sentence
+//! saying what went wrong. Nothing here panics on input, and a failed call leaves nothing
+//! half-written: the sender records a run only once it has ended.
+//!
+//! Targets: the caller names the agent to talk to, so the node would otherwise fetch any URL
+//! for whoever holds the token. A target must be `http(s)`; when `allowed_targets` is set it
+//! must start with one of them; and a target whose host is an IP literal (or `localhost`) must
+//! be a public address or inside the node's `fetch.allow_networks`, like a protocol source.
+//! Host names are not resolved here (a name that resolves to a private address passes; list
+//! the targets in `allowed_targets` to close that).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use agora_fetch::FetchPolicy;
+use agora_node::{Node, SendError};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Most hits a protocol search returns.
+const MAX_SEARCH_LIMIT: usize = 50;
+
+/// Which targets the front may send to.
+#[derive(Debug, Clone, Default)]
+pub struct TargetRules {
+    /// URL prefixes a target must start with; empty: any `http(s)` target.
+    pub allowed_targets: Vec<String>,
+    /// The node's fetch policy: an IP-literal target must be public or in its allowed networks.
+    pub fetch: FetchPolicy,
+}
+
+impl TargetRules {
+    /// `Ok` when the front may send to `target`, else why not.
+    pub fn check(&self, target: &str) -> Result<(), String> {
+        let parsed = url::Url::parse(target).map_err(|_| format!("{target:?} is not a URL"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("{target:?} is not an http(s) URL"));
+        }
+        if !self.allowed_targets.is_empty()
+            && !self.allowed_targets.iter().any(|p| target.starts_with(p))
+        {
+            return Err(format!(
+                "{target:?} is not one of this node's allowed targets (mcp.allowed_targets)"
+            ));
+        }
+        let ip: Option<IpAddr> = match parsed.host() {
+            Some(url::Host::Ipv4(ip)) => Some(ip.into()),
+            Some(url::Host::Ipv6(ip)) => Some(ip.into()),
+            Some(url::Host::Domain(name)) if name.eq_ignore_ascii_case("localhost") => {
+                Some(IpAddr::from([127, 0, 0, 1]))
+            }
+            _ => None,
+        };
+        if let Some(ip) = ip {
+            agora_fetch::is_allowed(ip, &self.fetch).map_err(|class| {
+                format!(
+                    "{target:?} is a {} address, which this node does not send to",
+                    format!("{class:?}").to_lowercase()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The node's MCP server: one per node, cheap to clone.
+#[derive(Clone)]
+pub struct AgoraMcp {
+    node: Node,
+    rules: Arc<TargetRules>,
+}
+
+/// The streamable-HTTP MCP endpoint, a tower service to mount at `/mcp`.
+pub type HttpService = StreamableHttpService<AgoraMcp, LocalSessionManager>;
+
+impl AgoraMcp {
+    /// The MCP server of `node`, sending only where `rules` allow.
+    pub fn new(node: Node, rules: TargetRules) -> Self {
+        Self {
+            node,
+            rules: Arc::new(rules),
+        }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let tasks = &self.node.config().tasks;
+        let task_names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+        let catalogue = if tasks.is_empty() {
+            "This node has no tasks configured.".to_string()
+        } else {
+            tasks
+                .iter()
+                .map(|t| {
+                    format!(
+                        "- {}: {} Input schema: {}",
+                        t.name, t.description, t.input_schema
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        vec![
+            tool(
+                "run_task",
+                &format!(
+                    "Runs one of this node's tasks against another Agora agent and returns the \
+                     task's output, checked against the task's output schema. The node picks the \
+                     cheapest way it knows for that agent: natural language at first, then a \
+                     protocol the two agree on, then a routine that needs no LLM at all; the \
+                     structured result says which (`rung`) and what this run cost (`llmCalls`, \
+                     `costUsd`). Repeating a task against the same agent makes it cheaper.\n\
+                     Tasks:\n{catalogue}"
+                ),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "task": {
+                            "type": "string",
+                            "enum": task_names,
+                            "description": "The task to run (one of the tasks listed above)."
+                        },
+                        "target": {
+                            "type": "string",
+                            "description": "The other agent's Agora endpoint URL, e.g. https://weather.example/."
+                        },
+                        "input": {
+                            "type": "object",
+                            "description": "The task's input, matching its input schema."
+                        }
+                    },
+                    "required": ["task", "target", "input"],
+                    "additionalProperties": false
+                }),
+            ),
+            tool(
+                "send_message",
+                "Sends one natural-language message to another Agora agent and returns its reply \
+                 as text. Use it for a one-off question; use run_task for anything repeated.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "target": {
+                            "type": "string",
+                            "description": "The other agent's Agora endpoint URL."
+                        },
+                        "message": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "The message, in plain language."
+                        }
+                    },
+                    "required": ["target", "message"],
+                    "additionalProperties": false
+                }),
+            ),
+            tool(
+                "list_protocols",
+                "Lists the protocols another Agora agent supports (its /.wellknown): an object \
+                 from each protocol document's SHA-1 hash to the URLs it can be fetched from.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "target": {
+                            "type": "string",
+                            "description": "The other agent's Agora endpoint URL."
+                        }
+                    },
+                    "required": ["target"],
+                    "additionalProperties": false
+                }),
+            ),
+            tool(
+                "search_protocols",
+                "Searches a protocol database for protocol documents by words in their name and \
+                 description. Returns the hits: name, description, hash and the URL of each \
+                 document.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "Words to look for, e.g. \"weather forecast\"."
+                        },
+                        "database": {
+                            "type": "string",
+                            "description": "The protocol database's base URL; default: the node's configured one."
+                        },
+                        "limit": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_SEARCH_LIMIT,
+                            "description": "Most hits to return (default 10)."
+                        }
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            ),
+        ]
+    }
+
+    async fn run(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, String> {
+        let text = |key: &str| -> Result<&str, String> {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("the argument {key:?} (a string) is missing"))
+        };
+        let target = |key: &str| -> Result<&str, String> {
+            let target = text(key)?;
+            self.rules.check(target)?;
+            Ok(target)
+        };
+        match name {
+            "run_task" => {
+                let target = target("target")?;
+                let task = self
+                    .node
+                    .task(text("task")?)
+                    .map_err(|e| e.to_string())?
+                    .clone();
+                let input = arguments
+                    .get("input")
+                    .filter(|v| v.is_object())
+                    .ok_or("the argument \"input\" (an object) is missing")?;
+                let run = self
+                    .node
+                    .run_task(target, &task, input)
+                    .await
+                    .map_err(sentence)?;
+                Ok(json!({
+                    "output": run.outcome.output,
+                    "rung": run.rung.as_str(),
+                    "protocol": run.protocol.map(|h| h.to_hex()),
+                    "steps": run.steps,
+                    "llmCalls": run.llm_calls,
+                    "costUsd": run.cost_usd,
+                }))
+            }
+            "send_message" => {
+                let target = target("target")?;
+                let message = text("message")?;
+                if message.trim().is_empty() {
+                    return Err("the message is empty".into());
+                }
+                let reply = self
+                    .node
+                    .send_message(target, message)
+                    .await
+                    .map_err(sentence)?;
+                Ok(json!({
+                    "reply": reply.body,
+                    "negotiationRequested": reply.negotiation_requested,
+                }))
+            }
+            "list_protocols" => {
+                let target = target("target")?;
+                let listing = self.node.target_listing(target).await.map_err(sentence)?;
+                Ok(json!({ "protocols": listing }))
+            }
+            "search_protocols" => {
+                let query = text("query")?;
+                let database = match arguments.get("database") {
+                    None | Some(Value::Null) => None,
+                    Some(_) => Some(target("database")?),
+                };
+                let limit = match arguments.get("limit") {
+                    None | Some(Value::Null) => 10,
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|n| (1..=MAX_SEARCH_LIMIT as u64).contains(n))
+                        .ok_or(format!(
+                            "\"limit\" must be an integer from 1 to {MAX_SEARCH_LIMIT}"
+                        ))? as usize,
+                };
+                let hits = self
+                    .node
+                    .search_protocols(database, query, limit)
+                    .await
+                    .map_err(sentence)?;
+                Ok(json!({ "hits": hits }))
+            }
+            _ => Err(format!("unknown tool {name:?}")),
+        }
+    }
+}
+
+/// A send error as a sentence for the MCP client; no internal addresses or OS errors beyond
+/// what the target itself said.
+fn sentence(error: SendError) -> String {
+    match error {
+        SendError::Unreachable(unreachable) => format!(
+            "could not reach {}: the agent did not answer (or not in time)",
+            unreachable.target
+        ),
+        SendError::Llm(_) => "this node's LLM is not available right now".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn tool(name: &'static str, description: &str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        unreachable!("tool schemas are objects")
+    };
+    Tool::new(name, description.to_string(), Arc::new(schema))
+}
+
+impl ServerHandler for AgoraMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                format!("agora node {}", self.node.config().name),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "This server is an Agora node: it runs tasks against other agents and sends \
+                 them messages. Prefer run_task for anything you do more than once: the node \
+                 learns a protocol and a routine for it, and later calls cost no LLM at all.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        let tools = self.tools();
+        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {name:?}; this server has {}",
+                    names.join(", ")
+                ),
+                None,
+            ));
+        };
+        let arguments = request.arguments.unwrap_or_default();
+        let schema = Value::Object((*tool.input_schema).clone());
+        if let Err(problem) = check_arguments(&schema, &arguments) {
+            return Ok(error_result(format!("invalid arguments: {problem}")).into());
+        }
+        let span = tracing::info_span!("agora.mcp.front", tool = name);
+        let outcome = tracing::Instrument::instrument(self.run(name, &arguments), span).await;
+        Ok(match outcome {
+            Ok(value) => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text(
+                    serde_json::to_string_pretty(&value).unwrap_or_default(),
+                )]);
+                result.structured_content = Some(value);
+                result
+            }
+            Err(reason) => error_result(reason),
+        }
+        .into())
+    }
+}
+
+fn error_result(reason: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(reason)])
+}
+
+fn check_arguments(schema: &Value, arguments: &Map<String, Value>) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    let instance = Value::Object(arguments.clone());
+    let problems: Vec<String> = validator
+        .iter_errors(&instance)
+        .take(3)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} (at {at})")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Serves `front` over stdio until the client closes it.
+pub async fn serve_stdio(front: AgoraMcp) -> Result<(), std::io::Error> {
+    let running = front
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}
+
+/// The streamable-HTTP endpoint for `front`, stateless (any replica can answer any request),
+/// answering plain JSON where it can, accepting the `Host` names in `allowed_hosts` (the DNS
+/// rebinding guard), and stopping when `shutdown` fires. Authentication is the mounting
+/// server's job.
+pub fn http_service(
+    front: AgoraMcp,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) -> HttpService {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_cancellation_token(shutdown);
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.sse_keep_alive = None;
+    StreamableHttpService::new(
+        move || Ok(front.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_the_rules() {
+        let open = TargetRules::default();
+        assert!(open.check("https://weather.example/").is_ok());
+        assert!(open.check("ftp://weather.example/").is_err());
+        assert!(open.check("not a url").is_err());
+        let loopback = open.check("http://127.0.0.1:9000/").unwrap_err();
+        assert!(loopback.contains("does not send to"), "{loopback}");
+        assert!(open.check("http://localhost:9000/").is_err());
+        assert!(open.check("http://169.254.169.254/").is_err());
+
+        let lab = TargetRules {
+            fetch: FetchPolicy::default().allowing_loopback(),
+            ..TargetRules::default()
+        };
+        assert!(lab.check("http://127.0.0.1:9000/").is_ok());
+
+        let listed = TargetRules {
+            allowed_targets: vec!["https://weather.example/".into()],
+            ..TargetRules::default()
+        };
+        assert!(listed.check("https://weather.example/").is_ok());
+        assert!(listed.check("https://other.example/").is_err());
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"target": {"type": "string"}},
+            "required": ["target"],
+            "additionalProperties": false
+        });
+        assert!(check_arguments(&schema, &Map::new()).is_err());
+        let mut wrong = Map::new();
+        wrong.insert("target".into(), json!(3));
+        let problem = check_arguments(&schema, &wrong).unwrap_err();
+        assert!(problem.contains("/target"), "{problem}");
+    }
+}

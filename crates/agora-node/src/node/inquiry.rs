@@ -1,0 +1,128 @@
+//! Asking other agents things outside a task: a plain natural-language message, a target's
+//! `/.wellknown` listing, a protocol database search.
+//!
+//! These are the node's outward doors for callers that are not tasks, such as the MCP front
+//! (`agora-mcp`). None of them calls this node's LLM; each is logged as a sender run (task
+//! `(message)`, `(wellknown)` or `(search)`) so that `agora stats` shows it beside the tasks.
+
+use std::time::Duration;
+
+use agora_store::SenderRun;
+use serde_json::Value;
+
+use super::Node;
+use crate::sender::{self, Answer, SendError};
+
+/// Largest `/.wellknown` listing or search result read.
+const MAX_LISTING_BYTES: usize = 256 * 1024;
+
+/// A target's answer to a natural-language message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageReply {
+    /// The reply body, as text.
+    pub body: String,
+    /// The target asked to negotiate a protocol (`negotiationRequested`).
+    pub negotiation_requested: bool,
+}
+
+impl Node {
+    /// Sends `message` to the Agora endpoint `target` as a natural-language request and returns
+    /// the reply's body. A `rejected` or `failure` reply is an error with the target's message.
+    pub async fn send_message(
+        &self,
+        target: &str,
+        message: &str,
+    ) -> Result<MessageReply, SendError> {
+        let config = &self.inner.config.sender;
+        let envelope = sender::envelope(None, &[], message);
+        let result = sender::post(
+            &self.inner.targets,
+            target,
+            &envelope,
+            Duration::from_secs(config.timeout_secs.max(1)),
+            config.max_reply_bytes,
+        )
+        .await
+        .and_then(|answer| match answer {
+            Answer::Success(body, negotiation_requested) => Ok(MessageReply {
+                body,
+                negotiation_requested,
+            }),
+            Answer::Rejected(reason) => Err(SendError::Rejected(reason)),
+            Answer::Failure(reason) => Err(SendError::Failed(reason)),
+        });
+        self.log_inquiry(target, "(message)", result.as_ref().err())
+            .await;
+        result
+    }
+
+    /// The protocols `target` lists at `/.wellknown`: a JSON object from protocol hash to the
+    /// sources it can be fetched from.
+    pub async fn target_listing(&self, target: &str) -> Result<Value, SendError> {
+        let url = format!("{}/.wellknown", target.trim_end_matches('/'));
+        let result = self.get_listing(target, &url).await;
+        self.log_inquiry(target, "(wellknown)", result.as_ref().err())
+            .await;
+        result
+    }
+
+    /// Searches a protocol database (`database`, or the sender's configured one) for `query`;
+    /// returns its hits (name, hash, url, ...), at most `limit` of them.
+    pub async fn search_protocols(
+        &self,
+        database: Option<&str>,
+        query: &str,
+        limit: usize,
+    ) -> Result<Value, SendError> {
+        let database = database
+            .map(str::to_string)
+            .or_else(|| self.inner.config.sender.protocol_db.clone())
+            .ok_or(SendError::NoProtocolDatabase)?;
+        let encoded: String = url::form_urlencoded::byte_serialize(query.as_bytes()).collect();
+        let url = format!(
+            "{}/protocols?q={encoded}&limit={}",
+            database.trim_end_matches('/'),
+            limit.clamp(1, 100)
+        );
+        let result = self.get_listing(&database, &url).await;
+        self.log_inquiry(&database, "(search)", result.as_ref().err())
+            .await;
+        result
+    }
+
+    async fn get_listing(&self, target: &str, url: &str) -> Result<Value, SendError> {
+        let config = &self.inner.config.sender;
+        sender::get_json(
+            &self.inner.targets,
+            url,
+            Duration::from_secs(config.timeout_secs.clamp(1, 30)),
+            MAX_LISTING_BYTES.min(config.max_reply_bytes.max(1024)),
+        )
+        .await
+        .map_err(|reason| {
+            SendError::Unreachable(sender::Unreachable {
+                target: target.to_string(),
+                reason,
+            })
+        })
+    }
+
+    async fn log_inquiry(&self, target: &str, what: &str, error: Option<&SendError>) {
+        let run = SenderRun {
+            target: target.to_string(),
+            task: what.to_string(),
+            rung: "natural".to_string(),
+            steps: String::new(),
+            protocol_hash: None,
+            outcome: if error.is_some() { "error" } else { "success" }.to_string(),
+            error: error.map(ToString::to_string),
+            llm_calls: 0,
+            tokens: 0,
+            cost_usd: 0.0,
+            created_at_ms: self.inner.clock.now_ms(),
+        };
+        if let Err(error) = self.inner.store.record_sender_run(&run).await {
+            tracing::error!(%error, "could not log an inquiry");
+        }
+    }
+}

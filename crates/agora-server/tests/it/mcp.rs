@@ -1,0 +1,388 @@
+//! The node as an MCP server at `/mcp`, driven by MCP clients no one here wrote: the official
+//! Python SDK's client and the MCP Inspector's CLI (installed by `scripts/install.sh`).
+//!
+//! Alice serves `/mcp` and runs the weather task against Bob over real HTTP. Her LLM and her
+//! routine engine are scripted (as in `sender_routines`), so the ladder is deterministic: the
+//! first run finds Bob's protocol and goes under it with the LLM, a sender routine is written
+//! and examined, and from then on the MCP client sees rung `routine` and zero LLM calls.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agora_fetch::FetchPolicy;
+use agora_mcp::{AgoraMcp, TargetRules};
+use agora_server::AppState;
+use agora_server::app::McpEndpoint;
+use agora_testkit::{NodeBuilder, Served, TestServer, temp_dir};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::fixtures::js_runtime;
+use crate::sender_routines::{alice_llm, bob, engine, task};
+use agora_node::{McpServerConfig, ToolConfig, ToolKind};
+use agora_protocol::{ProtocolHash, Request};
+use agora_store::RequestPath;
+use agora_testkit::{ScriptedLlm, human_routine};
+
+const TOKEN: &str = "mcp-test-token";
+
+fn installed(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        panic!("{variable} is not set: run scripts/install.sh and source ~/.cache/agora/env.sh")
+    })
+}
+
+/// Serves a node with `/mcp` behind `TOKEN`, sending to loopback targets.
+fn serve_with_mcp(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut state = AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
+        let rules = TargetRules {
+            allowed_targets: Vec::new(),
+            fetch: FetchPolicy::default().allowing_loopback(),
+        };
+        state.mcp = Some(McpEndpoint {
+            service: agora_mcp::http_service(
+                AgoraMcp::new(served.node, rules),
+                vec!["127.0.0.1".into(), "localhost".into()],
+                CancellationToken::new(),
+            ),
+            token: Some(Arc::from(TOKEN)),
+        });
+        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+    })
+}
+
+async fn alice(dir: &std::path::Path) -> TestServer {
+    NodeBuilder::new(alice_llm(&["good"]), dir)
+        .routine_engine(Arc::new(engine()))
+        .config(|c| {
+            c.tasks = vec![task()];
+            c.sender.explore_threshold = 1;
+            c.sender.negotiate_threshold = 100;
+        })
+        .spawn_with(serve_with_mcp)
+        .await
+}
+
+/// Runs the Python SDK's client over streamable HTTP with `calls`; one JSON value per call.
+async fn python_client(url: &str, token: &str, calls: &Value) -> Vec<Value> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/python/mcp_client.py"
+    );
+    // Async: the node under test is served by this test's runtime.
+    let output = tokio::process::Command::new(installed("AGORA_MCP_PYTHON"))
+        .args([
+            script,
+            "--http",
+            url,
+            "--token",
+            token,
+            "--",
+            &calls.to_string(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the Python MCP client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn run_weather(target: &str, location: &str) -> Value {
+    json!({"tool": "run_task", "arguments": {
+        "task": "weather",
+        "target": target,
+        "input": {"location": location, "date": "2025-02-03"},
+    }})
+}
+
+#[tokio::test]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = alice(a.path()).await;
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+
+    let first = python_client(
+        &mcp,
+        TOKEN,
+        &json!([{"list": true}, run_weather(&bob.url, "Oslo, Norway")]),
+    )
+    .await;
+    let names: Vec<&str> = first[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "run_task",
+            "send_message",
+            "list_protocols",
+            "search_protocols"
+        ]
+    );
+    assert_eq!(
+        first[0]["tools"][0]["inputSchema"]["properties"]["task"]["enum"],
+        json!(["weather"])
+    );
+    let run = &first[1];
+    assert_eq!(run["isError"], false, "{run}");
+    assert_eq!(run["structured"]["output"], json!({"temperature": 3.5}));
+    assert_eq!(run["structured"]["rung"], "protocol");
+    assert!(run["structured"]["llmCalls"].as_i64().unwrap() > 0, "{run}");
+
+    // The run was an example; the sender routine is written and examined in the background.
+    alice.node.sender_routines_idle().await;
+    let ledger_before = alice.node.store().llm_calls(None).await.unwrap().len();
+    let later = python_client(
+        &mcp,
+        TOKEN,
+        &json!([
+            run_weather(&bob.url, "Paris, France"),
+            run_weather(&bob.url, "Lima, Peru"),
+        ]),
+    )
+    .await;
+    for run in &later {
+        assert_eq!(run["isError"], false, "{run}");
+        assert_eq!(run["structured"]["rung"], "routine", "{run}");
+        assert_eq!(run["structured"]["llmCalls"], 0, "{run}");
+        assert_eq!(run["structured"]["costUsd"], 0.0, "{run}");
+        assert_eq!(run["structured"]["output"], json!({"temperature": 3.5}));
+    }
+    let ledger_after = alice.node.store().llm_calls(None).await.unwrap().len();
+    assert_eq!(
+        ledger_before, ledger_after,
+        "no LLM call once the routine answers"
+    );
+    // Every run is in the sender's log, with its rung.
+    let runs = alice
+        .node
+        .store()
+        .sender_runs(&bob.url, "weather", 10)
+        .await
+        .unwrap();
+    let mut rungs: Vec<&str> = runs.iter().map(|r| r.rung.as_str()).collect();
+    rungs.sort_unstable();
+    assert_eq!(rungs, ["protocol", "routine", "routine"]);
+}
+
+#[tokio::test]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_python_client_gets_clear_errors() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = alice(a.path()).await;
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let results = python_client(
+        &mcp,
+        TOKEN,
+        &json!([
+            {"tool": "no_such_tool", "arguments": {}},
+            {"tool": "run_task", "arguments": {"task": "weather", "target": bob.url}},
+            {"tool": "run_task", "arguments": {
+                "task": "weather", "target": bob.url, "input": {"location": 3}}},
+            run_weather("http://127.0.0.1:9/", "Oslo, Norway"),
+            run_weather("http://169.254.169.254/", "Oslo, Norway"),
+            {"tool": "send_message", "arguments": {"target": "file:///etc/passwd", "message": "hi"}},
+            {"tool": "list_protocols", "arguments": {"target": bob.url}},
+        ]),
+    ).await;
+    assert_eq!(results[0]["rpcError"]["code"], -32602, "{}", results[0]);
+    assert!(
+        results[0]["rpcError"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool \"no_such_tool\"")
+    );
+    let text = |i: usize| results[i]["text"].as_str().unwrap().to_string();
+    for result in &results[1..=5] {
+        assert_eq!(result["isError"], true, "{result}");
+    }
+    assert!(
+        text(1).contains("\"input\" is a required property"),
+        "{}",
+        text(1)
+    );
+    assert!(text(2).contains("input schema"), "{}", text(2));
+    assert!(
+        text(3).contains("could not reach http://127.0.0.1:9/"),
+        "{}",
+        text(3)
+    );
+    assert!(!text(3).contains("os error"), "{}", text(3));
+    assert!(text(4).contains("does not send to"), "{}", text(4));
+    assert!(text(5).contains("not an http(s) URL"), "{}", text(5));
+    // Bob lists the weather protocol.
+    let listing = &results[6]["structured"]["protocols"];
+    assert_eq!(listing.as_object().unwrap().len(), 1, "{listing}");
+
+    // No token, a wrong token: 401 with a JSON-RPC error, and nothing reaches the node.
+    let client = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    for token in [None, Some("wrong")] {
+        let mut request = client
+            .post(&mcp)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32001, "{body}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_inspector_cli_lists_and_calls_the_tools() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = alice(a.path()).await;
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let inspector = async |extra: &[&str]| -> Value {
+        let output = tokio::process::Command::new(installed("AGORA_MCP_NODE"))
+            .arg(installed("AGORA_MCP_INSPECTOR"))
+            .args(["--cli", &mcp, "--transport", "http"])
+            .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+            .args(extra)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "the Inspector failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let listed = inspector(&["--method", "tools/list"]).await;
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "run_task",
+            "send_message",
+            "list_protocols",
+            "search_protocols"
+        ]
+    );
+    let called = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "list_protocols",
+        "--tool-arg",
+        &format!("target={}", bob.url),
+    ])
+    .await;
+    assert_ne!(called["isError"], true, "{called}");
+    let protocols = &called["structuredContent"]["protocols"];
+    assert_eq!(protocols.as_object().unwrap().len(), 1, "{called}");
+}
+
+/// A protocol answered by a routine that calls the reference time server's tool.
+const TIME_PD: &str = "---\nname: time-in-zone\ndescription: The current time in a time zone.\n---\n\n\
+Request body: a JSON object {\"timezone\": IANA name}. Reply: {\"timezone\": the same name, \
+\"datetime\": the current ISO 8601 time there}, or {\"error\": reason}.\n";
+
+const TIME_ROUTINE: &str = r#"
+function handle(body) {
+  const request = JSON.parse(body);
+  if (typeof request.timezone !== "string") {
+    return { error: "timezone is required" };
+  }
+  const now = callTool("get_current_time", { timezone: request.timezone });
+  return { timezone: now.timezone, datetime: now.datetime };
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
+    let time_server = ToolConfig {
+        name: "time".into(),
+        description: None,
+        parameters: None,
+        returns: None,
+        kind: ToolKind::Mcp(McpServerConfig {
+            command: vec![
+                installed("AGORA_MCP_TIME_SERVER"),
+                "--local-timezone".into(),
+                "UTC".into(),
+            ],
+            ..McpServerConfig::default()
+        }),
+    };
+    let (mcp_tools, servers) = agora_mcp::connect(std::slice::from_ref(&time_server))
+        .await
+        .unwrap();
+    let dir = temp_dir();
+    let node = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
+        .config(|c| c.tools = vec![time_server])
+        .connected_tools(mcp_tools)
+        .routine_engine(Arc::new(js_runtime()))
+        .build()
+        .await;
+    node.add_routine(human_routine(
+        "time-in-zone",
+        TIME_PD,
+        TIME_ROUTINE,
+        &["get_current_time"],
+    ))
+    .await
+    .unwrap();
+
+    let hash = ProtocolHash::of(TIME_PD.as_bytes());
+    let request = |zone: &str| {
+        Request::from_json(&json!({
+            "protocolHash": hash.to_hex(),
+            "protocolSources": [],
+            "body": json!({"timezone": zone}).to_string(),
+        }))
+        .unwrap()
+    };
+    for zone in ["Europe/Oslo", "America/Lima"] {
+        let reply = node.handle(request(zone)).await.to_json();
+        assert_eq!(reply["status"], "success", "{reply}");
+        let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["timezone"], zone, "{body}");
+        assert!(
+            body["datetime"].as_str().unwrap().starts_with("20"),
+            "{body}"
+        );
+    }
+    node.store().flush_requests().await;
+    assert!(node.store().llm_calls(None).await.unwrap().is_empty());
+    let requests = node.store().recent_requests(10).await.unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.path == RequestPath::Routine && r.llm_calls == 0),
+        "{requests:?}"
+    );
+    servers.shutdown().await;
+}
