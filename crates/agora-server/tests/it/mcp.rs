@@ -23,7 +23,7 @@ use crate::sender_routines::{alice_llm, bob, engine, task};
 use agora_node::{McpServerConfig, ToolConfig, ToolKind};
 use agora_protocol::{ProtocolHash, Request};
 use agora_store::RequestPath;
-use agora_testkit::{ScriptedLlm, human_routine};
+use agora_testkit::{ScriptedLlm, human_routine, local_llm};
 
 const TOKEN: &str = "mcp-test-token";
 
@@ -319,10 +319,8 @@ function handle(body) {
 }
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the MCP peers from scripts/install.sh"]
-async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
-    let time_server = ToolConfig {
+fn time_server() -> ToolConfig {
+    ToolConfig {
         name: "time".into(),
         description: None,
         parameters: None,
@@ -335,7 +333,13 @@ async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
             ],
             ..McpServerConfig::default()
         }),
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
+    let time_server = time_server();
     let (mcp_tools, servers) = agora_mcp::connect(std::slice::from_ref(&time_server))
         .await
         .unwrap();
@@ -385,4 +389,52 @@ async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
         "{requests:?}"
     );
     servers.shutdown().await;
+}
+
+/// The local model answers a natural-language question with the reference time server's
+/// `convert_time` tool. The expected time is what the tool itself says for the same question
+/// (London's offset depends on the date), read before the node is asked.
+#[tokio::test]
+#[ignore = "needs the local model and the MCP peers: run by scripts/test.sh"]
+async fn real_model_answers_a_question_through_an_mcp_tool() {
+    let time_server = time_server();
+    let (mcp_tools, servers) = agora_mcp::connect(std::slice::from_ref(&time_server))
+        .await
+        .unwrap();
+    let convert = mcp_tools
+        .iter()
+        .find(|t| t.spec().name == "convert_time")
+        .unwrap()
+        .clone();
+    let expected = convert
+        .call(json!({
+            "source_timezone": "Europe/London", "time": "14:30", "target_timezone": "Asia/Tokyo"}))
+        .await
+        .unwrap();
+    let datetime = expected["target"]["datetime"].as_str().unwrap().to_string();
+    let hh_mm = &datetime[11..16];
+
+    let dir = temp_dir();
+    let node = NodeBuilder::new(local_llm(), dir.path())
+        .config(|c| {
+            c.description = "A time-zone assistant. Answer with the tools' data.".into();
+            c.tools = vec![time_server];
+        })
+        .connected_tools(mcp_tools)
+        .build()
+        .await;
+    let request = Request::from_json(&json!({
+        "protocolHash": null,
+        "protocolSources": [],
+        "body": "When it is 14:30 in the Europe/London time zone, what time is it in the Asia/Tokyo time zone?",
+    }))
+    .unwrap();
+    let reply = node.handle(request).await.to_json();
+    servers.shutdown().await;
+    assert_eq!(reply["status"], "success", "{reply}");
+    let answer = reply["body"].as_str().unwrap();
+    assert!(
+        answer.contains(hh_mm),
+        "the answer should give {hh_mm} (the tool's {datetime}): {answer}"
+    );
 }
