@@ -47,7 +47,6 @@ APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     clang lld wasi-libc libclang-rt-14-dev-wasm32
     curl ca-certificates unzip python3-venv
-    nodejs npm
 )
 
 # ---------------------------------------------------------------- process and temp-dir helpers
@@ -91,7 +90,12 @@ pip_download() { # pip_download DEST ARGS...  (no pip cache: these files are big
 # ---------------------------------------------------------------- 1. Debian packages
 step_apt() {
     if ((WANT_APT)); then
-        apt_ensure "${APT_PACKAGES[@]}"
+        local packages=("${APT_PACKAGES[@]}")
+        # npm installs the MCP peers (Node 22 itself comes from the npm registry). A nodejs
+        # that bundles npm (NodeSource's) conflicts with Debian's npm package: add it only when
+        # there is no npm at all.
+        if ((WANT_MCP)) && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+        apt_ensure "${packages[@]}"
         log "apt packages ok ($(elapsed))"
     fi
     command -v "$BASE_PYTHON" >/dev/null || die "no $BASE_PYTHON on PATH (set AGORA_BASE_PYTHON)"

@@ -18,10 +18,11 @@ use agora_testkit::{NodeBuilder, Served, TestServer, temp_dir};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::fixtures::js_runtime;
+use crate::fixtures::{ProtocolDb, js_runtime};
 use crate::sender_routines::{alice_llm, bob, engine, task};
 use agora_node::{McpServerConfig, ToolConfig, ToolKind};
 use agora_protocol::{ProtocolHash, Request};
+use agora_server::protocol_db::ProtocolDbServerConfig;
 use agora_store::RequestPath;
 use agora_testkit::{ScriptedLlm, human_routine, local_llm};
 
@@ -248,6 +249,71 @@ async fn mcp_interop_python_client_gets_clear_errors() {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], -32001, "{body}");
     }
+}
+
+#[tokio::test]
+#[ignore = "needs the MCP peers from scripts/install.sh"]
+async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_database() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = alice(a.path()).await;
+    let db = ProtocolDb::start(ProtocolDbServerConfig {
+        write_token: Some("t0ken".into()),
+        ..ProtocolDbServerConfig::default()
+    })
+    .await;
+    let weather_pd = include_str!("../../../../protocols/weather-forecast.md");
+    let published = reqwest::Client::new()
+        .post(format!("{}/protocols", db.url.trim_end_matches('/')))
+        .bearer_auth("t0ken")
+        .body(weather_pd)
+        .send()
+        .await
+        .unwrap();
+    assert!(published.status().is_success(), "{published:?}");
+
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let results = python_client(
+        &mcp,
+        TOKEN,
+        &json!([
+            {"tool": "send_message", "arguments": {
+                "target": bob.url, "message": "Weather in Oslo on 2025-02-03?"}},
+            {"tool": "search_protocols", "arguments": {"query": "weather", "database": db.url}},
+            {"tool": "search_protocols", "arguments": {"query": "weather"}},
+        ]),
+    )
+    .await;
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    let reply = results[0]["structured"]["reply"].as_str().unwrap();
+    assert!(reply.contains("3.5"), "{reply}");
+
+    let hash = ProtocolHash::of(weather_pd.as_bytes()).to_hex();
+    let hits = results[1]["structured"]["hits"].as_array().unwrap();
+    assert!(
+        hits.iter().any(|hit| hit["hash"] == hash.as_str()),
+        "{}",
+        results[1]
+    );
+    // Alice has no protocol database configured, and the call says so.
+    assert_eq!(results[2]["isError"], true, "{}", results[2]);
+    assert!(
+        results[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sender.protocol_db"),
+        "{}",
+        results[2]
+    );
+    // Both inquiries are in Alice's run log.
+    let message_runs = alice
+        .node
+        .store()
+        .sender_runs(&bob.url, "(message)", 10)
+        .await
+        .unwrap();
+    assert_eq!(message_runs.len(), 1);
+    assert_eq!(message_runs[0].llm_calls, 0);
 }
 
 #[tokio::test]
