@@ -95,6 +95,24 @@ impl TargetRules {
 pub struct AgoraMcp {
     node: Node,
     rules: Arc<TargetRules>,
+    /// The tools and their argument validators, built once: the tasks are fixed at start-up.
+    tools: Arc<Vec<FrontTool>>,
+}
+
+struct FrontTool {
+    tool: Tool,
+    validator: jsonschema::Validator,
+}
+
+/// A tool of the front whose input schema does not compile (a bug in this crate, or a task
+/// name that breaks the schema).
+#[derive(Debug, thiserror::Error)]
+#[error("the MCP tool {tool} has an invalid input schema: {reason}")]
+pub struct SchemaError {
+    /// The tool.
+    pub tool: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// The streamable-HTTP MCP endpoint, a tower service to mount at `/mcp`.
@@ -102,129 +120,23 @@ pub type HttpService = StreamableHttpService<AgoraMcp, LocalSessionManager>;
 
 impl AgoraMcp {
     /// The MCP server of `node`, sending only where `rules` allow.
-    pub fn new(node: Node, rules: TargetRules) -> Self {
-        Self {
+    pub fn new(node: Node, rules: TargetRules) -> Result<Self, SchemaError> {
+        let tools = tools(&node)
+            .into_iter()
+            .map(|tool| {
+                let schema = Value::Object((*tool.input_schema).clone());
+                let validator = jsonschema::validator_for(&schema).map_err(|e| SchemaError {
+                    tool: tool.name.to_string(),
+                    reason: e.to_string(),
+                })?;
+                Ok(FrontTool { tool, validator })
+            })
+            .collect::<Result<Vec<_>, SchemaError>>()?;
+        Ok(Self {
             node,
             rules: Arc::new(rules),
-        }
-    }
-
-    fn tools(&self) -> Vec<Tool> {
-        let tasks = &self.node.config().tasks;
-        let task_names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
-        let catalogue = if tasks.is_empty() {
-            "This node has no tasks configured.".to_string()
-        } else {
-            tasks
-                .iter()
-                .map(|t| {
-                    format!(
-                        "- {}: {} Input schema: {}",
-                        t.name, t.description, t.input_schema
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        vec![
-            tool(
-                "run_task",
-                &format!(
-                    "Runs one of this node's tasks against another Agora agent and returns the \
-                     task's output, checked against the task's output schema. The node picks the \
-                     cheapest way it knows for that agent: natural language at first, then a \
-                     protocol the two agree on, then a routine that needs no LLM at all; the \
-                     structured result says which (`rung`) and what this run cost (`llmCalls`, \
-                     `costUsd`). Repeating a task against the same agent makes it cheaper.\n\
-                     Tasks:\n{catalogue}"
-                ),
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "task": {
-                            "type": "string",
-                            "enum": task_names,
-                            "description": "The task to run (one of the tasks listed above)."
-                        },
-                        "target": {
-                            "type": "string",
-                            "description": "The other agent's Agora endpoint URL, e.g. https://weather.example/."
-                        },
-                        "input": {
-                            "type": "object",
-                            "description": "The task's input, matching its input schema."
-                        }
-                    },
-                    "required": ["task", "target", "input"],
-                    "additionalProperties": false
-                }),
-            ),
-            tool(
-                "send_message",
-                "Sends one natural-language message to another Agora agent and returns its reply \
-                 as text. Use it for a one-off question; use run_task for anything repeated.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "target": {
-                            "type": "string",
-                            "description": "The other agent's Agora endpoint URL."
-                        },
-                        "message": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "The message, in plain language."
-                        }
-                    },
-                    "required": ["target", "message"],
-                    "additionalProperties": false
-                }),
-            ),
-            tool(
-                "list_protocols",
-                "Lists the protocols another Agora agent supports (its /.wellknown): an object \
-                 from each protocol document's SHA-1 hash to the URLs it can be fetched from.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "target": {
-                            "type": "string",
-                            "description": "The other agent's Agora endpoint URL."
-                        }
-                    },
-                    "required": ["target"],
-                    "additionalProperties": false
-                }),
-            ),
-            tool(
-                "search_protocols",
-                "Searches a protocol database for protocol documents by words in their name and \
-                 description. Returns the hits: name, description, hash and the URL of each \
-                 document.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "Words to look for, e.g. \"weather forecast\"."
-                        },
-                        "database": {
-                            "type": "string",
-                            "description": "The protocol database's base URL; default: the node's configured one."
-                        },
-                        "limit": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": MAX_SEARCH_LIMIT,
-                            "description": "Most hits to return (default 10)."
-                        }
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                }),
-            ),
-        ]
+            tools: Arc::new(tools),
+        })
     }
 
     async fn run(&self, name: &str, arguments: &Map<String, Value>) -> Result<Value, String> {
@@ -313,6 +225,125 @@ impl AgoraMcp {
     }
 }
 
+/// The front's tools, with their descriptions and input schemas (the public API an MCP
+/// client's model reads).
+fn tools(node: &Node) -> Vec<Tool> {
+    let tasks = &node.config().tasks;
+    let task_names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+    let catalogue = if tasks.is_empty() {
+        "This node has no tasks configured.".to_string()
+    } else {
+        tasks
+            .iter()
+            .map(|t| {
+                format!(
+                    "- {}: {} Input schema: {}",
+                    t.name, t.description, t.input_schema
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    vec![
+        tool(
+            "run_task",
+            &format!(
+                "Runs one of this node's tasks against another Agora agent and returns the \
+                 task's output, checked against the task's output schema. The node picks the \
+                 cheapest way it knows for that agent: natural language at first, then a \
+                 protocol the two agree on, then a routine that needs no LLM at all; the \
+                 structured result says which (`rung`) and what this run cost (`llmCalls`, \
+                 `costUsd`). Repeating a task against the same agent makes it cheaper.\n\
+                 Tasks:\n{catalogue}"
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "task": {
+                        "type": "string",
+                        "enum": task_names,
+                        "description": "The task to run (one of the tasks listed above)."
+                    },
+                    "target": {
+                        "type": "string",
+                        "description": "The other agent's Agora endpoint URL, e.g. https://weather.example/."
+                    },
+                    "input": {
+                        "type": "object",
+                        "description": "The task's input, matching its input schema."
+                    }
+                },
+                "required": ["task", "target", "input"],
+                "additionalProperties": false
+            }),
+        ),
+        tool(
+            "send_message",
+            "Sends one natural-language message to another Agora agent and returns its reply \
+             as text. Use it for a one-off question; use run_task for anything repeated.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "target": target_property(),
+                    "message": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The message, in plain language."
+                    }
+                },
+                "required": ["target", "message"],
+                "additionalProperties": false
+            }),
+        ),
+        tool(
+            "list_protocols",
+            "Lists the protocols another Agora agent supports (its /.wellknown): an object \
+             from each protocol document's SHA-1 hash to the URLs it can be fetched from.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "target": target_property()
+                },
+                "required": ["target"],
+                "additionalProperties": false
+            }),
+        ),
+        tool(
+            "search_protocols",
+            "Searches a protocol database for protocol documents by words in their name and \
+             description. Returns the hits: name, description, hash and the URL of each \
+             document.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Words to look for, e.g. \"weather forecast\"."
+                    },
+                    "database": {
+                        "type": "string",
+                        "description": "The protocol database's base URL; default: the node's configured one."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_SEARCH_LIMIT,
+                        "description": "Most hits to return (default 10)."
+                    }
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        ),
+    ]
+}
+
+/// The `target` argument of every tool that talks to an agent.
+fn target_property() -> Value {
+    json!({"type": "string", "description": "The other agent's Agora endpoint URL."})
+}
+
 /// A send error as a sentence for the MCP client; no internal addresses or OS errors beyond
 /// what the target itself said.
 fn sentence(error: SendError) -> String {
@@ -352,7 +383,9 @@ impl ServerHandler for AgoraMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        Ok(ListToolsResult::with_all_items(
+            self.tools.iter().map(|t| t.tool.clone()).collect(),
+        ))
     }
 
     async fn call_tool(
@@ -361,9 +394,8 @@ impl ServerHandler for AgoraMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
-        let tools = self.tools();
-        let Some(tool) = tools.iter().find(|t| t.name == name) else {
-            let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let Some(tool) = self.tools.iter().find(|t| t.tool.name == name) else {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.tool.name.as_ref()).collect();
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {name:?}; this server has {}",
@@ -373,8 +405,8 @@ impl ServerHandler for AgoraMcp {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let schema = Value::Object((*tool.input_schema).clone());
-        if let Err(problem) = check_arguments(&schema, &arguments) {
+        let instance = Value::Object(arguments.clone());
+        if let Some(problem) = agora_node::tools::schema_problems(&tool.validator, &instance) {
             return Ok(error_result(format!("invalid arguments: {problem}")).into());
         }
         let span = tracing::info_span!("agora.mcp.front", tool = name);
@@ -395,28 +427,6 @@ impl ServerHandler for AgoraMcp {
 
 fn error_result(reason: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(reason)])
-}
-
-fn check_arguments(schema: &Value, arguments: &Map<String, Value>) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
-    let instance = Value::Object(arguments.clone());
-    let problems: Vec<String> = validator
-        .iter_errors(&instance)
-        .take(3)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} (at {at})")
-            }
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
 }
 
 /// Serves `front` over stdio until the client closes it.
@@ -488,10 +498,10 @@ mod tests {
             "required": ["target"],
             "additionalProperties": false
         });
-        assert!(check_arguments(&schema, &Map::new()).is_err());
-        let mut wrong = Map::new();
-        wrong.insert("target".into(), json!(3));
-        let problem = check_arguments(&schema, &wrong).unwrap_err();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let check = |arguments: Value| agora_node::tools::schema_problems(&validator, &arguments);
+        assert!(check(json!({})).is_some());
+        let problem = check(json!({"target": 3})).unwrap();
         assert!(problem.contains("/target"), "{problem}");
     }
 }

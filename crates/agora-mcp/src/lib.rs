@@ -15,5 +15,5 @@ pub mod front;
 pub mod result;
 pub mod servers;
 
-pub use front::{AgoraMcp, HttpService, TargetRules, http_service, serve_stdio};
+pub use front::{AgoraMcp, HttpService, SchemaError, TargetRules, http_service, serve_stdio};
 pub use servers::{ConnectError, McpServers, connect};

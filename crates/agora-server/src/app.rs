@@ -46,14 +46,37 @@ pub struct AppState {
     pub mcp: Option<McpEndpoint>,
 }
 
+/// The MCP service as this crate mounts it: a boxed tower service over axum's bodies, so no
+/// rmcp type is part of this crate's API.
+pub type McpService = tower::util::BoxCloneSyncService<
+    axum::http::Request<axum::body::Body>,
+    Response,
+    std::convert::Infallible,
+>;
+
 /// `/mcp`: the node's MCP server over streamable HTTP, and the token it takes besides the
 /// admin token.
 #[derive(Clone)]
 pub struct McpEndpoint {
     /// The MCP service.
-    pub service: agora_mcp::HttpService,
+    pub service: McpService,
     /// Its own bearer token, if configured.
     pub token: Option<Arc<str>>,
+}
+
+impl McpEndpoint {
+    /// The endpoint for `service` (from `agora_mcp::http_service`), taking `token` (empty: none)
+    /// besides the admin token.
+    pub fn new(service: agora_mcp::HttpService, token: Option<&str>) -> Self {
+        let service = tower::ServiceExt::<axum::http::Request<axum::body::Body>>::map_response(
+            service,
+            |response| response.map(axum::body::Body::new),
+        );
+        Self {
+            service: McpService::new(service),
+            token: token.filter(|t| !t.is_empty()).map(Arc::from),
+        }
+    }
 }
 
 impl AppState {

@@ -73,13 +73,14 @@ pub async fn build_tools(
 
 /// The node's MCP server, `agora_mcp::front`, with the targets its tools may send to.
 pub fn mcp_front(node: &Node, config: &Config) -> anyhow::Result<AgoraMcp> {
-    Ok(AgoraMcp::new(
+    AgoraMcp::new(
         node.clone(),
         TargetRules {
             allowed_targets: config.mcp.allowed_targets.clone(),
             fetch: fetch_policy(&config.fetch)?,
         },
-    ))
+    )
+    .context("building the MCP front")
 }
 
 /// Opens the store, builds the LLM, the HTTP clients and tools, and assembles the node.
@@ -135,19 +136,10 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
             hosts.push(host.trim_matches(['[', ']']).to_string());
         }
         hosts.extend(config.mcp.allowed_hosts.iter().cloned());
-        state.mcp = Some(McpEndpoint {
-            service: agora_mcp::http_service(
-                mcp_front(&node, &config)?,
-                hosts,
-                mcp_shutdown.clone(),
-            ),
-            token: config
-                .mcp
-                .token
-                .clone()
-                .filter(|t| !t.is_empty())
-                .map(Arc::from),
-        });
+        state.mcp = Some(McpEndpoint::new(
+            agora_mcp::http_service(mcp_front(&node, &config)?, hosts, mcp_shutdown.clone()),
+            config.mcp.token.as_deref(),
+        ));
     }
     Ok(RunningNode {
         mcp_servers,

@@ -50,6 +50,15 @@ pub fn local_llm() -> Arc<dyn Llm> {
     }))
 }
 
+/// The path of a peer `scripts/install.sh` installed, from its variable in
+/// `~/.cache/agora/env.sh` (`AGORA_MCP_NODE`, `AGORA_MCP_PYTHON`, ...); `scripts/test.sh` sources
+/// that file. Panics, saying how to get it, when the variable is not set.
+pub fn installed_peer(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| {
+        panic!("{variable} is not set: run scripts/install.sh and source ~/.cache/agora/env.sh")
+    })
+}
+
 /// The built-in weather tool as the tests configure it (seed 7).
 pub fn weather_tool() -> agora_node::ToolConfig {
     agora_node::ToolConfig::builtin("weather_forecast", "weather_forecast", 7)

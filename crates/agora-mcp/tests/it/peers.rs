@@ -4,12 +4,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-/// An installed peer's path, from its `AGORA_MCP_*` variable.
-pub fn installed(variable: &str) -> String {
-    std::env::var(variable).unwrap_or_else(|_| {
-        panic!("{variable} is not set: run scripts/install.sh and source ~/.cache/agora/env.sh")
-    })
-}
+pub use agora_testkit::installed_peer as installed;
 
 /// The preload that keeps a Node.js server on 127.0.0.1.
 pub fn loopback_preload() -> PathBuf {

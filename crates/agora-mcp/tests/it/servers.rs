@@ -48,6 +48,10 @@ fn everything_stdio(config: McpServerConfig) -> ToolConfig {
     )
 }
 
+fn names(tools: &ToolRegistry) -> Vec<String> {
+    tools.specs().into_iter().map(|s| s.name).collect()
+}
+
 async fn registry(configs: &[ToolConfig]) -> (ToolRegistry, McpServers) {
     let (tools, servers) = agora_mcp::connect(configs).await.unwrap();
     let targets = TargetClient::new(TargetPolicy::default()).unwrap();
@@ -59,7 +63,7 @@ async fn registry(configs: &[ToolConfig]) -> (ToolRegistry, McpServers) {
 #[ignore = "needs the MCP peers from scripts/install.sh"]
 async fn mcp_interop_time_server_tools_are_node_tools() {
     let (tools, servers) = registry(&[time_server()]).await;
-    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let names = names(&tools);
     assert_eq!(names, ["convert_time", "get_current_time"]);
 
     let now = tools
@@ -105,7 +109,7 @@ async fn mcp_interop_everything_over_stdio_bounds_time_and_environment() {
         ..McpServerConfig::default()
     })])
     .await;
-    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let names = names(&tools);
     for expected in ["echo", "get-sum", "get-env", "get-tiny-image"] {
         assert!(names.contains(&expected.to_string()), "{names:?}");
     }
@@ -164,7 +168,7 @@ async fn mcp_interop_everything_over_streamable_http() {
         },
     );
     let (tools, servers) = registry(&[config]).await;
-    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let names = names(&tools);
     assert_eq!(names, ["echo", "get-sum"]);
     let sum = tools
         .call("get-sum", json!({"a": 1.5, "b": 2}))
@@ -192,7 +196,7 @@ async fn mcp_interop_clashing_names_are_prefixed_and_a_missing_tool_is_a_config_
         },
     ];
     let (tools, servers) = registry(&configs).await;
-    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let names = names(&tools);
     assert_eq!(names, ["everything_echo", "other_echo"]);
     servers.shutdown().await;
 

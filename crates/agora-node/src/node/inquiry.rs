@@ -11,10 +11,8 @@ use agora_store::SenderRun;
 use serde_json::Value;
 
 use super::Node;
+use super::ladder::MAX_LISTING_BYTES;
 use crate::sender::{self, Answer, SendError};
-
-/// Largest `/.wellknown` listing or search result read.
-const MAX_LISTING_BYTES: usize = 256 * 1024;
 
 /// A target's answer to a natural-language message.
 #[derive(Debug, Clone, PartialEq)]

@@ -38,7 +38,7 @@ use crate::sender::{self, SendError, SendOutcome, schema_protocol};
 use crate::task::Task;
 
 /// Largest `/.wellknown` listing or search result read.
-const MAX_LISTING_BYTES: usize = 256 * 1024;
+pub(super) const MAX_LISTING_BYTES: usize = 256 * 1024;
 
 /// One task run and how the ladder got there.
 #[derive(Debug, Clone, PartialEq)]

@@ -295,20 +295,26 @@ impl ToolRegistry {
             .tools
             .get(name)
             .ok_or_else(|| ToolError::Unknown(name.to_string()))?;
-        let problems: Vec<String> = registered
-            .validator
-            .iter_errors(&arguments)
-            .map(|e| format!("{} (at {})", e, e.instance_path()))
-            .take(5)
-            .collect();
-        if !problems.is_empty() {
+        if let Some(reason) = schema_problems(&registered.validator, &arguments) {
             return Err(ToolError::InvalidArguments {
                 tool: name.to_string(),
-                reason: problems.join("; "),
+                reason,
             });
         }
         registered.tool.call(arguments).await
     }
+}
+
+/// Why `value` does not match the schema behind `validator`, as one line (the first five
+/// problems, each with where it is), or `None` when it matches. Tool arguments are checked with
+/// this wherever they arrive (the registry, the MCP front).
+pub fn schema_problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} (at {})", e, e.instance_path()))
+        .take(5)
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
 }
 
 fn build_tool(

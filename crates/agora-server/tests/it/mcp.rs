@@ -24,14 +24,48 @@ use agora_node::{McpServerConfig, ToolConfig, ToolKind};
 use agora_protocol::{ProtocolHash, Request};
 use agora_server::protocol_db::ProtocolDbServerConfig;
 use agora_store::RequestPath;
-use agora_testkit::{ScriptedLlm, human_routine, local_llm};
+use agora_testkit::{ScriptedLlm, human_routine, installed_peer, local_llm};
 
 const TOKEN: &str = "mcp-test-token";
 
-fn installed(variable: &str) -> String {
-    std::env::var(variable).unwrap_or_else(|_| {
-        panic!("{variable} is not set: run scripts/install.sh and source ~/.cache/agora/env.sh")
-    })
+/// The front's tools, in the order it lists them.
+const FRONT_TOOLS: [&str; 4] = [
+    "run_task",
+    "send_message",
+    "list_protocols",
+    "search_protocols",
+];
+
+/// The tool names of a `tools/list` result.
+fn tool_names(listing: &Value) -> Vec<&str> {
+    listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
+/// Bob, and Alice serving `/mcp` (at `mcp`), each with its own store. Bind every field: a
+/// server or store left out of a pattern is dropped, and stopped, at once.
+struct Pair {
+    bob: TestServer,
+    alice: TestServer,
+    mcp: String,
+    _stores: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn pair() -> Pair {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = alice(a.path()).await;
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    Pair {
+        bob,
+        alice,
+        mcp,
+        _stores: (a, b),
+    }
 }
 
 /// Serves a node with `/mcp` behind `TOKEN`, sending to loopback targets.
@@ -42,14 +76,14 @@ fn serve_with_mcp(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
             allowed_targets: Vec::new(),
             fetch: FetchPolicy::default().allowing_loopback(),
         };
-        state.mcp = Some(McpEndpoint {
-            service: agora_mcp::http_service(
-                AgoraMcp::new(served.node, rules),
+        state.mcp = Some(McpEndpoint::new(
+            agora_mcp::http_service(
+                AgoraMcp::new(served.node, rules).unwrap(),
                 vec!["127.0.0.1".into(), "localhost".into()],
                 CancellationToken::new(),
             ),
-            token: Some(Arc::from(TOKEN)),
-        });
+            Some(TOKEN),
+        ));
         let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
     })
 }
@@ -73,7 +107,7 @@ async fn python_client(url: &str, token: &str, calls: &Value) -> Vec<Value> {
         "/../../scripts/python/mcp_client.py"
     );
     // Async: the node under test is served by this test's runtime.
-    let output = tokio::process::Command::new(installed("AGORA_MCP_PYTHON"))
+    let output = tokio::process::Command::new(installed_peer("AGORA_MCP_PYTHON"))
         .args([
             script,
             "--http",
@@ -109,10 +143,12 @@ fn run_weather(target: &str, location: &str) -> Value {
 #[tokio::test]
 #[ignore = "needs the MCP peers from scripts/install.sh"]
 async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
-    let (a, b) = (temp_dir(), temp_dir());
-    let bob = bob(b.path()).await;
-    let alice = alice(a.path()).await;
-    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let Pair {
+        bob,
+        alice,
+        mcp,
+        _stores,
+    } = pair().await;
 
     let first = python_client(
         &mcp,
@@ -120,21 +156,7 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
         &json!([{"list": true}, run_weather(&bob.url, "Oslo, Norway")]),
     )
     .await;
-    let names: Vec<&str> = first[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "run_task",
-            "send_message",
-            "list_protocols",
-            "search_protocols"
-        ]
-    );
+    assert_eq!(tool_names(&first[0]), FRONT_TOOLS);
     assert_eq!(
         first[0]["tools"][0]["inputSchema"]["properties"]["task"]["enum"],
         json!(["weather"])
@@ -184,10 +206,12 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
 #[tokio::test]
 #[ignore = "needs the MCP peers from scripts/install.sh"]
 async fn mcp_interop_python_client_gets_clear_errors() {
-    let (a, b) = (temp_dir(), temp_dir());
-    let bob = bob(b.path()).await;
-    let alice = alice(a.path()).await;
-    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let Pair {
+        bob,
+        alice: _alice,
+        mcp,
+        _stores,
+    } = pair().await;
     let results = python_client(
         &mcp,
         TOKEN,
@@ -254,9 +278,12 @@ async fn mcp_interop_python_client_gets_clear_errors() {
 #[tokio::test]
 #[ignore = "needs the MCP peers from scripts/install.sh"]
 async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_database() {
-    let (a, b) = (temp_dir(), temp_dir());
-    let bob = bob(b.path()).await;
-    let alice = alice(a.path()).await;
+    let Pair {
+        bob,
+        alice,
+        mcp,
+        _stores,
+    } = pair().await;
     let db = ProtocolDb::start(ProtocolDbServerConfig {
         write_token: Some("t0ken".into()),
         ..ProtocolDbServerConfig::default()
@@ -272,7 +299,6 @@ async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_datab
         .unwrap();
     assert!(published.status().is_success(), "{published:?}");
 
-    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
     let results = python_client(
         &mcp,
         TOKEN,
@@ -319,13 +345,15 @@ async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_datab
 #[tokio::test]
 #[ignore = "needs the MCP peers from scripts/install.sh"]
 async fn mcp_interop_inspector_cli_lists_and_calls_the_tools() {
-    let (a, b) = (temp_dir(), temp_dir());
-    let bob = bob(b.path()).await;
-    let alice = alice(a.path()).await;
-    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let Pair {
+        bob,
+        alice: _alice,
+        mcp,
+        _stores,
+    } = pair().await;
     let inspector = async |extra: &[&str]| -> Value {
-        let output = tokio::process::Command::new(installed("AGORA_MCP_NODE"))
-            .arg(installed("AGORA_MCP_INSPECTOR"))
+        let output = tokio::process::Command::new(installed_peer("AGORA_MCP_NODE"))
+            .arg(installed_peer("AGORA_MCP_INSPECTOR"))
             .args(["--cli", &mcp, "--transport", "http"])
             .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
             .args(extra)
@@ -340,21 +368,7 @@ async fn mcp_interop_inspector_cli_lists_and_calls_the_tools() {
         serde_json::from_slice(&output.stdout).unwrap()
     };
     let listed = inspector(&["--method", "tools/list"]).await;
-    let names: Vec<&str> = listed["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "run_task",
-            "send_message",
-            "list_protocols",
-            "search_protocols"
-        ]
-    );
+    assert_eq!(tool_names(&listed), FRONT_TOOLS);
     let called = inspector(&[
         "--method",
         "tools/call",
@@ -393,7 +407,7 @@ fn time_server() -> ToolConfig {
         returns: None,
         kind: ToolKind::Mcp(McpServerConfig {
             command: vec![
-                installed("AGORA_MCP_TIME_SERVER"),
+                installed_peer("AGORA_MCP_TIME_SERVER"),
                 "--local-timezone".into(),
                 "UTC".into(),
             ],
