@@ -7,12 +7,13 @@
 #   - the MCP peers no one here wrote (scripts/mcp/, scripts/python/requirements-mcp.txt):
 #     Node.js 22 from the npm registry, the reference "everything" server, the MCP Inspector, the
 #     official Python SDK and the reference time server
+#   - Debian's Chromium and ChromeDriver, for the dashboard's browser tests
 #   - the routine toolchain outputs: the QuickJS-NG engine for JavaScript routines
 #     (routines/engine/build.sh) and the C weather routine (routines/weather-forecast-c/build.sh)
 # Everything heavy is cached under ${AGORA_CACHE:-$HOME/.cache/agora}, keyed by version; a warm run
 # takes seconds. At the end it writes ${AGORA_CACHE}/env.sh (source it).
 #
-# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-apt] [--verify]
+# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-browser] [--no-apt] [--verify]
 # Env:   AGORA_CACHE         cache root (default ~/.cache/agora)
 #        AGORA_BASE_PYTHON   interpreter used for pip downloads and the venv (default python3)
 #        AGORA_LLAMA_NATIVE  1 (default): -DGGML_NATIVE=ON, cache keyed by CPU flags; 0: portable build
@@ -95,6 +96,7 @@ step_apt() {
         # that bundles npm (NodeSource's) conflicts with Debian's npm package: add it only when
         # there is no npm at all.
         if ((WANT_MCP)) && ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+        if ((WANT_BROWSER)); then packages+=(chromium chromium-driver); fi
         apt_ensure "${packages[@]}"
         log "apt packages ok ($(elapsed))"
     fi
@@ -349,6 +351,12 @@ write_env() {
         else
             echo "# AGORA_MCP_*: not installed (run scripts/install.sh without --no-mcp)"
         fi
+        if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then
+            echo "export AGORA_CHROMIUM=/usr/bin/chromium"
+            echo "export AGORA_CHROMEDRIVER=/usr/bin/chromedriver"
+        else
+            echo "# AGORA_CHROMIUM, AGORA_CHROMEDRIVER: not installed (run scripts/install.sh without --no-browser)"
+        fi
         printf 'export AGORA_JS_ENGINE=%q\n' "$JS_ENGINE_PATH"
         printf 'export AGORA_ROUTINE_WEATHER_C=%q\n' "$WEATHER_C_PATH"
     } >"$tmp"
@@ -365,12 +373,14 @@ main() {
     WANT_PYTHON=1
     WANT_APT=1
     WANT_MCP=1
+    WANT_BROWSER=1
     while (($#)); do
         case $1 in
             --no-llm) WANT_LLM=0 ;;
             --no-python) WANT_PYTHON=0 ;;
             --no-apt) WANT_APT=0 ;;
             --no-mcp) WANT_MCP=0 ;;
+            --no-browser) WANT_BROWSER=0 ;;
             --verify) export AGORA_VERIFY=1 ;;
             -h | --help)
                 sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"

@@ -41,6 +41,9 @@ pub enum DemoCommand {
         /// The JSON report.
         #[arg(long, default_value = ".agora/demo-weather-report.json")]
         report: PathBuf,
+        /// After the report, keep Alice and Bob serving (their dashboards included) until Ctrl-C.
+        #[arg(long)]
+        keep_running: bool,
     },
     /// The paper's 100-agent network (15 servers, 85 users, 8 helpers, 3 protocol databases)
     /// replays its screenplay; writes a run record (JSON) for `network-report`.
@@ -216,6 +219,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             record,
             dir,
             report,
+            keep_running,
         } => {
             if queries == 0 {
                 bail!("--queries must be at least 1");
@@ -240,8 +244,18 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 report: report.clone(),
             })
             .await?;
-            demo::print_summary(&result);
+            demo::print_summary(&result.report);
             println!("\nReport: {}", report.display());
+            if keep_running {
+                println!(
+                    "\nAlice and Bob keep running until Ctrl-C. Dashboards: Bob {}, Alice {} \
+                     (admin token {}).",
+                    result.bob_dashboard, result.alice_dashboard, result.admin_token
+                );
+                tokio::signal::ctrl_c()
+                    .await
+                    .context("waiting for Ctrl-C")?;
+            }
             Ok(())
         }
         DemoCommand::Network {
@@ -354,7 +368,11 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 },
             )?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
-            println!("Report: {}", out.join("report.md").display());
+            println!(
+                "Report: {} (charts: {})",
+                out.join("report.md").display(),
+                out.join("report.html").display()
+            );
             Ok(())
         }
     }

@@ -66,6 +66,21 @@ pub struct WeatherDemo {
     pub report: PathBuf,
 }
 
+/// A finished demo whose agents still serve: their dashboards show the end state until this is
+/// dropped.
+pub struct WeatherRun {
+    /// The report.
+    pub report: WeatherReport,
+    /// Bob's dashboard URL.
+    pub bob_dashboard: String,
+    /// Alice's dashboard URL.
+    pub alice_dashboard: String,
+    /// The admin token of both dashboards (new every run).
+    pub admin_token: String,
+    _stop: tokio_util::sync::DropGuard,
+    _local_server: Option<agora_llm::LocalServer>,
+}
+
 /// LLM use of one kind.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Usage {
@@ -182,6 +197,7 @@ async fn start_agent(
     prices: &PriceTable,
     dir: &std::path::Path,
     shutdown: &CancellationToken,
+    admin_token: &str,
 ) -> anyhow::Result<Agent> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -208,7 +224,7 @@ async fn start_agent(
         routine_engine: Some(routine_engine),
     });
     node.sync_routines().await?;
-    let state = AppState::new(node.clone(), None, 1024 * 1024, 16);
+    let state = AppState::new(node.clone(), Some(admin_token.into()), 1024 * 1024, 16);
     let token = shutdown.clone();
     tokio::spawn(async move {
         if let Err(error) = serve_state(listener, state, token).await {
@@ -225,16 +241,16 @@ async fn ledger(node: &Node) -> anyhow::Result<Vec<LlmCallRecord>> {
     Ok(node.store().llm_calls(None).await?)
 }
 
-/// Runs the demo and writes its report.
-pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
+/// Runs the demo and writes its report; the agents serve until the returned run is dropped.
+pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherRun> {
     if demo.dir.exists() {
         std::fs::remove_dir_all(&demo.dir)
             .with_context(|| format!("emptying {}", demo.dir.display()))?;
     }
     std::fs::create_dir_all(&demo.dir)?;
-    let (llm, llm_description, _local_server) = build_llm(&demo.llm).await?;
+    let (llm, llm_description, local_server) = build_llm(&demo.llm).await?;
     let shutdown = CancellationToken::new();
-    let _stop = shutdown.clone().drop_guard();
+    let stop = shutdown.clone().drop_guard();
 
     // The protocol database Alice publishes to.
     let db_listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -263,7 +279,17 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
         ..NodeConfig::default()
     };
     bob_config.thresholds.implementation = 1;
-    let bob = start_agent(bob_config, llm.clone(), &prices, &demo.dir, &shutdown).await?;
+    // One admin token for both agents' dashboards, new every run; the agents listen on loopback.
+    let admin_token = uuid::Uuid::new_v4().simple().to_string();
+    let bob = start_agent(
+        bob_config,
+        llm.clone(),
+        &prices,
+        &demo.dir,
+        &shutdown,
+        &admin_token,
+    )
+    .await?;
     let mut alice_config = NodeConfig {
         name: "alice".into(),
         description: "Alice is a personal assistant.".into(),
@@ -272,7 +298,21 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
     };
     alice_config.sender.protocol_db = Some(db_url);
     alice_config.sender.protocol_db_token = Some("demo".into());
-    let alice = start_agent(alice_config, llm, &prices, &demo.dir, &shutdown).await?;
+    let alice = start_agent(
+        alice_config,
+        llm,
+        &prices,
+        &demo.dir,
+        &shutdown,
+        &admin_token,
+    )
+    .await?;
+    let dashboards = |base: &str| format!("{}dashboard", base);
+    println!(
+        "Dashboards: Bob {}, Alice {} (admin token {admin_token})\n",
+        dashboards(&bob.url),
+        dashboards(&alice.url)
+    );
     let task = weather_task();
 
     let mut rows = Vec::new();
@@ -369,7 +409,14 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherReport> {
     let report = summarize(rows, llm_description, &alice.node).await?;
     std::fs::write(&demo.report, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("writing {}", demo.report.display()))?;
-    Ok(report)
+    Ok(WeatherRun {
+        report,
+        bob_dashboard: dashboards(&bob.url),
+        alice_dashboard: dashboards(&alice.url),
+        admin_token,
+        _stop: stop,
+        _local_server: local_server,
+    })
 }
 
 /// The verdict on one answer: the tool's temperature, precipitation and condition, exactly.

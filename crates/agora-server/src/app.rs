@@ -10,6 +10,7 @@
 //! | `GET /metrics` | Prometheus (OpenMetrics) text |
 //! | `GET /healthz` | liveness |
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
+//! | `/dashboard/...` | the operator's web dashboard, admin token or its session cookie (see [`crate::dashboard`]) |
 //! | `/mcp` | the node as an MCP server (streamable HTTP; `agora_mcp::front`), bearer token: `mcp.token` or the admin token |
 
 use std::sync::Arc;
@@ -144,7 +145,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
-        .nest("/admin", crate::admin::router(state.clone()));
+        .nest("/admin", crate::admin::router(state.clone()))
+        .nest("/dashboard", crate::dashboard::router())
+        .route(
+            "/dashboard/",
+            get(|| async { axum::response::Redirect::permanent("/dashboard") }),
+        );
     let router = match &state.mcp {
         Some(endpoint) => router.nest_service(
             "/mcp",

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod app;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod manifest;

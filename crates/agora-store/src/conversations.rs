@@ -8,7 +8,7 @@
 //! history and the request log never disagree after a crash.
 
 use crate::records::parse_optional_hash;
-use crate::sql::{Columns, execute, fetch_optional};
+use crate::sql::{Columns, execute, fetch_all, fetch_optional};
 use crate::{Conversation, ConversationKind, Store, StoreError};
 
 impl Store {
@@ -43,6 +43,24 @@ impl Store {
             &self.pool,
             statement,
             "conversation: select",
+            conversation_from_row,
+        )
+        .await
+    }
+
+    /// The `limit` conversations active most recently (a negative limit means none), newest
+    /// first, expired ones included: the caller compares `expires_at_ms` with its clock.
+    pub async fn recent_conversations(&self, limit: i64) -> Result<Vec<Conversation>, StoreError> {
+        self.flush_requests().await;
+        let statement = sqlx::query(
+            "SELECT id, kind, protocol_hash, messages, created_at, last_active, expires_at \
+             FROM conversations ORDER BY last_active DESC, id LIMIT $1",
+        )
+        .bind(limit.max(0));
+        fetch_all(
+            &self.pool,
+            statement,
+            "recent_conversations: select",
             conversation_from_row,
         )
         .await

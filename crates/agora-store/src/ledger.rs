@@ -4,6 +4,7 @@
 //! can be regrouped later. Sums are cast to `BIGINT` in SQL because Postgres widens `SUM(bigint)`
 //! to `NUMERIC`, a type sqlx's `Any` driver cannot carry; the cast is a no-op on SQLite.
 
+use agora_protocol::ProtocolHash;
 use sqlx::any::AnyRow;
 
 use crate::records::parse_optional_hash;
@@ -64,6 +65,31 @@ impl Store {
         let statement = sqlx::query(&sql).bind(after_id);
         fetch_all(&self.pool, statement, "llm_calls_after: select", |row| {
             let id = Columns::new(row, "llm_calls_after: read").get("id")?;
+            Ok((id, call_from_row(row)?))
+        })
+        .await
+    }
+
+    /// The newest `limit` calls (a negative limit means none), newest first, each with its row
+    /// id; only those of `category` and of `protocol` when given.
+    pub async fn recent_llm_calls(
+        &self,
+        category: Option<&str>,
+        protocol: Option<&ProtocolHash>,
+        limit: i64,
+    ) -> Result<Vec<(i64, LlmCallRecord)>, StoreError> {
+        let sql = format!(
+            "SELECT id, {CALL_COLUMNS} FROM llm_calls \
+             WHERE (CAST($1 AS TEXT) IS NULL OR category = $1) \
+             AND (CAST($2 AS TEXT) IS NULL OR protocol_hash = $2) \
+             ORDER BY id DESC LIMIT $3"
+        );
+        let statement = sqlx::query(&sql)
+            .bind(category.map(str::to_string))
+            .bind(protocol.map(ProtocolHash::to_hex))
+            .bind(limit.max(0));
+        fetch_all(&self.pool, statement, "recent_llm_calls: select", |row| {
+            let id = Columns::new(row, "recent_llm_calls: read").get("id")?;
             Ok((id, call_from_row(row)?))
         })
         .await

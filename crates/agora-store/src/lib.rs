@@ -41,6 +41,7 @@ pub use records::{
     LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine,
     RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoredDocument,
 };
+pub use requests::RequestBucket;
 pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
 pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};
 pub use service_db::{

@@ -112,6 +112,52 @@ impl Store {
         )
         .await
     }
+
+    /// The request log since `since_ms`, in buckets of `bucket_ms` (at least 1) per path: for
+    /// charts of traffic and cost over time. Ordered by bucket, then path.
+    pub async fn request_series(
+        &self,
+        since_ms: i64,
+        bucket_ms: i64,
+    ) -> Result<Vec<RequestBucket>, StoreError> {
+        self.flush_requests().await;
+        let bucket_ms = bucket_ms.max(1);
+        let statement = sqlx::query(
+            "SELECT CAST(created_at / $1 AS BIGINT) AS bucket, path, \
+             CAST(COUNT(*) AS BIGINT) AS requests, CAST(SUM(llm_calls) AS BIGINT) AS llm_calls, \
+             SUM(cost_usd) AS cost_usd FROM requests WHERE created_at >= $2 \
+             GROUP BY 1, 2",
+        )
+        .bind(bucket_ms)
+        .bind(since_ms);
+        let mut buckets = fetch_all(&self.pool, statement, "request_series: select", |row| {
+            let columns = Columns::new(row, "request_series: read column");
+            let bucket: i64 = columns.get("bucket")?;
+            Ok(from_columns!(columns => RequestBucket {
+                start_ms: bucket * bucket_ms,
+                path: RequestPath::from_column("requests.path", &columns.get::<String>("path")?)?,
+                requests, llm_calls, cost_usd,
+            }))
+        })
+        .await?;
+        buckets.sort_by_key(|b| (b.start_ms, b.path.as_str()));
+        Ok(buckets)
+    }
+}
+
+/// The requests of one path in one time bucket (see [`Store::request_series`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestBucket {
+    /// The bucket's start (Unix ms).
+    pub start_ms: i64,
+    /// How the requests were answered.
+    pub path: RequestPath,
+    /// How many.
+    pub requests: i64,
+    /// Their LLM calls.
+    pub llm_calls: i64,
+    /// The cost of those calls.
+    pub cost_usd: f64,
 }
 
 fn usage_from_row(row: &AnyRow) -> Result<(ProtocolHash, ProtocolUsage), StoreError> {

@@ -130,6 +130,24 @@ impl Store {
         .await
     }
 
+    /// Every memory, ordered by target, then task.
+    pub async fn sender_memories(&self) -> Result<Vec<SenderMemory>, StoreError> {
+        let statement = sqlx::query(
+            "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
+             negotiation_requested, next_negotiation_at, updated_at FROM sender_memory",
+        );
+        let mut memories = fetch_all(
+            &self.pool,
+            statement,
+            "sender_memories: select",
+            memory_from_row,
+        )
+        .await?;
+        // Sorted here rather than in SQL: Postgres may order text by locale, SQLite by bytes.
+        memories.sort_by(|a, b| (&a.target, &a.task).cmp(&(&b.target, &b.task)));
+        Ok(memories)
+    }
+
     /// Stores the memory of a (target, task), replacing what was there.
     pub async fn put_sender_memory(&self, memory: &SenderMemory) -> Result<(), StoreError> {
         let _writer = self.writer().await;

@@ -19,7 +19,7 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     let dir = temp_dir();
     let mut llm = LlmSettings::default();
     llm.local.url = Some(url);
-    let report = demo::run(WeatherDemo {
+    let run = demo::run(WeatherDemo {
         queries: 7,
         llm,
         dir: dir.path().join("agents"),
@@ -27,7 +27,8 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     })
     .await
     .unwrap();
-    demo::print_summary(&report);
+    let report = &run.report;
+    demo::print_summary(report);
     assert_eq!(
         report.answered, 7,
         "every query answered with a valid output"
@@ -54,4 +55,32 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     );
     assert!(report.break_even_queries.is_some());
     assert!(std::path::Path::new(&dir.path().join("report.json")).is_file());
+
+    // The agents still serve: Bob's dashboard shows the negotiated protocol with the routine his
+    // programmer wrote, and routine-answered requests; without the token it shows nothing.
+    let client = reqwest::Client::new();
+    let page = |path: &str, token: Option<&str>| {
+        let mut request = client.get(format!("{}{path}", run.bob_dashboard));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    let hash = protocol["hash"].as_str().unwrap();
+    let (status, protocols) = page("/protocols", Some(&run.admin_token)).await;
+    assert_eq!(status, 200);
+    assert!(protocols.contains(hash), "{protocols}");
+    let (_, routines) = page("/routines", Some(&run.admin_token)).await;
+    assert!(
+        routines.contains("data-status=\"active\"") && routines.contains("<td>llm</td>"),
+        "an active LLM-written routine: {routines}"
+    );
+    let (_, overview) = page("", Some(&run.admin_token)).await;
+    assert!(!overview.contains("· 0 routine ·"), "{overview}");
+    let (status, refused) = page("/protocols", None).await;
+    assert_eq!(status, 401);
+    assert!(!refused.contains(hash));
 }

@@ -167,6 +167,7 @@ fn report_of_two_runs() {
         "cost_per_query.svg",
         "routine_share.svg",
         "llm_calls_per_query.svg",
+        "report.html",
     ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
@@ -273,6 +274,40 @@ fn report_of_two_runs() {
             md.contains(&format!("]({plot})")),
             "report.md does not link {plot}"
         );
+    }
+
+    // report.html: the dashboard's charts per run, inlined, with the run's own counts.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("agora run") && html.contains("nl-only run"));
+    assert!(
+        !html.contains("src=\"") && html.contains("uPlot"),
+        "readable offline"
+    );
+    let series = |id: usize| -> serde_json::Value {
+        let start = html.find(&format!("id=\"series-{id}\">")).unwrap();
+        let text = &html[start..];
+        let text = &text[text.find('>').unwrap() + 1..text.find("</script>").unwrap()];
+        serde_json::from_str(text).unwrap()
+    };
+    let sum = |v: &serde_json::Value| -> f64 {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.as_f64())
+            .sum()
+    };
+    // About 20 points a run: 30 queries make 15 points of 2, 20 queries 20 points of 1.
+    for (id, totals, queries, per_point) in [(0, a, 30.0, 2.0), (1, n, 20.0, 1.0)] {
+        let s = series(id);
+        assert_eq!(
+            sum(&s["llm"]) + sum(&s["routine"]) + sum(&s["other"]),
+            queries
+        );
+        assert!(close(sum(&s["costUsd"]), totals.llm_totals.cost_usd));
+        let points = s["t"].as_array().unwrap().len() as f64;
+        assert_eq!(points, queries / per_point);
+        let correct = sum(&s["correctShare"]) * per_point / 100.0;
+        assert!(close(correct, totals.correct as f64), "{correct}");
     }
 
     let json: serde_json::Value =

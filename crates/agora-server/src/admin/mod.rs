@@ -1,7 +1,9 @@
 //! The operator API under `/admin`, guarded by a bearer token.
 //!
 //! Without a configured token every admin route answers 403: the API is
-//! off rather than open. A wrong or missing token answers 401.
+//! off rather than open. A wrong or missing token answers 401. The dashboard's session cookie
+//! is accepted too, only with the `X-Agora-Dashboard: 1` header (see
+//! [`crate::dashboard::session`]).
 //!
 //! | route | what |
 //! |---|---|
@@ -22,6 +24,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
+use crate::dashboard::session::{self, Credential};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 
@@ -49,20 +52,20 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         )
         .into_response();
     };
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
-        next.run(request).await
-    } else {
-        ApiError::new(
+    let now_ms = agora_store::clock::Clock::now_ms(&agora_store::clock::SystemClock);
+    match session::credential(request.headers(), expected, now_ms) {
+        Credential::Bearer => next.run(request).await,
+        // The dashboard's buttons: the cookie counts only with the header a cross-site page
+        // cannot send (see `crate::dashboard::session`).
+        Credential::Session if session::has_dashboard_header(request.headers()) => {
+            next.run(request).await
+        }
+        Credential::Session | Credential::None => ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthorized,
             "missing or wrong bearer token",
         )
-        .into_response()
+        .into_response(),
     }
 }
 

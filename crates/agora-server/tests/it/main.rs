@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod browser;
+mod dashboard;
+mod dashboard_browser;
 mod fixtures;
 mod http;
 mod ladder;

@@ -130,6 +130,7 @@ on_both_backends!(
     closing_the_store_writes_queued_requests,
     buffered_requests_are_read_back_and_survive_a_close,
     ledger_totals_are_grouped_and_sorted,
+    dashboard_reads_bucket_filter_and_order,
     data_survives_a_restart,
     routines_round_trip_with_their_code,
     one_routine_is_active_per_protocol,

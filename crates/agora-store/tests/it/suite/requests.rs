@@ -511,3 +511,106 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
     );
     store.close().await;
 }
+
+/// The dashboard's reads: requests bucketed by time and path, the newest LLM calls filtered by
+/// category and protocol, the most recently active conversations, and every sender memory.
+pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
+    let store = fixture.open().await;
+    let rows = [
+        (1, RequestPath::Llm, 1_000),
+        (2, RequestPath::Llm, 1_999),
+        (3, RequestPath::Routine, 1_500),
+        (4, RequestPath::Routine, 2_000),
+        (5, RequestPath::Failed, 2_500),
+        (6, RequestPath::Routine, 500),
+    ];
+    for (n, path, at) in rows {
+        store
+            .record_request(&request(n, Some(hash(1)), path, at), None)
+            .await
+            .expect("record request");
+    }
+    let series = store.request_series(1_000, 1_000).await.expect("series");
+    let shown: Vec<(i64, &str, i64, f64)> = series
+        .iter()
+        .map(|b| (b.start_ms, b.path.as_str(), b.requests, b.cost_usd))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            (1_000, "llm", 2, 0.75),
+            (1_000, "routine", 1, 0.75),
+            (2_000, "failed", 1, 1.25),
+            (2_000, "routine", 1, 1.0),
+        ]
+    );
+    assert_eq!(series[0].llm_calls, 1 + 2);
+
+    let mut calls = vec![
+        llm_call("bob", "checking", "m", Some("q1"), 10),
+        llm_call("bob", "conversation", "m", Some("q2"), 20),
+        llm_call("bob", "conversation", "m", Some("q3"), 30),
+    ];
+    calls[2].protocol_hash = Some(hash(2));
+    for call in &calls {
+        store.record_llm_call(call).await.expect("record call");
+    }
+    let queries = |found: Vec<(i64, agora_store::LlmCallRecord)>| -> Vec<String> {
+        found
+            .into_iter()
+            .map(|(_, c)| c.query_id.unwrap_or_default())
+            .collect()
+    };
+    let all = store.recent_llm_calls(None, None, 10).await.expect("all");
+    assert_eq!(queries(all), ["q3", "q2", "q1"]);
+    let by_category = store
+        .recent_llm_calls(Some("conversation"), None, 10)
+        .await
+        .expect("by category");
+    assert_eq!(queries(by_category), ["q3", "q2"]);
+    let by_both = store
+        .recent_llm_calls(Some("conversation"), Some(&hash(9)), 10)
+        .await
+        .expect("by both");
+    assert_eq!(queries(by_both), ["q2"]);
+    assert_eq!(
+        queries(store.recent_llm_calls(None, None, 1).await.expect("one")),
+        ["q3"]
+    );
+
+    for (id, at) in [("old", 100), ("new", 300), ("middle", 200)] {
+        store
+            .create_conversation(&conversation(id, None, at))
+            .await
+            .expect("create conversation");
+    }
+    let recent: Vec<String> = store
+        .recent_conversations(2)
+        .await
+        .expect("recent")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(recent, ["new", "middle"]);
+
+    for (target, task) in [("http://b", "t"), ("http://a", "z"), ("http://a", "b")] {
+        let memory = agora_store::SenderMemory {
+            target: target.into(),
+            task: task.into(),
+            ..Default::default()
+        };
+        store.put_sender_memory(&memory).await.expect("put memory");
+    }
+    let keys: Vec<(String, String)> = store
+        .sender_memories()
+        .await
+        .expect("memories")
+        .into_iter()
+        .map(|m| (m.target, m.task))
+        .collect();
+    assert_eq!(
+        keys,
+        [("http://a", "b"), ("http://a", "z"), ("http://b", "t")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+}

@@ -1,0 +1,299 @@
+//! The dashboard in a real browser: Debian's Chromium, driven over WebDriver by Debian's
+//! chromedriver through fantoccini, against a node that served traffic with the shipped
+//! JavaScript weather routine in wasmtime. It logs in, finds the protocol and its routine, tests
+//! and disables the routine with the buttons, sees the next request go to the LLM on the live
+//! overview (no reload), visits every page, and checks the browser's console for errors.
+//!
+//! Each page's screenshot is written to `target/tmp/dashboard-screenshots/` (or
+//! `AGORA_SCREENSHOT_DIR`). Ignored in the fast phase: it needs `AGORA_CHROMIUM`,
+//! `AGORA_CHROMEDRIVER` and `AGORA_JS_ENGINE` from `~/.cache/agora/env.sh` (scripts/test.sh).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agora_protocol::ProtocolHash;
+use agora_store::RequestPath;
+use agora_testkit::{NodeBuilder, ScriptedLlm, TestServer, temp_dir, weather_tool};
+use fantoccini::{Client, Locator};
+use serde_json::{Value, json};
+
+use crate::browser::{self, Browser, console_errors};
+use crate::support::Spawn;
+
+const TOKEN: &str = "browser-token";
+const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
+const WEATHER_JS: &str = include_str!("../../../../routines/weather-forecast/routine.js");
+use browser::WAIT;
+
+fn screenshot_dir() -> PathBuf {
+    let dir = std::env::var_os("AGORA_SCREENSHOT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard-screenshots")
+        });
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    browser::screenshot(client, &screenshot_dir().join(format!("{name}.png"))).await;
+}
+
+/// The text of the first element matching `css`, once `ready` holds for it (or a panic after
+/// [`WAIT`]).
+async fn wait_text(client: &Client, css: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(element) = client.find(Locator::Css(css)).await
+            && let Ok(text) = element.text().await
+        {
+            if ready(&text) {
+                return text;
+            }
+            last = text;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    panic!("{css} never became ready; last text: {last:?}");
+}
+
+async fn attribute(client: &Client, css: &str, name: &str) -> Option<String> {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .attr(name)
+        .await
+        .unwrap()
+}
+
+/// Bob: the weather tool, the real routine runtime, the shipped weather routine, and an LLM
+/// that answers in the protocol's shape when asked; three requests served by the routine.
+async fn bob(dir: &std::path::Path) -> (TestServer, Arc<ScriptedLlm>) {
+    let llm = ScriptedLlm::new(|request| {
+        match agora_testkit::schema_name(request) {
+        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
+        _ => Ok(json!({"tool": "final_answer", "answer":
+            json!({"temperature": 1.5, "precipitation": 0.0, "weatherCondition": "sunny"}).to_string()})
+        .to_string()),
+    }
+    });
+    let server = NodeBuilder::new(llm.clone(), dir)
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            // Only the routine and the operator's buttons: no programmer in the background.
+            c.thresholds.implementation = u64::MAX;
+        })
+        .routine_engine(Arc::new(crate::fixtures::js_runtime()))
+        .admin_token(TOKEN)
+        .spawn()
+        .await;
+    let spec = agora_testkit::human_routine(
+        "weather-forecast",
+        WEATHER_PD,
+        WEATHER_JS,
+        &["weather_forecast"],
+    );
+    server.node.add_routine(spec).await.unwrap();
+    for place in ["London, UK", "Paris, France", "Oslo, Norway"] {
+        ask(&server, place).await;
+    }
+    (server, llm)
+}
+
+async fn ask(server: &TestServer, place: &str) -> Value {
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let body = json!({"location": place, "date": "2025-03-04"});
+    let (status, reply) = server
+        .post(
+            "/",
+            &json!({"protocolHash": hash.to_hex(), "protocolSources": [], "body": body}),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (200, Some("success")),
+        "{reply}"
+    );
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium, chromedriver and the JavaScript engine: scripts/test.sh"]
+async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request_go_to_the_llm() {
+    let dir = temp_dir();
+    let (server, llm) = bob(dir.path()).await;
+    let browser = Browser::start().await;
+    let c = &browser.client;
+
+    // Not logged in: the login page, and none of the node's data.
+    c.goto(&format!("{}/dashboard/protocols", server.url))
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#login-form"))
+        .await
+        .unwrap();
+    let source = c.source().await.unwrap();
+    assert!(!source.contains("WeatherForecastQuery") && !source.contains("weather-forecast"));
+    screenshot(c, "login").await;
+    // The one console error allowed here: the page itself answered 401.
+    for error in console_errors(c).await {
+        assert!(
+            error.contains("401"),
+            "console error on the login page: {error}"
+        );
+    }
+
+    // Log in.
+    c.find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let total = wait_text(c, "#total-requests", |t| t == "3").await;
+    assert_eq!(total, "3");
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#chart-requests .uplot"))
+        .await
+        .unwrap();
+    screenshot(c, "overview").await;
+
+    // The protocol and its routine.
+    c.find(Locator::Css("#nav-protocols"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let name = wait_text(c, "#protocols-table .protocol-name", |t| !t.is_empty()).await;
+    assert_eq!(name, "WeatherForecastQuery");
+    let routine = wait_text(c, "#protocols-table .routine-link", |t| !t.is_empty()).await;
+    assert_eq!(routine, "weather-forecast");
+    screenshot(c, "protocols").await;
+
+    // The routine's page: test it with the button on the prefilled body.
+    c.find(Locator::Css("#protocols-table .routine-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let test_body = c
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#test-body"))
+        .await
+        .unwrap();
+    test_body.clear().await.unwrap();
+    test_body
+        .send_keys(r#"{"location": "Lima, Peru", "date": "2025-01-02"}"#)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#test-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let result = wait_text(c, "#test-result", |t| t.contains("success")).await;
+    let expected =
+        agora_node::tools::WeatherForecastTool::new(7).forecast("Lima, Peru", "2025-01-02");
+    let shown: Value = serde_json::from_str(&result).unwrap();
+    let body = &shown["body"];
+    // Numbers compared as numbers (the routine writes 0 where the tool has 0.0).
+    assert_eq!(
+        body["temperature"].as_f64(),
+        expected["temperature_c"].as_f64(),
+        "{result}"
+    );
+    assert_eq!(
+        body["precipitation"].as_f64(),
+        expected["precipitation_mm"].as_f64(),
+        "{result}"
+    );
+    assert_eq!(body["weatherCondition"], expected["condition"], "{result}");
+    screenshot(c, "routine").await;
+
+    // Disable it on the routines page; the row changes without a reload.
+    c.find(Locator::Css("#nav-routines"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#routines-table button.disable"))
+        .await
+        .unwrap();
+    assert_eq!(
+        attribute(c, "#routine-1", "data-status").await.as_deref(),
+        Some("active")
+    );
+    c.find(Locator::Css("#routines-table button.disable"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(c, "#routine-1 .status", |t| t == "disabled").await;
+    wait_text(c, "#action-result", |t| t.starts_with("done")).await;
+    screenshot(c, "routines").await;
+
+    // The next request goes to the LLM, and the overview shows it without a reload.
+    c.find(Locator::Css("#nav-overview"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(c, "#total-requests", |t| t == "3").await;
+    let calls_before = llm.call_count();
+    let reply = ask(&server, "Cairo, Egypt").await;
+    assert!(llm.call_count() > calls_before, "the LLM answered: {reply}");
+    let last = server.node.store().recent_requests(1).await.unwrap();
+    assert_eq!(last[0].path, RequestPath::Llm);
+    wait_text(c, "#total-requests", |t| t == "4").await;
+    let cards = wait_text(c, "#overview-cards", |t| t.contains("1 LLM")).await;
+    assert!(cards.contains("3 routine"), "{cards}");
+    screenshot(c, "overview-after").await;
+
+    // The other pages render, and the console stayed clean throughout.
+    for (nav, ready, name) in [
+        ("#nav-ledger", "#ledger-table", "ledger"),
+        ("#nav-sender", "#sender-memory", "sender"),
+        ("#nav-conversations", "#conversations", "conversations"),
+    ] {
+        c.find(Locator::Css(nav))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(ready))
+            .await
+            .unwrap();
+        screenshot(c, name).await;
+    }
+    // One more live refresh on the last page, so a failing poll would have logged.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let errors = console_errors(c).await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+
+    browser.client.close().await.unwrap();
+    server.stop().await;
+}
