@@ -31,19 +31,7 @@ async fn main() {
     std::fs::create_dir_all(&out).unwrap();
     let browser = browser::Browser::start().await;
     let c = &browser.client;
-    c.goto(&format!("{dashboard}/login")).await.unwrap();
-    c.find(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(token)
-        .await
-        .unwrap();
-    c.find(Locator::Css("#login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::log_in(c, &format!("{dashboard}/login"), token).await;
     c.wait()
         .at_most(browser::WAIT)
         .for_element(Locator::Css("#chart-requests .uplot"))

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agora_testkit::installed_peer;
 use fantoccini::wd::WebDriverCompatibleCommand;
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 /// How long a page or an element may take.
@@ -122,4 +122,28 @@ pub async fn console_errors(client: &Client) -> Vec<String> {
 pub async fn screenshot(client: &Client, path: &Path) {
     let png = client.screenshot().await.expect("a screenshot");
     std::fs::write(path, png).expect("the screenshot is written");
+}
+
+/// Clicks the first element matching `css`.
+pub async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+/// Opens `dashboard`'s login form and logs in with `token`.
+pub async fn log_in(client: &Client, dashboard_login: &str, token: &str) {
+    client.goto(dashboard_login).await.expect("the login page");
+    client
+        .find(Locator::Css("#token"))
+        .await
+        .expect("the token field")
+        .send_keys(token)
+        .await
+        .expect("typing the token");
+    click(client, "#login-submit").await;
 }

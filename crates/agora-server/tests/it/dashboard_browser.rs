@@ -148,19 +148,8 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
         );
     }
 
-    // Log in.
-    c.find(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    c.find(Locator::Css("#login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    // Log in through the form.
+    browser::log_in(c, &format!("{}/dashboard/login", server.url), TOKEN).await;
     let total = wait_text(c, "#total-requests", |t| t == "3").await;
     assert_eq!(total, "3");
     c.wait()
@@ -171,12 +160,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
     screenshot(c, "overview").await;
 
     // The protocol and its routine.
-    c.find(Locator::Css("#nav-protocols"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#nav-protocols").await;
     let name = wait_text(c, "#protocols-table .protocol-name", |t| !t.is_empty()).await;
     assert_eq!(name, "WeatherForecastQuery");
     let routine = wait_text(c, "#protocols-table .routine-link", |t| !t.is_empty()).await;
@@ -184,12 +168,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
     screenshot(c, "protocols").await;
 
     // The routine's page: test it with the button on the prefilled body.
-    c.find(Locator::Css("#protocols-table .routine-link"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#protocols-table .routine-link").await;
     let test_body = c
         .wait()
         .at_most(WAIT)
@@ -201,12 +180,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
         .send_keys(r#"{"location": "Lima, Peru", "date": "2025-01-02"}"#)
         .await
         .unwrap();
-    c.find(Locator::Css("#test-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#test-button").await;
     let result = wait_text(c, "#test-result", |t| t.contains("success")).await;
     let expected =
         agora_node::tools::WeatherForecastTool::new(7).forecast("Lima, Peru", "2025-01-02");
@@ -227,12 +201,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
     screenshot(c, "routine").await;
 
     // Disable it on the routines page; the row changes without a reload.
-    c.find(Locator::Css("#nav-routines"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#nav-routines").await;
     c.wait()
         .at_most(WAIT)
         .for_element(Locator::Css("#routines-table button.disable"))
@@ -242,23 +211,13 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
         attribute(c, "#routine-1", "data-status").await.as_deref(),
         Some("active")
     );
-    c.find(Locator::Css("#routines-table button.disable"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#routines-table button.disable").await;
     wait_text(c, "#routine-1 .status", |t| t == "disabled").await;
     wait_text(c, "#action-result", |t| t.starts_with("done")).await;
     screenshot(c, "routines").await;
 
     // The next request goes to the LLM, and the overview shows it without a reload.
-    c.find(Locator::Css("#nav-overview"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser::click(c, "#nav-overview").await;
     wait_text(c, "#total-requests", |t| t == "3").await;
     let calls_before = llm.call_count();
     let reply = ask(&server, "Cairo, Egypt").await;
@@ -276,12 +235,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
         ("#nav-sender", "#sender-memory", "sender"),
         ("#nav-conversations", "#conversations", "conversations"),
     ] {
-        c.find(Locator::Css(nav))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        browser::click(c, nav).await;
         c.wait()
             .at_most(WAIT)
             .for_element(Locator::Css(ready))
