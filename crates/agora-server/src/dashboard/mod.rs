@@ -189,17 +189,14 @@ fn over_tls(state: &AppState) -> bool {
 }
 
 /// A page, or the refusal the module docs describe.
-async fn page<F, Fut>(
+/// `data` is awaited only once the credentials passed (a future does nothing until then).
+async fn page(
     state: &AppState,
     headers: &HeaderMap,
     name: &str,
     active: &str,
-    data: F,
-) -> Response
-where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<Value>, agora_store::StoreError>>,
-{
+    data: impl std::future::Future<Output = Result<Option<Value>, agora_store::StoreError>>,
+) -> Response {
     let Some(token) = state.admin_token.as_deref() else {
         return html_page(
             StatusCode::FORBIDDEN,
@@ -210,7 +207,7 @@ where
     if session::credential(headers, token, now_ms()) == Credential::None {
         return html_page(StatusCode::UNAUTHORIZED, "login.html", &json!({}));
     }
-    let data = match data().await {
+    let data = match data.await {
         Ok(Some(data)) => data,
         Ok(None) => {
             return html_page(
@@ -282,43 +279,21 @@ async fn overview(
     headers: HeaderMap,
     Query(query): Query<OverviewQuery>,
 ) -> Response {
-    let node = state.node.clone();
-    page(
-        &state,
-        &headers,
-        "overview.html",
-        "overview",
-        || async move {
-            pages::overview(&node, query.window.as_deref(), now_ms())
-                .await
-                .map(Some)
-        },
-    )
+    let data = pages::overview(&state.node, query.window.as_deref(), now_ms());
+    page(&state, &headers, "overview.html", "overview", async {
+        data.await.map(Some)
+    })
     .await
 }
 
 async fn protocols(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let node = state.node.clone();
-    page(
-        &state,
-        &headers,
-        "protocols.html",
-        "protocols",
-        || async move { pages::protocols(&node).await.map(Some) },
-    )
-    .await
+    let data = async { pages::protocols(&state.node).await.map(Some) };
+    page(&state, &headers, "protocols.html", "protocols", data).await
 }
 
 async fn routines(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let node = state.node.clone();
-    page(
-        &state,
-        &headers,
-        "routines.html",
-        "routines",
-        || async move { pages::routines(&node).await.map(Some) },
-    )
-    .await
+    let data = async { pages::routines(&state.node).await.map(Some) };
+    page(&state, &headers, "routines.html", "routines", data).await
 }
 
 async fn routine(
@@ -326,20 +301,13 @@ async fn routine(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let node = state.node.clone();
-    page(
-        &state,
-        &headers,
-        "routine.html",
-        "routines",
-        || async move {
-            match id.parse::<i64>() {
-                Ok(id) => pages::routine(&node, id).await,
-                Err(_) => Ok(None),
-            }
-        },
-    )
-    .await
+    let data = async {
+        match id.parse::<i64>() {
+            Ok(id) => pages::routine(&state.node, id).await,
+            Err(_) => Ok(None),
+        }
+    };
+    page(&state, &headers, "routine.html", "routines", data).await
 }
 
 #[derive(Deserialize)]
@@ -353,33 +321,29 @@ async fn ledger(
     headers: HeaderMap,
     Query(query): Query<LedgerQuery>,
 ) -> Response {
-    let node = state.node.clone();
     let category = query.category.filter(|c| !c.is_empty());
     let protocol = query.protocol.filter(|p| !p.is_empty());
-    page(&state, &headers, "ledger.html", "ledger", || async move {
-        pages::ledger(&node, category.as_deref(), protocol.as_deref())
+    let data = async {
+        pages::ledger(&state.node, category.as_deref(), protocol.as_deref())
             .await
             .map(Some)
-    })
-    .await
+    };
+    page(&state, &headers, "ledger.html", "ledger", data).await
 }
 
 async fn sender(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let node = state.node.clone();
-    page(&state, &headers, "sender.html", "sender", || async move {
-        pages::sender(&node).await.map(Some)
-    })
-    .await
+    let data = async { pages::sender(&state.node).await.map(Some) };
+    page(&state, &headers, "sender.html", "sender", data).await
 }
 
 async fn conversations(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let node = state.node.clone();
+    let data = async { pages::conversations(&state.node, now_ms()).await.map(Some) };
     page(
         &state,
         &headers,
         "conversations.html",
         "conversations",
-        || async move { pages::conversations(&node, now_ms()).await.map(Some) },
+        data,
     )
     .await
 }
