@@ -601,10 +601,7 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        let failed = |reason: String| ToolError::Failed {
-            tool: self.spec.name.clone(),
-            reason,
-        };
+        let failed = |reason: String| ToolError::failed(&self.spec.name, reason);
         if let Some(problem) = &self.bad_schema {
             return Err(failed(format!(
                 "the MCP server {} gave this tool an unusable schema ({problem})",

@@ -53,10 +53,7 @@ impl MockTool {
                 tool: self.spec.name.clone(),
                 reason,
             },
-            MockError::Failed(reason) => ToolError::Failed {
-                tool: self.spec.name.clone(),
-                reason,
-            },
+            MockError::Failed(reason) => ToolError::failed(&self.spec.name, reason),
         })
     }
 }
@@ -138,10 +135,7 @@ impl Tool for SqlTool {
                 tool: self.spec.name.clone(),
                 reason: error.to_string(),
             }),
-            Err(error) => Err(ToolError::Failed {
-                tool: self.spec.name.clone(),
-                reason: error.to_string(),
-            }),
+            Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
     }
 }
@@ -189,10 +183,7 @@ impl Tool for ExternalTool {
             .await
         {
             Ok(run) => Ok(run.outcome.output),
-            Err(error) => Err(ToolError::Failed {
-                tool: self.spec.name.clone(),
-                reason: error.to_string(),
-            }),
+            Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
     }
 }

@@ -49,10 +49,7 @@ impl Tool for HttpTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        let failed = |reason: String| ToolError::Failed {
-            tool: self.spec.name.clone(),
-            reason,
-        };
+        let failed = |reason: String| ToolError::failed(&self.spec.name, reason);
         let response = self
             .client
             .post(&self.url)

@@ -60,6 +60,16 @@ pub enum ToolError {
     },
 }
 
+impl ToolError {
+    /// [`ToolError::Failed`]: `tool` ran and failed for `reason`.
+    pub fn failed(tool: impl Into<String>, reason: impl Into<String>) -> Self {
+        ToolError::Failed {
+            tool: tool.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A callable tool.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {

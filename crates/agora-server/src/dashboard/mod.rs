@@ -64,9 +64,13 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Every dashboard response: scripts and styles from this origin only, never framed (so its
-/// buttons cannot be clicked through another page), no sniffing.
+/// buttons cannot be clicked through another page), no sniffing, and never cached unless it
+/// says otherwise (only the assets do).
 async fn guard_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
@@ -91,6 +95,10 @@ fn templates() -> &'static Environment<'static> {
     TEMPLATES.get_or_init(|| {
         let mut env = Environment::new();
         for (name, source) in [
+            (
+                "head.html",
+                include_str!("../../templates/dashboard/head.html"),
+            ),
             (
                 "base.html",
                 include_str!("../../templates/dashboard/base.html"),
@@ -198,23 +206,16 @@ async fn page(
     data: impl std::future::Future<Output = Result<Option<Value>, agora_store::StoreError>>,
 ) -> Response {
     let Some(token) = state.admin_token.as_deref() else {
-        return html_page(
-            StatusCode::FORBIDDEN,
-            "login.html",
-            &json!({"disabled": true}),
-        );
+        return disabled();
     };
     if session::credential(headers, token, now_ms()) == Credential::None {
-        return html_page(StatusCode::UNAUTHORIZED, "login.html", &json!({}));
+        return html_page(StatusCode::UNAUTHORIZED, "login.html", &json!({}), false);
     }
     let data = match data.await {
         Ok(Some(data)) => data,
         Ok(None) => {
-            return html_page(
-                StatusCode::NOT_FOUND,
-                "login.html",
-                &json!({"missing": true}),
-            );
+            let missing = json!({"missing": true});
+            return html_page(StatusCode::NOT_FOUND, "login.html", &missing, false);
         }
         Err(error) => {
             tracing::error!(%error, page = name, "could not read the dashboard's data");
@@ -234,14 +235,13 @@ async fn page(
         "page": data,
     });
     let partial = headers.contains_key(PARTIAL_HEADER);
-    match render(name, &context, partial) {
-        Ok(body) => {
-            let mut response = Html(body).into_response();
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
+    html_page(StatusCode::OK, name, &context, partial)
+}
+
+/// The template `name` rendered with `context` (only its content block when `partial`).
+fn html_page(status: StatusCode, name: &str, context: &Value, partial: bool) -> Response {
+    match render(name, context, partial) {
+        Ok(body) => (status, Html(body)).into_response(),
         Err(error) => {
             tracing::error!(%error, page = name, "could not render a dashboard page");
             (
@@ -253,20 +253,14 @@ async fn page(
     }
 }
 
-fn html_page(status: StatusCode, name: &str, context: &Value) -> Response {
-    match render(name, context, false) {
-        Ok(body) => {
-            let mut response = (status, Html(body)).into_response();
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-        Err(error) => {
-            tracing::error!(%error, page = name, "could not render a dashboard page");
-            (status, "the dashboard could not render this page").into_response()
-        }
-    }
+/// The answer of every dashboard URL on a node without an admin token.
+fn disabled() -> Response {
+    html_page(
+        StatusCode::FORBIDDEN,
+        "login.html",
+        &json!({"disabled": true}),
+        false,
+    )
 }
 
 #[derive(Deserialize)]
@@ -349,13 +343,10 @@ async fn conversations(State(state): State<AppState>, headers: HeaderMap) -> Res
 }
 
 async fn login_form(State(state): State<AppState>) -> Response {
-    let disabled = state.admin_token.is_none();
-    let status = if disabled {
-        StatusCode::FORBIDDEN
-    } else {
-        StatusCode::OK
-    };
-    html_page(status, "login.html", &json!({"disabled": disabled}))
+    if state.admin_token.is_none() {
+        return disabled();
+    }
+    html_page(StatusCode::OK, "login.html", &json!({}), false)
 }
 
 #[derive(Deserialize)]
@@ -365,18 +356,11 @@ struct LoginForm {
 
 async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
     let Some(token) = state.admin_token.as_deref() else {
-        return html_page(
-            StatusCode::FORBIDDEN,
-            "login.html",
-            &json!({"disabled": true}),
-        );
+        return disabled();
     };
     if !crate::admin::constant_time_eq(form.token.as_bytes(), token.as_bytes()) {
-        return html_page(
-            StatusCode::UNAUTHORIZED,
-            "login.html",
-            &json!({"wrong": true}),
-        );
+        let wrong = json!({"wrong": true});
+        return html_page(StatusCode::UNAUTHORIZED, "login.html", &wrong, false);
     }
     let cookie = session::set_cookie(&session::new_session(token, now_ms()), over_tls(&state));
     let mut response = Redirect::to("/dashboard").into_response();

@@ -122,6 +122,7 @@ async fn without_the_token_every_page_is_a_login_page_with_no_data() {
         for headers in &refusals {
             let (status, _, body) = get(&format!("{}{page}", server.url), headers.clone()).await;
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{page} {headers:?}");
+            assert!(body.starts_with("<!doctype html>"), "{page}: {body}");
             assert!(body.contains("id=\"login-form\""), "{page}: {body}");
             for data in ["WeatherForecastQuery", "shout", "conversation", "checking"] {
                 assert!(
@@ -197,6 +198,11 @@ async fn logging_in_sets_a_strict_cookie_that_opens_every_page() {
                 .to_str()
                 .unwrap();
             assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+            assert_eq!(
+                response_headers[header::CACHE_CONTROL],
+                "no-store",
+                "{page}"
+            );
         }
     }
     let page = |path: &'static str| {

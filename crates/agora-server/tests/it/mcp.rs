@@ -118,14 +118,8 @@ async fn python_client(url: &str, token: &str, calls: &Value) -> Vec<Value> {
             &calls.to_string(),
         ])
         .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the Python MCP client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
+        .await;
+    String::from_utf8(succeeded(output, "the Python MCP client"))
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -358,14 +352,8 @@ async fn mcp_interop_inspector_cli_lists_and_calls_the_tools() {
             .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
             .args(extra)
             .output()
-            .await
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "the Inspector failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+            .await;
+        serde_json::from_slice(&succeeded(output, "the Inspector")).unwrap()
     };
     let listed = inspector(&["--method", "tools/list"]).await;
     assert_eq!(tool_names(&listed), FRONT_TOOLS);
@@ -517,4 +505,16 @@ async fn real_model_answers_a_question_through_an_mcp_tool() {
         answer.contains(hh_mm),
         "the answer should give {hh_mm} (the tool's {datetime}): {answer}"
     );
+}
+
+/// The standard output of a peer process that ran and exited with success (else a panic with its
+/// standard error).
+fn succeeded(output: std::io::Result<std::process::Output>, peer: &str) -> Vec<u8> {
+    let output = output.unwrap_or_else(|e| panic!("{peer} did not start: {e}"));
+    assert!(
+        output.status.success(),
+        "{peer} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }
