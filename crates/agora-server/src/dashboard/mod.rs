@@ -23,9 +23,9 @@
 //! `X-Agora-Partial: 1`, gets only the page's content block, and swaps the parts marked
 //! `data-live` (so a test form and its result stay as they are).
 
-pub mod pages;
+pub(crate) mod pages;
 pub mod report;
-pub mod session;
+pub(crate) mod session;
 
 use std::sync::OnceLock;
 
@@ -47,8 +47,9 @@ const PARTIAL_HEADER: &str = "x-agora-partial";
 /// How often the pages refresh themselves.
 const POLL_MS: u64 = 3000;
 
-/// The dashboard's routes (mounted at `/dashboard`).
-pub fn router() -> Router<AppState> {
+/// The dashboard's routes (mounted at `/dashboard`; crate-private, so no axum type leaves the
+/// crate).
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(overview))
         .route("/protocols", get(protocols))

@@ -210,7 +210,10 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         return Ok(None);
     };
     let code = store.routine_code(id).await?;
-    let names = protocol_names(node).await?;
+    let protocol = store
+        .document(&routine.protocol_hash)
+        .await?
+        .map(|stored| name_of(&stored));
     let attempts: Vec<Value> = store
         .attempts(Some(&routine.protocol_hash))
         .await?
@@ -236,7 +239,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
     Ok(Some(json!({
         "routine": {
             "id": routine.id, "name": routine.name, "protocolHash": routine.protocol_hash.to_hex(),
-            "protocol": names.get(&routine.protocol_hash),
+            "protocol": protocol,
             "language": routine.language.as_str(), "tools": routine.tools,
             "timeoutMs": routine.timeout_ms, "memoryMb": routine.memory_bytes >> 20,
             "origin": routine.origin.as_str(), "status": routine.status.as_str(),
@@ -268,7 +271,6 @@ pub async fn ledger(
         .into_iter()
         .map(|t| t.category)
         .collect();
-    categories.dedup();
     categories.sort();
     categories.dedup();
     let rows: Vec<Value> = calls
