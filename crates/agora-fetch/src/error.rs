@@ -58,6 +58,34 @@ pub enum FetchError {
     Http(String),
 }
 
+impl FetchError {
+    /// The reason in words fit for a remote peer: no resolved address, no OS error, no
+    /// transport detail. The full error ([`Display`](std::fmt::Display)) is for the log.
+    pub fn peer_reason(&self) -> String {
+        match self {
+            // The class, but not the address a name resolved to (internal DNS is not the
+            // peer's business); an IP literal is the peer's own words.
+            FetchError::AddressRefused {
+                host,
+                address,
+                class,
+            } => {
+                let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+                if bare_host.parse::<IpAddr>().ok() == Some(*address) {
+                    format!("refusing to fetch from {address} ({class}); the operator can allow it")
+                } else {
+                    format!(
+                        "refusing to fetch from {host}, a {class} address; the operator can allow it"
+                    )
+                }
+            }
+            FetchError::Decode(_) => "the body is not valid text".into(),
+            FetchError::Http(_) => "the connection to the source failed".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Names the target as `127.0.0.1 (loopback)` for an IP-literal host, or as
 /// `localhost (127.0.0.1, loopback)` for a name.
 fn describe_target(host: &str, address: &IpAddr, class: &AddressClass) -> String {

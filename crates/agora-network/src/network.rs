@@ -838,7 +838,7 @@ impl AgentBuilder<'_> {
             routine_engine: self.options.routine_engine.clone(),
         });
         node.sync_routines().await?;
-        let state = AppState::new(node.clone(), None, 1024 * 1024, 64);
+        let state = AppState::new(node.clone(), None, 1024 * 1024, 64).with_edge(&demo_edge())?;
         let token = self.shutdown.clone();
         tokio::spawn(async move {
             if let Err(error) = serve_state(listener, state, token).await {
@@ -855,4 +855,18 @@ impl AgentBuilder<'_> {
 
 fn sqlite_url(dir: &Path, kind: &str, id: &str) -> String {
     format!("sqlite://{}/{kind}/{id}.db", dir.display())
+}
+
+/// The edge of a network agent. Every agent of the run sends from 127.0.0.1, to servers whose
+/// one model slot is shared by the whole network, so per-client budgets and the LLM work bound
+/// would throttle the screenplay rather than a stranger: they are lifted, and the deadline is the
+/// sender's own wait.
+fn demo_edge() -> agora_server::EdgeSettings {
+    let mut edge = agora_server::EdgeSettings::default();
+    edge.rate_limit.enabled = false;
+    edge.llm_work.max_concurrent = 64;
+    edge.llm_work.max_queued = 1024;
+    edge.llm_work.max_wait_secs = 3600;
+    edge.request_timeout_secs = 3600;
+    edge
 }

@@ -59,8 +59,15 @@ pub struct QueryContext {
     pub query_id: String,
     /// The protocol the request is about, if any.
     pub protocol_hash: Option<ProtocolHash>,
+    /// Who sent the request, as the HTTP edge identified it (see [`crate::Client`]).
+    pub client: Option<String>,
     tally: Mutex<Tally>,
 }
+
+/// Who sent a request, as the HTTP edge identified it: a client token's name (`token:<name>`)
+/// or the peer's address (`ip:<address>`). Recorded with the request in the request ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Client(pub String);
 
 /// A new id for a request the node answers: a UUIDv7, so ids grow with time and the ledgers'
 /// `query_id` indexes take each new id near the end instead of on a random page (measured with
@@ -75,8 +82,15 @@ impl QueryContext {
         Self {
             query_id,
             protocol_hash,
+            client: None,
             tally: Mutex::new(Tally::default()),
         }
+    }
+
+    /// The context with the sender's identity, for the request ledger.
+    pub fn with_client(mut self, client: Option<&crate::Client>) -> Self {
+        self.client = client.map(|c| c.0.clone());
+        self
     }
 
     /// The tally so far.

@@ -28,7 +28,7 @@ pub mod task;
 mod test_peer;
 pub mod tools;
 
-pub use accounting::{Category, Tally};
+pub use accounting::{Category, Client, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig, SenderConfig,

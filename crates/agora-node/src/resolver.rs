@@ -21,7 +21,8 @@ const MAX_SOURCES_TRIED: usize = 8;
 pub struct SourceFailure {
     /// The source, shortened for display (`data:` URIs are cut).
     pub source: String,
-    /// What went wrong.
+    /// What went wrong, in words fit for the peer (no OS error or resolved address; see
+    /// `FetchError::peer_reason`).
     pub reason: String,
 }
 
@@ -129,7 +130,11 @@ impl Resolver {
             self.fetcher
                 .fetch_text(source)
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|error| {
+                    // The peer reads the reason; the transport detail stays in the log.
+                    tracing::info!(source = %short(source), %error, "fetching a protocol document failed");
+                    error.peer_reason()
+                })?
                 .text
                 .into_bytes()
         } else {

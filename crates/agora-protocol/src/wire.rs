@@ -260,8 +260,15 @@ pub enum ErrorCode {
     ProtocolRejected,
     /// The receiver's LLM or tools failed.
     HandlerFailed,
-    /// The receiver is overloaded; try later.
+    /// The receiver is overloaded, or shutting down; try later.
     Busy,
+    /// The client sent more requests than its budget allows; the HTTP reply's `Retry-After`
+    /// says when to try again.
+    RateLimited,
+    /// The request was not answered (or its body not received) within the receiver's time limit.
+    Timeout,
+    /// An `Idempotency-Key` was used again for a request with other content.
+    IdempotencyKeyReused,
     /// The admin credential is missing or wrong.
     Unauthorized,
     /// No such resource.
@@ -281,6 +288,9 @@ impl ErrorCode {
             ErrorCode::ProtocolRejected => "protocol_rejected",
             ErrorCode::HandlerFailed => "handler_failed",
             ErrorCode::Busy => "busy",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Internal => "internal",

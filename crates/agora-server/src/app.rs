@@ -15,9 +15,11 @@
 
 use std::sync::Arc;
 
-use agora_node::{FollowUpError, Node};
+use std::net::SocketAddr;
+
+use agora_node::{Client, FollowUpError, Node};
 use agora_protocol::{ErrorCode, FollowUp, ProtocolHash, Request};
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,8 +28,10 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 
+use crate::config::EdgeSettings;
+use crate::edge::{self, Budget, Edge, EdgeConfigError};
 use crate::error::ApiError;
-use crate::extract::JsonBody;
+use crate::extract::read_json_within;
 use crate::metrics::NodeMetrics;
 
 /// Shared state of the HTTP handlers.
@@ -45,6 +49,8 @@ pub struct AppState {
     pub metrics: Arc<NodeMetrics>,
     /// The MCP endpoint, when `/mcp` is served.
     pub mcp: Option<McpEndpoint>,
+    /// Timeouts, budgets, client authentication and the LLM work bound (see [`crate::edge`]).
+    pub edge: Arc<Edge>,
 }
 
 /// The MCP service as this crate mounts it: a boxed tower service over axum's bodies, so no
@@ -96,7 +102,14 @@ impl AppState {
             max_body_bytes,
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
             mcp: None,
+            edge: Arc::new(Edge::default()),
         }
+    }
+
+    /// The state with the edge built from `settings` instead of the defaults.
+    pub fn with_edge(mut self, settings: &EdgeSettings) -> Result<Self, EdgeConfigError> {
+        self.edge = Arc::new(Edge::new(settings)?);
+        Ok(self)
     }
 }
 
@@ -173,31 +186,106 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn agora_request(
-    State(state): State<AppState>,
-    JsonBody(value): JsonBody,
-) -> Result<Response, ApiError> {
-    let request = Request::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let _permit = state.admit()?;
-    let reply = state.node.handle(request).await;
-    Ok(Json(reply.to_json()).into_response())
+async fn agora_request(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+    answer_agora(state, "/", request, |state, value| {
+        let request =
+            Request::from_json(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let budget = if state.node.serves_with_routine(&request) {
+            Budget::Routine
+        } else {
+            Budget::Llm
+        };
+        Ok((budget, Answer::Request(request)))
+    })
+    .await
 }
 
 async fn follow_up(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    JsonBody(value): JsonBody,
-) -> Result<Response, ApiError> {
-    let follow_up =
-        FollowUp::from_json(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    request: axum::extract::Request,
+) -> Response {
+    let path = format!("/conversations/{id}");
+    answer_agora(state, &path, request, |_, value| {
+        let follow_up =
+            FollowUp::from_json(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok((Budget::Llm, Answer::FollowUp(id, follow_up)))
+    })
+    .await
+}
+
+/// What the engine is asked.
+enum Answer {
+    Request(Request),
+    FollowUp(String, FollowUp),
+}
+
+/// The edge's steps around the engine, in order (see [`crate::edge`]): the body within its time,
+/// the client named, the request parsed and budgeted, its idempotency key claimed, capacity and
+/// an LLM place taken, the answer within the deadline, the key settled.
+async fn answer_agora(
+    state: AppState,
+    path: &str,
+    request: axum::extract::Request,
+    parse: impl FnOnce(&AppState, &serde_json::Value) -> Result<(Budget, Answer), ApiError>,
+) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0);
+    let headers = request.headers().clone();
+    let steps = async {
+        let client = state.edge.identify(&headers, peer)?;
+        let value = read_json_within(request, state.edge.body_timeout()).await?;
+        let (budget, answer) = parse(&state, &value)?;
+        state.edge.check_rate(&client, budget)?;
+        let held = match edge::idempotency::claim(&state, &headers, &client.0, path, &value).await?
+        {
+            edge::idempotency::Claim::Replay(response) => return Ok(response),
+            edge::idempotency::Claim::Fresh(held) => held,
+        };
+        let replied = answer_within_limits(&state, &client, budget, answer).await;
+        edge::idempotency::settle(&state, held, &replied).await;
+        Ok(Json(replied?.to_json()).into_response())
+    };
+    steps
+        .await
+        .unwrap_or_else(|error: ApiError| error.into_response())
+}
+
+async fn answer_within_limits(
+    state: &AppState,
+    client: &Client,
+    budget: Budget,
+    answer: Answer,
+) -> Result<agora_protocol::Reply, ApiError> {
     let _permit = state.admit()?;
-    match state.node.follow_up(&id, follow_up).await {
-        Ok(reply) => Ok(Json(reply.to_json()).into_response()),
-        Err(FollowUpError::NotFound) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            ErrorCode::ConversationNotFound,
-            "Conversation not found or expired.",
-        )),
+    let _llm = match budget {
+        Budget::Llm => Some(state.edge.llm_slot().await?),
+        Budget::Routine => None,
+    };
+    let node = &state.node;
+    match answer {
+        Answer::Request(request) => {
+            state
+                .edge
+                .within_deadline(node.handle_from(request, Some(client)))
+                .await
+        }
+        Answer::FollowUp(id, follow_up) => {
+            match state
+                .edge
+                .within_deadline(node.follow_up_from(&id, follow_up, Some(client)))
+                .await?
+            {
+                Ok(reply) => Ok(reply),
+                Err(FollowUpError::NotFound) => Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    ErrorCode::ConversationNotFound,
+                    "Conversation not found or expired.",
+                )),
+            }
+        }
     }
 }
 
@@ -260,7 +348,6 @@ pub async fn serve_state(
     state: AppState,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    let edge = state.edge.clone();
+    edge::serve::serve(listener, router(state), &edge, shutdown).await
 }

@@ -44,6 +44,9 @@ pub struct Config {
     pub routine_runtime: RoutineRuntimeSettings,
     /// The node as an MCP server (`/mcp`, `agora mcp serve`).
     pub mcp: McpSettings,
+    /// The HTTP edge: timeouts, connection and rate limits, client authentication, the LLM work
+    /// bound, idempotency and the shutdown deadline (see `crate::edge`).
+    pub edge: EdgeSettings,
 }
 
 impl Default for Config {
@@ -61,6 +64,7 @@ impl Default for Config {
             fetch: FetchSettings::default(),
             routine_runtime: RoutineRuntimeSettings::default(),
             mcp: McpSettings::default(),
+            edge: EdgeSettings::default(),
         }
     }
 }
@@ -87,6 +91,7 @@ impl Config {
             "fetch",
             "routine_runtime",
             "mcp",
+            "edge",
         ];
         // `UncasedStr::as_str` keeps the variable's case, so compare uncased.
         figment = figment.merge(Env::prefixed("AGORA_").split("__").filter(move |key| {
@@ -98,6 +103,137 @@ impl Config {
             config.node.public_url = format!("http://{}", config.listen);
         }
         Ok(config)
+    }
+}
+
+/// The HTTP edge's limits (README, "Limits and timeouts").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeSettings {
+    /// Seconds one Agora request may take, from its first header byte to its reply, LLM work
+    /// included (default 300, the sender's own default wait). Past it the reply is
+    /// `503 timeout`.
+    pub request_timeout_secs: u64,
+    /// Seconds a client has to send a request's headers; an idle keep-alive connection is closed
+    /// after as long (default 10). This is what cuts off a slow-loris client.
+    pub header_timeout_secs: u64,
+    /// Seconds a client has to send a request's body (default 15); past it, `408 timeout`.
+    pub body_timeout_secs: u64,
+    /// Most open connections (default 1024); more wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// Seconds a graceful stop (SIGTERM, Ctrl-C) waits for requests in flight (default 10);
+    /// those still running are then answered `503 busy`.
+    pub shutdown_grace_secs: u64,
+    /// Per-client request budgets.
+    pub rate_limit: RateLimitSettings,
+    /// The bound on Agora requests answered by the LLM at once.
+    pub llm_work: LlmWorkSettings,
+    /// Client authentication for the Agora endpoints, and the proxies trusted to name clients.
+    pub clients: ClientSettings,
+    /// `Idempotency-Key` handling.
+    pub idempotency: IdempotencySettings,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        Self {
+            request_timeout_secs: 300,
+            header_timeout_secs: 10,
+            body_timeout_secs: 15,
+            max_connections: 1024,
+            shutdown_grace_secs: 10,
+            rate_limit: RateLimitSettings::default(),
+            llm_work: LlmWorkSettings::default(),
+            clients: ClientSettings::default(),
+            idempotency: IdempotencySettings::default(),
+        }
+    }
+}
+
+/// Per-client budgets (a generic cell rate: a steady rate and a burst), kept apart for requests
+/// the node answers with a routine and for those its LLM answers (natural language, protocols
+/// without a routine, negotiation), which cost money.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitSettings {
+    /// Whether budgets apply (default true).
+    pub enabled: bool,
+    /// Routine-served requests per minute, per client (default 1200).
+    pub routine_per_minute: u32,
+    /// Routine-served requests a client may send at once (default 200).
+    pub routine_burst: u32,
+    /// LLM-answered requests per minute, per client (default 30).
+    pub llm_per_minute: u32,
+    /// LLM-answered requests a client may send at once (default 10).
+    pub llm_burst: u32,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            routine_per_minute: 1200,
+            routine_burst: 200,
+            llm_per_minute: 30,
+            llm_burst: 10,
+        }
+    }
+}
+
+/// How many LLM-answered requests run at once, and how many wait.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmWorkSettings {
+    /// LLM-answered requests in flight (default 4).
+    pub max_concurrent: usize,
+    /// Requests waiting for a place (default 32); more are answered `503 busy` at once.
+    pub max_queued: usize,
+    /// Seconds a request waits for a place before it is answered `503 busy` (default 60).
+    pub max_wait_secs: u64,
+}
+
+impl Default for LlmWorkSettings {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 4,
+            max_queued: 32,
+            max_wait_secs: 60,
+        }
+    }
+}
+
+/// Client authentication for `POST /` and `/conversations/...`. With neither `tokens` nor
+/// `allow_networks` set, every client is served and named by its address.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientSettings {
+    /// Client names to bearer tokens (`Authorization: Bearer <token>`); a client so named is
+    /// `token:<name>` in the request ledger and has its own budget.
+    pub tokens: std::collections::BTreeMap<String, String>,
+    /// Networks whose peers are served without a token, e.g. `["10.0.0.0/8"]`.
+    pub allow_networks: Vec<String>,
+    /// Proxies (load balancers) whose `X-Forwarded-For` names the client, e.g.
+    /// `["127.0.0.1/32"]`; other peers' headers are ignored.
+    pub trusted_proxies: Vec<String>,
+}
+
+/// `Idempotency-Key` handling (seed 001's guide): a repeat within the window gets the stored
+/// reply with no second LLM or tool call.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdempotencySettings {
+    /// Whether the header is honoured (default true).
+    pub enabled: bool,
+    /// Seconds a key and its reply are kept (default 86400, a day).
+    pub window_secs: u64,
+}
+
+impl Default for IdempotencySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window_secs: 86_400,
+        }
     }
 }
 
@@ -362,6 +498,41 @@ mod tests {
             assert_eq!(servers[1].tools.as_ref().map(Vec::len), Some(2));
             assert_eq!(config.mcp.token.as_deref(), Some("change-me"));
             assert!(config.mcp.enabled);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_readme_limits_configuration_loads_and_builds_the_edge() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+                .map_err(|e| e.to_string());
+        figment::Jail::expect_with(|jail| {
+            let readme = readme?;
+            let section = readme
+                .split("### Limits and timeouts")
+                .nth(1)
+                .and_then(|rest| rest.split("\n## ").next())
+                .ok_or("README has no Limits and timeouts section")?;
+            let toml = section
+                .split("```toml\n")
+                .nth(1)
+                .and_then(|block| block.split("```").next())
+                .ok_or("no TOML block")?;
+            jail.create_file("node.toml", toml)?;
+            jail.set_env("AGORA_EDGE__RATE_LIMIT__LLM_BURST", "3");
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            let edge = &config.edge;
+            assert_eq!(edge.request_timeout_secs, 120);
+            assert_eq!(edge.rate_limit.llm_per_minute, 10);
+            assert_eq!(
+                edge.rate_limit.llm_burst, 3,
+                "the environment overrides the file"
+            );
+            assert_eq!(edge.rate_limit.routine_burst, 200, "defaults fill the rest");
+            assert_eq!(edge.clients.tokens["partner-a"], "a-long-random-token");
+            crate::edge::Edge::new(edge).map_err(|e| e.to_string())?;
             Ok(())
         });
     }

@@ -5,7 +5,7 @@
 
 use agora_protocol::{ErrorCode, Reply};
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// An error answered at the HTTP edge.
@@ -17,6 +17,9 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// The human-readable message.
     pub message: String,
+    /// Headers to send with it (`Retry-After`, `WWW-Authenticate`); a list, not a `HeaderMap`,
+    /// to keep the error small.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -45,13 +48,27 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            headers: Vec::new(),
         }
+    }
+
+    /// The error with a header.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// The error with `Retry-After: <seconds>`.
+    pub fn retry_after(self, seconds: u64) -> Self {
+        self.with_header(header::RETRY_AFTER, HeaderValue::from(seconds))
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Reply::failure(self.code, self.message).to_json();
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        response.headers_mut().extend(self.headers);
+        response
     }
 }

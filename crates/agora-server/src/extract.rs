@@ -20,27 +20,52 @@ pub struct JsonBody(pub Value);
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        ErrorCode::PayloadTooLarge,
-                        "request body is larger than this node accepts",
-                    )
-                } else {
-                    ApiError::bad_request(format!("could not read the request body: {rejection}"))
-                }
-            })?;
-        if bytes.is_empty() {
-            return Err(ApiError::bad_request(
-                "request body is empty; expected a JSON object",
-            ));
-        }
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
+    async fn from_request(request: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        read_json(request).await.map(JsonBody)
     }
+}
+
+/// Reads a request's JSON body as [`JsonBody`] does, within `limit`: a body that has not
+/// arrived by then is `408 timeout` (a slow-loris client trickling its body).
+pub async fn read_json_within(
+    request: Request,
+    limit: std::time::Duration,
+) -> Result<Value, ApiError> {
+    tokio::time::timeout(limit, read_json(request))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorCode::Timeout,
+                format!(
+                    "the request body did not arrive within {} s",
+                    limit.as_secs()
+                ),
+            ))
+        })
+}
+
+async fn read_json(request: Request) -> Result<Value, ApiError> {
+    let bytes = Bytes::from_request(request, &())
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorCode::PayloadTooLarge,
+                    "request body is larger than this node accepts",
+                )
+            } else {
+                // The transport's words (a reset, an OS error) are for the log only.
+                tracing::debug!(%rejection, "reading a request body failed");
+                ApiError::bad_request("could not read the request body")
+            }
+        })?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request(
+            "request body is empty; expected a JSON object",
+        ));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))
 }

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dashboard;
+pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod manifest;
@@ -22,5 +23,7 @@ pub mod runtime;
 pub mod telemetry;
 
 pub use app::{AppState, serve_state};
-pub use config::{Config, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings};
+pub use config::{
+    Config, EdgeSettings, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings,
+};
 pub use runtime::{RunningNode, build_node, build_routine_engine, serve};

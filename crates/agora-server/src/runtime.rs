@@ -126,7 +126,9 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         config.admin_token.clone(),
         config.max_body_bytes,
         config.max_concurrent_requests,
-    );
+    )
+    .with_edge(&config.edge)
+    .context("reading the edge settings")?;
     let mcp_shutdown = CancellationToken::new();
     if config.mcp.enabled {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
@@ -350,8 +352,8 @@ fn env_path(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Serves until `shutdown` fires, then drains in-flight requests and tasks and writes the
-/// request records still queued.
+/// Serves until `shutdown` fires, then drains in-flight requests (within the edge's grace) and
+/// tasks and writes the request records still queued.
 pub async fn serve(
     listener: TcpListener,
     running: &RunningNode,
@@ -363,6 +365,8 @@ pub async fn serve(
     let sync_every =
         Duration::from_millis(running.config.routine_runtime.sync_interval_ms.max(100));
     let background_shutdown = shutdown.clone();
+    let idempotency_window =
+        Duration::from_secs(running.config.edge.idempotency.window_secs).as_millis() as i64;
     tasks.spawn(async move {
         let mut sweep = tokio::time::interval(sweep_every);
         let mut sync = tokio::time::interval(sync_every);
@@ -376,6 +380,10 @@ pub async fn serve(
                         Ok(n) => tracing::info!(purged = n, "expired conversations removed"),
                         Err(error) => tracing::warn!(%error, "conversation sweep failed"),
                     }
+                    let before = agora_node::Clock::now_ms(&SystemClock) - idempotency_window;
+                    if let Err(error) = node.store().purge_idempotency_keys(before).await {
+                        tracing::warn!(%error, "idempotency key sweep failed");
+                    }
                 }
                 // One read when nothing changed; loads changed routines off the request path.
                 _ = sync.tick() => {
@@ -388,8 +396,7 @@ pub async fn serve(
     });
     tasks.close();
     let app = router(running.state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+    crate::edge::serve::serve(listener, app, &running.state.edge, shutdown.clone())
         .await
         .context("serving HTTP")?;
     shutdown.cancel();

@@ -19,6 +19,7 @@ mod conversations;
 mod decisions;
 mod documents;
 mod error;
+mod idempotency;
 mod ledger;
 mod programming;
 mod published;
@@ -32,6 +33,7 @@ mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
+pub use idempotency::IdempotencyClaim;
 pub use programming::{
     Attempt, Example, ProgrammerKey, ProgrammingTotals, RoutineAttempt, SenderRoutineAttempt,
 };

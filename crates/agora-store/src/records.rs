@@ -109,6 +109,12 @@ pub struct RequestRecord {
     /// The routine's error when it failed; recording the request counts the failure on the
     /// routine (count, last error, time).
     pub routine_error: Option<String>,
+    /// Who sent the request, as the HTTP edge identified it: a client token's name, or
+    /// `ip:<address>`; `None` when the node was called in-process.
+    pub client: Option<String>,
+    /// The full error behind a failure reply (internal URLs, OS errors): the peer got a sentence
+    /// it can act on, this is what the operator reads.
+    pub error_detail: Option<String>,
 }
 
 /// How a request was answered.

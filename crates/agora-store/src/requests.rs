@@ -101,7 +101,7 @@ impl Store {
         let statement = sqlx::query(
             "SELECT query_id, node, protocol_hash, channel, path, status, llm_calls, \
              prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, routine_id, \
-             routine_error FROM requests ORDER BY created_at DESC, id DESC LIMIT $1",
+             routine_error, client, error_detail FROM requests ORDER BY created_at DESC, id DESC LIMIT $1",
         )
         .bind(limit.max(0));
         fetch_all(
@@ -183,6 +183,6 @@ fn request_from_row(row: &AnyRow) -> Result<RequestRecord, StoreError> {
         path: RequestPath::from_column("requests.path", &columns.get::<String>("path")?)?,
         status, llm_calls, prompt_tokens, completion_tokens, cost_usd, latency_ms,
         created_at_ms: columns.get("created_at")?,
-        routine_id, routine_error,
+        routine_id, routine_error, client, error_detail,
     }))
 }

@@ -44,15 +44,19 @@ impl Node {
         let failed_llm_routine = (routine.origin == RoutineOrigin::Llm).then_some(routine.id);
         let routine_error = Some(error.to_string());
         if !self.inner.config.routines.fallback_to_llm {
-            let message = format!("routine {} failed: {error}", routine.name);
+            // A routine's error can quote its tools' errors: the peer gets a sentence.
+            let failed = Outcome::failed_privately(
+                context,
+                ErrorCode::HandlerFailed,
+                "this node's routine for the protocol failed",
+                format!("routine {} failed: {error}", routine.name),
+            );
             return Outcome {
                 routine_id: Some(routine.id),
                 routine_error,
                 failed_llm_routine,
-                ..Outcome::new(
-                    Reply::failure(ErrorCode::HandlerFailed, message),
-                    RequestPath::Routine,
-                )
+                path: RequestPath::Routine,
+                ..failed
             };
         }
         // The routine implies the protocol is allowed: no suitability check on the way back.

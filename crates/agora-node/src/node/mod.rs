@@ -136,6 +136,9 @@ struct Outcome {
     example: Option<PendingExample>,
     /// The LLM-written routine that failed on this request, if one did.
     failed_llm_routine: Option<i64>,
+    /// The full error behind a failure reply, for the log and the request ledger; the reply
+    /// itself carries only a sentence the peer can act on.
+    error_detail: Option<String>,
 }
 
 impl Outcome {
@@ -148,11 +151,35 @@ impl Outcome {
             routine_error: None,
             example: None,
             failed_llm_routine: None,
+            error_detail: None,
         }
     }
 
     fn failed(code: ErrorCode, error: impl Into<String>) -> Self {
         Self::new(Reply::failure(code, error), RequestPath::Failed)
+    }
+
+    /// A failure whose cause the peer must not read (an internal URL, an OS error, a tool's
+    /// error): the peer gets `message` and the query id to quote, the log and the request
+    /// ledger get `detail`.
+    fn failed_privately(
+        context: &QueryContext,
+        code: ErrorCode,
+        message: &str,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        let detail = detail.to_string();
+        tracing::warn!(error = %detail, "{message}");
+        Self {
+            error_detail: Some(detail),
+            ..Self::failed(
+                code,
+                format!(
+                    "{message} (query {}; the operator has the details)",
+                    context.query_id
+                ),
+            )
+        }
     }
 }
 
@@ -221,6 +248,21 @@ impl Node {
 
     /// Answers one request. Never fails: errors become error replies.
     pub async fn handle(&self, request: Request) -> Reply {
+        self.handle_from(request, None).await
+    }
+
+    /// Whether `request` names a protocol this node answers with an active routine, that is,
+    /// most likely without its LLM (a failing routine may still fall back to it). The HTTP
+    /// edge budgets requests by this.
+    pub fn serves_with_routine(&self, request: &Request) -> bool {
+        match request.protocol {
+            ProtocolRef::Protocol(hash) => self.inner.routines.active(&hash).is_some(),
+            _ => false,
+        }
+    }
+
+    /// [`Node::handle`] for a request from `client`, recorded with it in the request ledger.
+    pub async fn handle_from(&self, request: Request, client: Option<&crate::Client>) -> Reply {
         let query_id = crate::accounting::new_query_id();
         let protocol_hash = match request.protocol {
             ProtocolRef::Protocol(hash) => Some(hash),
@@ -236,7 +278,7 @@ impl Node {
         );
         async move {
             let started = Instant::now();
-            let context = QueryContext::new(query_id, protocol_hash);
+            let context = QueryContext::new(query_id, protocol_hash).with_client(client);
             let channel = match request.protocol {
                 ProtocolRef::NaturalLanguage => "natural",
                 ProtocolRef::Negotiation => "negotiation",
@@ -269,6 +311,16 @@ impl Node {
 
     /// Answers a follow-up in a multiround conversation.
     pub async fn follow_up(&self, id: &str, follow_up: FollowUp) -> Result<Reply, FollowUpError> {
+        self.follow_up_from(id, follow_up, None).await
+    }
+
+    /// [`Node::follow_up`] from `client`, recorded with it in the request ledger.
+    pub async fn follow_up_from(
+        &self,
+        id: &str,
+        follow_up: FollowUp,
+        client: Option<&crate::Client>,
+    ) -> Result<Reply, FollowUpError> {
         let now = self.inner.clock.now_ms();
         let stored = match self.inner.store.conversation(id).await {
             Ok(Some(c)) if c.expires_at_ms > now => c,
@@ -282,13 +334,13 @@ impl Node {
             }
         };
         if stored.kind == ConversationKind::Negotiation {
-            return Ok(self.continue_negotiation(stored, follow_up).await);
+            return Ok(self.continue_negotiation(stored, follow_up, client).await);
         }
         let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {
             let started = Instant::now();
-            let context = QueryContext::new(query_id, stored.protocol_hash);
+            let context = QueryContext::new(query_id, stored.protocol_hash).with_client(client);
             let document = match stored.protocol_hash {
                 Some(hash) => match self.inner.store.document(&hash).await {
                     Ok(Some(d)) => Some(d.document),
@@ -501,8 +553,12 @@ impl Node {
                 )
                 .await
                 .map_err(|error| {
-                    tracing::warn!(%error, "suitability check failed");
-                    Outcome::failed(ErrorCode::HandlerFailed, error.to_string())
+                    Outcome::failed_privately(
+                        context,
+                        ErrorCode::HandlerFailed,
+                        "this node could not decide whether it serves the protocol; retry later",
+                        error,
+                    )
                 })?;
                 tracing::info!(suitable = verdict.suitable, reason = %verdict.reason, "suitability decided");
                 Decision {
@@ -577,8 +633,12 @@ impl Node {
             {
                 Ok(answer) => answer,
                 Err(error) => {
-                    tracing::warn!(%error, "the responder failed");
-                    return Outcome::failed(ErrorCode::HandlerFailed, error.to_string());
+                    return Outcome::failed_privately(
+                        context,
+                        ErrorCode::HandlerFailed,
+                        "this node's language model or tools failed to answer; retry later",
+                        error,
+                    );
                 }
             },
         };
@@ -730,6 +790,8 @@ impl Node {
             created_at_ms: self.inner.clock.now_ms(),
             routine_id: outcome.routine_id,
             routine_error: outcome.routine_error.clone(),
+            client: context.client.clone(),
+            error_detail: outcome.error_detail.clone(),
         };
         // A request that made no LLM call and opened no conversation (a routine's answer, a
         // cached refusal) leaves nothing but this record: it is queued rather than waited for,

@@ -223,12 +223,13 @@ impl Node {
         &self,
         stored: Conversation,
         follow_up: FollowUp,
+        client: Option<&crate::Client>,
     ) -> Reply {
         let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.negotiation", query_id = %query_id, conversation_id = %stored.id);
         async move {
             let started = Instant::now();
-            let context = QueryContext::new(query_id, None);
+            let context = QueryContext::new(query_id, None).with_client(client);
             let history = conversation::decode(&stored.messages);
             let message = follow_up.body.to_text();
             let outcome = match FinalProtocol::from_body(&message) {
@@ -288,8 +289,12 @@ impl Node {
                 }
             },
             Err(error) => {
-                tracing::warn!(%error, "the negotiator failed");
-                return Outcome::failed(ErrorCode::HandlerFailed, error.to_string());
+                return Outcome::failed_privately(
+                    context,
+                    ErrorCode::HandlerFailed,
+                    "this node's language model failed to negotiate; retry later",
+                    error,
+                );
             }
         };
         // An explicit word of agreement helps the sender's model to close, and lets a sender

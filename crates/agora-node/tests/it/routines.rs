@@ -282,11 +282,18 @@ async fn without_fallback_a_routine_failure_is_the_reply() {
     let reply = node.handle(weather_request(london())).await;
     assert_eq!(reply.status, Status::Failure);
     let error = reply.error.unwrap();
+    // The peer reads a sentence and the query id; the routine's own error stays with the node.
     assert!(
-        error.contains("routine trap failed") && error.contains("trapped"),
+        error.contains("routine for the protocol failed") && !error.contains("trapped"),
         "{error}"
     );
     let request = last_request(&node).await;
+    assert!(error.contains(&request.query_id), "{error}");
+    let detail = request.error_detail.clone().unwrap();
+    assert!(
+        detail.contains("routine trap failed") && detail.contains("trapped"),
+        "{detail}"
+    );
     assert_eq!(request.path, RequestPath::Routine);
     assert_eq!(request.status, "failure");
     assert_eq!(node.routines().find("trap").await.unwrap().failures, 1);

@@ -78,8 +78,10 @@ pub async fn serve_protocol_db(
         open_writes: running.config.open_writes,
         metrics: Arc::new(metrics::ProtocolDbMetrics::new()),
     };
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+    // The node's connection loop with its default limits: a header timeout against slow-loris
+    // clients, a connection cap, and a bounded stop.
+    let edge = crate::edge::Edge::default();
+    let served = crate::edge::serve::serve(listener, router(state), &edge, shutdown.clone())
         .await
         .context("serving HTTP");
     shutdown.cancel();

@@ -6,6 +6,7 @@
 mod browser;
 mod dashboard;
 mod dashboard_browser;
+mod edge;
 mod fixtures;
 mod http;
 mod ladder;

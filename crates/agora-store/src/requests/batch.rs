@@ -564,14 +564,14 @@ fn plan(batch: &[Pending]) -> Vec<Statement<'_>> {
         let mut sql = String::from(
             "INSERT INTO requests (query_id, node, protocol_hash, channel, path, status, \
              llm_calls, prompt_tokens, completion_tokens, cost_usd, latency_ms, created_at, \
-             routine_id, routine_error) VALUES ",
+             routine_id, routine_error, client, error_detail) VALUES ",
         );
-        let mut args = Vec::with_capacity(chunk.len() * 14);
+        let mut args = Vec::with_capacity(chunk.len() * 16);
         for (row, Pending { request, .. }) in chunk.iter().enumerate() {
             if row > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
             args.extend([
                 Arg::Text(&request.query_id),
                 Arg::Text(&request.node),
@@ -587,6 +587,8 @@ fn plan(batch: &[Pending]) -> Vec<Statement<'_>> {
                 Arg::Int(request.created_at_ms),
                 Arg::MaybeInt(request.routine_id),
                 Arg::MaybeText(request.routine_error.as_deref()),
+                Arg::MaybeText(request.client.as_deref()),
+                Arg::MaybeText(request.error_detail.as_deref()),
             ]);
         }
         statements.push(Statement {
@@ -776,6 +778,8 @@ mod tests {
                 created_at_ms,
                 routine_id: Some(7),
                 routine_error: routine_error.map(str::to_string),
+                client: None,
+                error_detail: None,
             },
             conversation: None,
             reply,

@@ -115,6 +115,8 @@ macro_rules! on_both_backends {
 
 on_both_backends!(
     fresh_database_migrates_and_reopens,
+    idempotency_keys_claim_replay_refuse_and_purge,
+    request_client_and_error_detail_round_trip,
     a_schema_from_a_newer_agora_is_refused,
     document_round_trip_keeps_sources_in_order,
     documents_are_listed_oldest_first,

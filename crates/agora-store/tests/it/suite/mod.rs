@@ -86,6 +86,8 @@ pub fn request(
         created_at_ms,
         routine_id: None,
         routine_error: None,
+        client: None,
+        error_detail: None,
     }
 }
 

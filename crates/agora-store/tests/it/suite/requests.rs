@@ -614,3 +614,84 @@ pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
             .map(|(a, b)| (a.to_string(), b.to_string()))
     );
 }
+
+/// Idempotency keys: one claim wins, the reply is replayed, other content is refused, a stale
+/// claim is taken over, a released one is claimed afresh, and old keys are purged.
+pub async fn idempotency_keys_claim_replay_refuse_and_purge(fixture: Fixture) {
+    use agora_store::IdempotencyClaim::{Claimed, InProgress, Mismatch, Replay};
+    let store = fixture.open().await;
+    let claim = |key: &'static str, fingerprint: &'static str, now: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_idempotency_key("ip:10.0.0.1", key, fingerprint, now, now - 1_000)
+                .await
+                .expect("claim")
+        }
+    };
+    assert_eq!(claim("k1", "f1", 10_000).await, Claimed);
+    assert_eq!(claim("k1", "f1", 10_100).await, InProgress);
+    assert_eq!(claim("k1", "f2", 10_100).await, Mismatch);
+    // Another client's scope is another key.
+    assert_eq!(
+        store
+            .claim_idempotency_key("ip:10.0.0.2", "k1", "f9", 10_100, 9_100)
+            .await
+            .expect("claim"),
+        Claimed
+    );
+    store
+        .finish_idempotency_key("ip:10.0.0.1", "k1", 200, "{\"status\":\"success\"}")
+        .await
+        .expect("finish");
+    assert_eq!(
+        claim("k1", "f1", 10_200).await,
+        Replay {
+            status: 200,
+            reply: "{\"status\":\"success\"}".into()
+        }
+    );
+    // A finished key is replayed even once it is old; only an unfinished one goes stale.
+    assert_eq!(
+        claim("k1", "f1", 50_000).await,
+        Replay {
+            status: 200,
+            reply: "{\"status\":\"success\"}".into()
+        }
+    );
+    assert_eq!(claim("k2", "f1", 10_000).await, Claimed);
+    assert_eq!(
+        claim("k2", "f1", 11_500).await,
+        Claimed,
+        "stale claim taken over"
+    );
+    assert_eq!(claim("k2", "f1", 11_600).await, InProgress);
+    store
+        .release_idempotency_key("ip:10.0.0.1", "k2")
+        .await
+        .expect("release");
+    assert_eq!(claim("k2", "f1", 11_700).await, Claimed);
+    // k1 (10_000) and the other scope's k1 (10_100) are older than 11_000; k2 (11_700) is not.
+    assert_eq!(
+        store.purge_idempotency_keys(11_000).await.expect("purge"),
+        2
+    );
+    assert_eq!(claim("k1", "f2", 12_000).await, Claimed);
+}
+
+/// A request's client and error detail are kept and read back.
+pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
+    let store = fixture.open().await;
+    let mut record = request(1, None, RequestPath::Failed, 1_000);
+    record.client = Some("token:partner".into());
+    record.error_detail = Some("llm unavailable: tcp connect error (os error 111)".into());
+    store.record_request(&record, None).await.expect("record");
+    let mut buffered = request(2, None, RequestPath::Routine, 2_000);
+    buffered.client = Some("ip:192.0.2.7".into());
+    store
+        .record_request_buffered(buffered.clone())
+        .await
+        .expect("record");
+    let recent = store.recent_requests(10).await.expect("read");
+    assert_eq!(recent, vec![buffered, record]);
+}

@@ -1,0 +1,23 @@
+-- agora store, schema 8: the HTTP edge (postgres dialect; the other folder holds the same schema).
+-- Conventions as in 0001_init.sql.
+
+-- Who sent a request (the client identity the edge authenticated or inferred: a token's name or
+-- `ip:<address>`), and the full error behind a failure reply. Peers get a sentence they can act
+-- on; the detail (internal URLs, OS errors) stays here and in the log.
+ALTER TABLE requests ADD COLUMN client TEXT;
+ALTER TABLE requests ADD COLUMN error_detail TEXT;
+
+-- Idempotency keys (the `Idempotency-Key` header): one row per (client scope, key). A row with
+-- a NULL `status` is a request still being answered; a finished row holds the reply to give a
+-- repeat. `fingerprint` is the SHA-256 of the method, path and body: the same key with other
+-- content is refused. Rows older than the node's window are purged.
+CREATE TABLE idempotency_keys (
+    scope         TEXT    NOT NULL,
+    key           TEXT    NOT NULL,
+    fingerprint   TEXT    NOT NULL,
+    status        BIGINT,
+    reply         TEXT,
+    created_at    BIGINT NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
