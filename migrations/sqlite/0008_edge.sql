@@ -21,3 +21,12 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (scope, key)
 );
 CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+
+-- Leases on cluster-wide work: replicas sharing a store take a named lease (a programmer job for
+-- one protocol or sender key) before doing the work, renew it while they do, and drop it after.
+-- A replica that dies stops renewing; once `expires_at` passes, another may take the work up.
+CREATE TABLE job_leases (
+    name          TEXT    PRIMARY KEY NOT NULL,
+    holder        TEXT    NOT NULL,
+    expires_at    INTEGER NOT NULL
+);

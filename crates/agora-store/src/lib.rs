@@ -20,6 +20,7 @@ mod decisions;
 mod documents;
 mod error;
 mod idempotency;
+mod leases;
 mod ledger;
 mod programming;
 mod published;

@@ -121,6 +121,9 @@ struct Inner {
     /// until a programmer job takes it as its first candidate; so it holds only protocols
     /// waiting for a job. In memory only; a hint, not data.
     programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
+    /// This process's name on the store's job leases (the node's name and a random id), so
+    /// replicas sharing a store run each programmer job once (see `programming::work`).
+    lease_holder: String,
 }
 
 /// What answering produced, before bookkeeping.
@@ -195,6 +198,7 @@ impl Node {
         );
         let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
         let routines = RoutineTable::new(parts.routine_engine, parts.tools.clone());
+        let lease_holder = format!("{}:{}", parts.config.name, uuid::Uuid::new_v4());
         Self {
             inner: Arc::new(Inner {
                 config: parts.config,
@@ -210,6 +214,7 @@ impl Node {
                 negotiation: Default::default(),
                 job_gate: std::sync::OnceLock::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                lease_holder,
             }),
         }
     }

@@ -323,6 +323,17 @@ impl Node {
                             attempt,
                             limits,
                         };
+                        // Fencing: a replica that lost its lease (it stalled, and another took
+                        // the job up) must not store a second routine.
+                        if !self
+                            .renew_job_lease(&lease_name::<S>(job.subject.key()))
+                            .await
+                        {
+                            tracing::warn!(
+                                "the job's lease was lost before its routine was stored; the replica holding it decides"
+                            );
+                            return;
+                        }
                         match job.subject.keep_routine(self, &bench, passed).await {
                             Ok(kept) => {
                                 record.routine_id = Some(kept.routine_id);
@@ -390,9 +401,89 @@ async fn work<S: JobSubject>(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job<S>
         let node = Node { inner };
         let span = job.subject.span(job.reason);
         let permit = node.job_permit().await;
-        node.program(&job).instrument(span).await;
+        let lease = lease_name::<S>(job.subject.key());
+        if node.take_job_lease(&lease).await {
+            // The job runs while the lease holds; losing it (this replica stalled past the
+            // lease) ends the job, because another replica may have taken it up.
+            tokio::select! {
+                _ = node.program(&job).instrument(span) => {}
+                _ = node.keep_job_lease(&lease) => {
+                    tracing::warn!(%lease, "the job's lease was lost; the job is left to the replica that holds it");
+                }
+            }
+            node.release_job_lease(&lease).await;
+        } else {
+            tracing::info!(%lease, "another replica is running this job");
+        }
         drop(permit);
         S::queue(&node).release(job.subject.key());
+    }
+}
+
+/// The name of a job's lease in the store: the kind of routine and its key.
+fn lease_name<S: JobSubject>(key: &S::Key) -> String {
+    format!("programmer:{}:{key:?}", S::WHAT)
+}
+
+/// How long a programmer job's lease lasts without renewal: a replica killed mid-job leaves its
+/// job to the others after this long.
+const JOB_LEASE_MS: i64 = 60_000;
+
+impl Node {
+    /// Takes the store's lease on a job for this process; `false` if another replica has it (or
+    /// the store failed: the job would fail too).
+    async fn take_job_lease(&self, lease: &str) -> bool {
+        let now = self.inner.clock.now_ms();
+        let holder = &self.inner.lease_holder;
+        match self
+            .inner
+            .store
+            .take_lease(lease, holder, now, JOB_LEASE_MS)
+            .await
+        {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::error!(%error, %lease, "could not take a job lease");
+                false
+            }
+        }
+    }
+
+    /// Renews the lease every third of its life; returns when it is lost.
+    async fn keep_job_lease(&self, lease: &str) {
+        let every = std::time::Duration::from_millis((JOB_LEASE_MS / 3) as u64);
+        loop {
+            tokio::time::sleep(every).await;
+            if !self.renew_job_lease(lease).await {
+                return;
+            }
+        }
+    }
+
+    /// Extends this process's lease; `false` when it is held no more. A store error counts as
+    /// held: the lease still runs until it expires, and the next renewal tries again.
+    async fn renew_job_lease(&self, lease: &str) -> bool {
+        let now = self.inner.clock.now_ms();
+        let holder = &self.inner.lease_holder;
+        match self
+            .inner
+            .store
+            .renew_lease(lease, holder, now, JOB_LEASE_MS)
+            .await
+        {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(%error, %lease, "could not renew a job lease");
+                true
+            }
+        }
+    }
+
+    async fn release_job_lease(&self, lease: &str) {
+        let holder = &self.inner.lease_holder;
+        if let Err(error) = self.inner.store.release_lease(lease, holder).await {
+            tracing::warn!(%error, %lease, "could not release a job lease; it expires by itself");
+        }
     }
 }
 

@@ -871,3 +871,75 @@ async fn a_program_repeated_in_its_repair_starts_the_conversation_over_once() {
     assert_eq!(conversation_calls(&node).await, 3);
     assert!(programmer.candidates.lock().unwrap().is_empty());
 }
+
+/// Two replicas of a node (two `Node`s on one store, as two processes on one PostgreSQL would
+/// be): replica A's job holds the job lease while its model works, so replica B, whose requests
+/// cross the threshold too, runs no second job. When A stops renewing (it died: here the clock
+/// passes the lease), B's next job takes the lease and writes the routine; A, woken later, adds no
+/// second routine or attempt. (Which guard stops A there, the lease check before storing or the
+/// routine B already made active, this test does not tell apart.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_run_a_programmer_job_once_and_take_up_a_dead_replicas_job() {
+    let dir = temp_dir();
+    let clock = Arc::new(agora_node::ManualClock::new(1_700_000_000_000));
+    let stalled = Programmer::with(&["good"]);
+    stalled.close_gate();
+    let llm_a = llm(&stalled);
+    let a = with_document(replica(llm_a.clone(), dir.path(), clock.clone()).await).await;
+    let llm_b = llm(&Programmer::with(&["good"]));
+    let b = replica(llm_b.clone(), dir.path(), clock.clone()).await;
+    let programmer_calls = |llm: &ScriptedLlm| {
+        llm.calls()
+            .iter()
+            .filter(|request| is_programmer_call(request))
+            .count()
+    };
+
+    ask(&a, "Paris", 1).await;
+    ask(&a, "Lima", 2).await;
+    // A's job is now waiting on its model, with the lease.
+    let started = std::time::Instant::now();
+    while programmer_calls(&llm_a) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "A's job never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    ask(&b, "Oslo", 3).await;
+    b.programmer_idle().await;
+    assert_eq!(programmer_calls(&llm_b), 0, "B ran no second job");
+    assert!(b.store().attempts(Some(&hash())).await.unwrap().is_empty());
+
+    // A stops renewing; past the lease, B's next job takes it up.
+    clock.advance(std::time::Duration::from_secs(61));
+    ask(&b, "Rome", 4).await;
+    b.programmer_idle().await;
+    assert_eq!(programmer_calls(&llm_b), 1);
+    let attempts = b.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(outcomes(&attempts), ["passed"]);
+
+    // A wakes and adds nothing.
+    stalled.open_gate();
+    a.programmer_idle().await;
+    let routines = a.store().routines().await.unwrap();
+    assert_eq!(routines.len(), 1, "{routines:?}");
+    assert_eq!(a.store().attempts(Some(&hash())).await.unwrap().len(), 1);
+}
+
+/// A replica: a node with the weather tool on the store in `dir`, threshold 2, on `clock`.
+async fn replica(
+    llm: Arc<ScriptedLlm>,
+    dir: &std::path::Path,
+    clock: Arc<agora_node::ManualClock>,
+) -> Node {
+    NodeBuilder::new(llm, dir)
+        .clock(clock)
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 2;
+        })
+        .routine_engine(Arc::new(engine()))
+        .build()
+        .await
+}

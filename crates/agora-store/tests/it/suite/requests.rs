@@ -695,3 +695,82 @@ pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
     let recent = store.recent_requests(10).await.expect("read");
     assert_eq!(recent, vec![buffered, record]);
 }
+
+/// Job leases: one holder at a time, renewed by its holder only, taken over once expired, and
+/// free again once released.
+pub async fn job_leases_have_one_holder_until_they_expire(fixture: Fixture) {
+    let store = fixture.open().await;
+    let job = "programmer:routine:abc";
+    assert!(
+        store
+            .take_lease(job, "replica-a", 1_000, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .take_lease(job, "replica-b", 2_000, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .take_lease(job, "replica-a", 2_000, 60_000)
+            .await
+            .unwrap(),
+        "its own"
+    );
+    assert!(
+        store
+            .renew_lease(job, "replica-a", 30_000, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .renew_lease(job, "replica-b", 30_000, 60_000)
+            .await
+            .unwrap()
+    );
+    // replica-a dies: its lease runs out at 90_000.
+    assert!(
+        !store
+            .take_lease(job, "replica-b", 89_999, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .take_lease(job, "replica-b", 90_001, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .renew_lease(job, "replica-a", 90_002, 60_000)
+            .await
+            .unwrap(),
+        "lost"
+    );
+    store.release_lease(job, "replica-a").await.unwrap();
+    assert!(
+        !store
+            .take_lease(job, "replica-c", 90_003, 60_000)
+            .await
+            .unwrap(),
+        "still b's"
+    );
+    store.release_lease(job, "replica-b").await.unwrap();
+    assert!(
+        store
+            .take_lease(job, "replica-c", 90_004, 60_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .take_lease("another job", "replica-a", 90_005, 60_000)
+            .await
+            .unwrap()
+    );
+}
