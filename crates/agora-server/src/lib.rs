@@ -4,7 +4,9 @@
 //! router, a JSON extractor that enforces size limits and answers malformed
 //! input in the protocol's error shape, admin authentication, the Prometheus
 //! `/metrics` text, configuration loading (file, env, flags, routine folders),
-//! tracing set-up, the routine runtime, and the run loop with graceful shutdown.
+//! tracing set-up, the routine runtime, the edge's defences against hostile or heavy use
+//! ([`edge`]: timeouts, budgets, client tokens, idempotency, the LLM work bound), and the run loop
+//! with a bounded graceful shutdown.
 //! [`protocol_db`] serves the protocol database role the same way.
 //!
 //! API boundary: axum, tower and HTTP status codes never leave this crate.
