@@ -462,25 +462,28 @@ mod tests {
         });
     }
 
+    /// The TOML blocks of the README section under `heading`, up to the next `## ` heading.
+    fn readme_toml(heading: &str) -> Result<String, String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+        let readme = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let section = readme
+            .split(heading)
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .ok_or(format!("README has no {heading} section"))?;
+        Ok(section
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|block| block.split("```").next())
+            .collect())
+    }
+
     #[test]
     #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn the_readme_mcp_configuration_loads() {
-        let readme =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-                .map_err(|e| e.to_string());
+        let toml = readme_toml("## Using MCP");
         figment::Jail::expect_with(|jail| {
-            let readme = readme?;
-            let section = readme
-                .split("## Using MCP")
-                .nth(1)
-                .and_then(|rest| rest.split("\n## ").next())
-                .ok_or("README has no Using MCP section")?;
-            let toml: String = section
-                .split("```toml\n")
-                .skip(1)
-                .filter_map(|block| block.split("```").next())
-                .collect();
-            jail.create_file("node.toml", &toml)?;
+            jail.create_file("node.toml", &toml?)?;
             let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
             let servers: Vec<&agora_node::McpServerConfig> = config
                 .node
@@ -505,22 +508,9 @@ mod tests {
     #[test]
     #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn the_readme_limits_configuration_loads_and_builds_the_edge() {
-        let readme =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-                .map_err(|e| e.to_string());
+        let toml = readme_toml("### Limits and timeouts");
         figment::Jail::expect_with(|jail| {
-            let readme = readme?;
-            let section = readme
-                .split("### Limits and timeouts")
-                .nth(1)
-                .and_then(|rest| rest.split("\n## ").next())
-                .ok_or("README has no Limits and timeouts section")?;
-            let toml = section
-                .split("```toml\n")
-                .nth(1)
-                .and_then(|block| block.split("```").next())
-                .ok_or("no TOML block")?;
-            jail.create_file("node.toml", toml)?;
+            jail.create_file("node.toml", &toml?)?;
             jail.set_env("AGORA_EDGE__RATE_LIMIT__LLM_BURST", "3");
             let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
             let edge = &config.edge;
