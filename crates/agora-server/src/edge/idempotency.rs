@@ -67,7 +67,7 @@ pub async fn claim(
             ApiError::bad_request("Idempotency-Key must be 1 to 255 visible ASCII characters")
         })?;
     let fingerprint = fingerprint(path, body);
-    let now = now_ms();
+    let now = agora_node::Clock::now_ms(&agora_node::SystemClock);
     let stale = now - 1000 * (state.edge.settings().request_timeout_secs as i64 + 5);
     let store = state.node.store();
     let claimed = store
@@ -158,13 +158,6 @@ fn fingerprint(path: &str, body: &Value) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
