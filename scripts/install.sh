@@ -48,6 +48,7 @@ APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     clang lld wasi-libc libclang-rt-14-dev-wasm32
     curl ca-certificates unzip python3-venv
+    haproxy  # the load balancer in front of replicas in the replica test
 )
 
 # ---------------------------------------------------------------- process and temp-dir helpers

@@ -16,6 +16,7 @@
 pub mod clock;
 mod connect;
 mod conversations;
+mod counters;
 mod decisions;
 mod documents;
 mod error;

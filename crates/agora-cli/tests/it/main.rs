@@ -4,8 +4,12 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod architecture;
+mod cluster;
 mod common;
+mod crash;
+mod load;
 mod mcp_cli;
 mod network_demo_cli;
 mod protocol_db_cli;
+mod replicas;
 mod routine_cli;

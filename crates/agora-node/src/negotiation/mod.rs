@@ -36,13 +36,12 @@
 //! A receiver also asks for negotiations: after [`NegotiationConfig::receiver_threshold`]
 //! natural-language conversations (from any sender) since its last completed negotiation, its
 //! natural-language replies carry `negotiationRequested: true`
-//! ([`agora_protocol::Reply::negotiation_requested`]). The count is kept in memory, so a
-//! restart starts it again.
+//! ([`agora_protocol::Reply::negotiation_requested`]). The count is the store's shared counter
+//! [`NATURAL_SINCE_NEGOTIATION`], so replicas sharing a store count together and a restart
+//! keeps the count.
 
 pub(crate) mod channel;
 pub(crate) mod prompt;
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use agora_protocol::{ProtocolDocument, ProtocolHash, VerifiedDocument};
 use serde::{Deserialize, Serialize};
@@ -133,26 +132,14 @@ pub enum NegotiationError {
     Store(#[from] agora_store::StoreError),
 }
 
-/// The receiver-side count of natural-language conversations since the last negotiation.
-#[derive(Debug, Default)]
-pub(crate) struct NegotiationSignal {
-    natural_since_negotiation: AtomicU64,
-}
+/// The store counter of natural-language conversations answered since the node last completed a
+/// negotiation (bumped and reset by every replica sharing the store).
+pub(crate) const NATURAL_SINCE_NEGOTIATION: &str = "negotiation.natural_since_last";
 
-impl NegotiationSignal {
-    /// Counts one natural-language conversation; true when the reply should ask to negotiate.
-    pub(crate) fn count_natural(&self, threshold: u64) -> bool {
-        let count = self
-            .natural_since_negotiation
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        threshold > 0 && count >= threshold
-    }
-
-    /// A negotiation completed: start counting again.
-    pub(crate) fn reset(&self) {
-        self.natural_since_negotiation.store(0, Ordering::Relaxed);
-    }
+/// Whether a natural-language reply should ask to negotiate, `count` conversations after the
+/// last negotiation; a `threshold` of 0 never asks.
+pub(crate) fn asks_to_negotiate(count: i64, threshold: u64) -> bool {
+    threshold > 0 && u64::try_from(count).is_ok_and(|count| count >= threshold)
 }
 
 /// A draft final protocol as the sender's LLM wrote it.
@@ -340,13 +327,11 @@ mod tests {
     }
 
     #[test]
-    fn the_signal_fires_at_the_threshold_and_resets() {
-        let signal = NegotiationSignal::default();
-        assert!(!signal.count_natural(2));
-        assert!(signal.count_natural(2));
-        assert!(signal.count_natural(2));
-        signal.reset();
-        assert!(!signal.count_natural(2));
-        assert!(!signal.count_natural(0));
+    fn the_signal_fires_at_the_threshold() {
+        assert!(!asks_to_negotiate(1, 2));
+        assert!(asks_to_negotiate(2, 2));
+        assert!(asks_to_negotiate(3, 2));
+        assert!(!asks_to_negotiate(5, 0));
+        assert!(!asks_to_negotiate(-1, 2));
     }
 }

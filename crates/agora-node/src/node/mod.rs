@@ -113,7 +113,6 @@ struct Inner {
     routines: RoutineTable,
     programmer: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
     sender_routines: crate::sender::routine::SenderRoutines,
-    negotiation: crate::negotiation::NegotiationSignal,
     /// Held by a driver to keep background routine writing for later (see
     /// [`Node::share_job_gate`]).
     job_gate: std::sync::OnceLock<Arc<tokio::sync::RwLock<()>>>,
@@ -211,7 +210,6 @@ impl Node {
                 routines,
                 programmer: ProgrammerQueue::new(),
                 sender_routines: crate::sender::routine::SenderRoutines::new(),
-                negotiation: Default::default(),
                 job_gate: std::sync::OnceLock::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,

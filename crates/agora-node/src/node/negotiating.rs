@@ -22,8 +22,8 @@ use crate::accounting::{Category, QueryContext};
 use crate::conversation;
 use crate::negotiation::channel::Channel;
 use crate::negotiation::{
-    Negotiated, NegotiationError, check_document, compose_document, parse_receiver_turn,
-    parse_sender_turn, prompt,
+    NATURAL_SINCE_NEGOTIATION, Negotiated, NegotiationError, asks_to_negotiate, check_document,
+    compose_document, parse_receiver_turn, parse_sender_turn, prompt,
 };
 use crate::sender::{fit, schema_protocol};
 use crate::task::Task;
@@ -183,10 +183,22 @@ impl Node {
     ) -> Outcome {
         let mut outcome = self.answer(context, request, None).await;
         let threshold = self.inner.config.negotiation.receiver_threshold;
-        if outcome.reply.status == Status::Success
-            && self.inner.negotiation.count_natural(threshold)
+        if outcome.reply.status != Status::Success || threshold == 0 {
+            return outcome;
+        }
+        match self
+            .inner
+            .store
+            .bump_counter(NATURAL_SINCE_NEGOTIATION)
+            .await
         {
-            outcome.reply = outcome.reply.with_negotiation_request();
+            Ok(count) if asks_to_negotiate(count, threshold) => {
+                outcome.reply = outcome.reply.with_negotiation_request();
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "could not count a natural-language conversation")
+            }
         }
         outcome
     }
@@ -343,7 +355,14 @@ impl Node {
             tracing::error!(%error, "could not register a negotiated protocol");
             return Outcome::failed(ErrorCode::Internal, "the node's store failed");
         }
-        self.inner.negotiation.reset();
+        if let Err(error) = self
+            .inner
+            .store
+            .reset_counter(NATURAL_SINCE_NEGOTIATION)
+            .await
+        {
+            tracing::warn!(%error, "could not restart the count of natural-language conversations");
+        }
         tracing::info!(protocol_hash = %hash, "registered a negotiated protocol");
         let body = Registration {
             protocol_hash: hash,

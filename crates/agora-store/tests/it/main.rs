@@ -117,6 +117,7 @@ on_both_backends!(
     fresh_database_migrates_and_reopens,
     idempotency_keys_claim_replay_refuse_and_purge,
     job_leases_have_one_holder_until_they_expire,
+    counters_are_shared_and_exact_across_handles,
     request_client_and_error_detail_round_trip,
     a_schema_from_a_newer_agora_is_refused,
     document_round_trip_keeps_sources_in_order,

@@ -1,9 +1,9 @@
-//! Cases for the request log, usage counters and the LLM ledger.
+//! Cases for the request log, usage counters, shared counters and the LLM ledger.
 
 use std::time::Duration;
 
 use agora_store::{
-    LedgerTotals, ProtocolUsage, RequestPath, RoutineStatus, StoreError, StoreOptions,
+    LedgerTotals, ProtocolUsage, RequestPath, RoutineStatus, Store, StoreError, StoreOptions,
 };
 
 use super::{
@@ -773,4 +773,27 @@ pub async fn job_leases_have_one_holder_until_they_expire(fixture: Fixture) {
             .await
             .unwrap()
     );
+}
+
+/// Shared counters: two handles on one database (two replicas) bumping at once lose no bump and
+/// never see the same value twice; a reset starts again from zero.
+pub async fn counters_are_shared_and_exact_across_handles(fixture: Fixture) {
+    let a = fixture.open().await;
+    let b = fixture.open().await;
+    assert_eq!(a.counter("natural").await.unwrap(), 0);
+    let bumps = |store: Store| async move {
+        let mut seen = Vec::new();
+        for _ in 0..25 {
+            seen.push(store.bump_counter("natural").await.unwrap());
+        }
+        seen
+    };
+    let (mut seen, other) = tokio::join!(bumps(a.clone()), bumps(b.clone()));
+    seen.extend(other);
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=50).collect::<Vec<i64>>());
+    assert_eq!(b.counter("natural").await.unwrap(), 50);
+    assert_eq!(a.counter("another").await.unwrap(), 0);
+    a.reset_counter("natural").await.unwrap();
+    assert_eq!(b.bump_counter("natural").await.unwrap(), 1);
 }
