@@ -23,6 +23,9 @@ echo "== fast tests" >&2
 status=0
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee -a "$results" || status=1
 
+echo "== fuzzing: the committed corpus, then a few seconds of AFL++ per parser" >&2
+bash scripts/fuzz.sh --ci 2>&1 | tee -a "$results" | tail -n 15 || status=1
+
 echo "== slow tests: real local model, Python reference library, PostgreSQL" >&2
 AGORA_TEST_POSTGRES_URL=$(bash scripts/postgres-test-db.sh)
 [[ $AGORA_TEST_POSTGRES_URL == postgres://* ]] || { echo "postgres-test-db.sh printed no URL: $AGORA_TEST_POSTGRES_URL" >&2; exit 1; }

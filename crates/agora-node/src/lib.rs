@@ -40,7 +40,8 @@ pub use node::{FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, Ta
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
-    LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
+    LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineManifest, RoutineSource,
+    ToolHost,
 };
 pub use sender::fit::ProtocolFit;
 pub use sender::{BadReply, ExchangeError, SendError, SendOutcome, Unreachable};

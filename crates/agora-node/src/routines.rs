@@ -2,5 +2,6 @@
 //! small crate that the node and the WebAssembly runtime (`agora-routines`) both depend on.
 
 pub use agora_routine_contract::{
-    LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource, ToolHost,
+    LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineManifest, RoutineSource,
+    ToolHost,
 };

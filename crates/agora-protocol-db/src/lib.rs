@@ -31,11 +31,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use agora_protocol::changes::check_document;
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{PeerState, PublishedCounts, Store, StoreError};
 use tokio::sync::Notify;
 use tracing::Instrument;
 
+pub use agora_protocol::changes::Rejection;
 pub use agora_protocol::{ChangeEntry, ChangePage};
 pub use agora_store::clock::{Clock, ManualClock, SystemClock};
 pub use peers::{HttpPeerClient, PeerClient, PeerError};
@@ -81,43 +83,6 @@ impl Default for ProtocolDbConfig {
             max_page_entries: 100,
             max_page_bytes: 1024 * 1024,
             max_search_results: 100,
-        }
-    }
-}
-
-/// Why a document was refused, posted or pulled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Rejection {
-    /// Larger than `max_document_bytes`.
-    TooLarge,
-    /// Its text does not hash to the hash it was served under.
-    HashMismatch,
-    /// The hash it was served under is not a hash.
-    BadHash,
-    /// Not UTF-8 text.
-    NotUtf8,
-    /// Empty, or only white space.
-    Empty,
-}
-
-impl Rejection {
-    /// Every reason, for metrics.
-    pub const ALL: [Rejection; 5] = [
-        Rejection::TooLarge,
-        Rejection::HashMismatch,
-        Rejection::BadHash,
-        Rejection::NotUtf8,
-        Rejection::Empty,
-    ];
-
-    /// The reason as one snake_case word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::TooLarge => "too_large",
-            Rejection::HashMismatch => "hash_mismatch",
-            Rejection::BadHash => "bad_hash",
-            Rejection::NotUtf8 => "not_utf8",
-            Rejection::Empty => "empty",
         }
     }
 }
@@ -285,21 +250,20 @@ impl ProtocolDb {
     /// Adds a document to the catalogue. The hash is computed over exactly `bytes`.
     pub async fn publish(&self, bytes: &[u8]) -> Result<Published, PublishError> {
         let limit = self.inner.config.max_document_bytes;
-        if bytes.len() > limit {
-            self.reject(Rejection::TooLarge);
-            return Err(PublishError::TooLarge {
-                size: bytes.len(),
-                limit,
-            });
-        }
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            self.reject(Rejection::NotUtf8);
-            return Err(PublishError::NotUtf8);
-        };
-        if text.trim().is_empty() {
-            self.reject(Rejection::Empty);
-            return Err(PublishError::Empty);
-        }
+        let text = check_document(bytes, limit).map_err(|reason| {
+            self.reject(reason);
+            match reason {
+                Rejection::TooLarge => PublishError::TooLarge {
+                    size: bytes.len(),
+                    limit,
+                },
+                Rejection::NotUtf8 => PublishError::NotUtf8,
+                // `check_document` refuses for no other reason.
+                Rejection::Empty | Rejection::BadHash | Rejection::HashMismatch => {
+                    PublishError::Empty
+                }
+            }
+        })?;
         let document = VerifiedDocument::from_text(text);
         let hash = document.hash();
         let span = tracing::info_span!("agora.protocol_db.publish", protocol_hash = %hash);

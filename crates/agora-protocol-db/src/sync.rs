@@ -11,13 +11,13 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_protocol::VerifiedDocument;
 use agora_store::PeerPage;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::{ChangePage, MIN_NOTIFIED_GAP, ProtocolDb, Rejection};
+use crate::{ChangePage, MIN_NOTIFIED_GAP, ProtocolDb};
 
 /// What one sync round did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -192,7 +192,7 @@ impl ProtocolDb {
                 ));
             }
             checked.last_seq = entry.seq;
-            match self.verify_entry(&entry.hash, &entry.text) {
+            match entry.verify(self.inner.config.max_document_bytes) {
                 Ok(document) => checked.documents.push(document),
                 Err(reason) => {
                     tracing::warn!(
@@ -208,18 +208,6 @@ impl ProtocolDb {
             }
         }
         Ok(checked)
-    }
-
-    /// The document a peer served, if its text is what its hash names and within the limits.
-    fn verify_entry(&self, hash: &str, text: &str) -> Result<VerifiedDocument, Rejection> {
-        if text.len() > self.inner.config.max_document_bytes {
-            return Err(Rejection::TooLarge);
-        }
-        if text.trim().is_empty() {
-            return Err(Rejection::Empty);
-        }
-        let hash = ProtocolHash::parse(hash).map_err(|_| Rejection::BadHash)?;
-        VerifiedDocument::verify(&hash, text.as_bytes()).map_err(|_| Rejection::HashMismatch)
     }
 
     /// Asks the background loop to pull from the peers soon (a peer's notification). Requests

@@ -26,7 +26,12 @@ pub enum DataUriError {
 
 /// Whether a source string is a `data:` URI (case-insensitive scheme).
 pub fn is_data_uri(source: &str) -> bool {
-    source.len() >= 5 && source[..5].eq_ignore_ascii_case("data:")
+    // Bytes, not `&source[..5]`: the fifth byte of a stranger's source may fall inside a
+    // character (found by fuzzing).
+    source
+        .as_bytes()
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"data:"))
 }
 
 /// Decodes a `data:` URI into the exact bytes it carries.
@@ -132,5 +137,14 @@ mod tests {
             Err(DataUriError::UnsupportedMediaType(_))
         ));
         assert_eq!(decode("data:;base64,!!!"), Err(DataUriError::BadBase64));
+    }
+
+    #[test]
+    fn a_character_across_the_fifth_byte_is_not_a_data_uri() {
+        // Found by fuzzing: slicing the first five bytes of "d%20Òa" cut 'Ò' in two and panicked.
+        assert!(!is_data_uri("d%20\u{d2}a"));
+        assert_eq!(decode("d%20\u{d2}a"), Err(DataUriError::NotDataUri));
+        assert!(is_data_uri("data:\u{d2}"));
+        assert_eq!(decode("data:,\u{d2}").unwrap(), "\u{d2}".as_bytes());
     }
 }

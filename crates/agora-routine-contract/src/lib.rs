@@ -10,9 +10,16 @@
 //! This crate is small on purpose: the runtime depends on it rather than on the
 //! node, so wasmtime's crate compiles beside the node instead of after it, and an
 //! edit to the node does not rebuild the runtime.
+//!
+//! It also holds the parsing of a routine folder's manifest ([`RoutineManifest`]), which names
+//! a routine's source, tools and limits.
+
+pub mod manifest;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use manifest::RoutineManifest;
 
 /// What a routine is made from.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,42 +11,17 @@
 //!
 //! A routine in another language (C, Rust, ...) names its `source` and a `build` script; its
 //! built module is added as a `.wasm` (`agora routine add --protocol <pd> <module.wasm>`).
+//!
+//! The manifest's parsing, [`RoutineManifest`], lives in `agora-routine-contract` (free of I/O,
+//! and fuzzed there); this module reads the folder it describes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use agora_node::RoutineManifest;
 use agora_node::{ProtocolInput, RoutineLimits, RoutineSource, RoutineSpec};
 use agora_store::RoutineOrigin;
 use anyhow::{Context, bail};
-use serde::Deserialize;
-
-/// A routine folder's `manifest.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RoutineManifest {
-    /// The protocol document, relative to the folder.
-    pub protocol: PathBuf,
-    /// `javascript`, `wasm`, or a language built outside agora (`c`, ...).
-    pub language: String,
-    /// The source file, relative to the folder.
-    #[serde(default)]
-    pub source: Option<PathBuf>,
-    /// The script that builds a compiled routine (informational).
-    #[serde(default)]
-    pub build: Option<PathBuf>,
-    /// The tools the routine may call.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// The deadline for one request, in milliseconds.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// The memory cap for one request, in MiB.
-    #[serde(default)]
-    pub memory_mb: Option<u64>,
-    /// The routine's name (default: the folder's name).
-    #[serde(default)]
-    pub name: Option<String>,
-}
 
 /// A routine folder, read.
 #[derive(Debug, Clone)]
@@ -63,8 +38,8 @@ impl RoutineFolder {
         let path = dir.join("manifest.toml");
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let manifest =
-            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let manifest = RoutineManifest::from_toml(&text)
+            .with_context(|| format!("parsing {}", path.display()))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             manifest,

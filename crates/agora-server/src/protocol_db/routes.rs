@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use agora_protocol::changes::posted_document;
 use agora_protocol::{ErrorCode, ProtocolHash};
 use agora_protocol_db::{ProtocolDb, PublishError, Rejection};
 use axum::body::Bytes;
@@ -123,36 +124,12 @@ async fn publish(
             ApiError::bad_request(format!("could not read the request body: {rejection}"))
         }
     })?;
-    let is_json = headers
+    let content_type = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .map(|value| {
-            value
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .is_some_and(|mime| mime == "application/json" || mime.ends_with("+json"));
-    let text;
-    let bytes: &[u8] = if is_json {
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|error| ApiError::bad_request(format!("the body is not JSON: {error}")))?;
-        text = value
-            .get("text")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    "expected {\"text\": <protocol document>} or a text/plain body",
-                )
-            })?;
-        text.as_bytes()
-    } else {
-        &body
-    };
-    match state.db.publish(bytes).await {
+        .and_then(|value| value.to_str().ok());
+    let bytes = posted_document(content_type, &body)
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    match state.db.publish(&bytes).await {
         Ok(published) => {
             let status = if published.created {
                 StatusCode::CREATED
