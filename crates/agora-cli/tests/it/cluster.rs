@@ -29,6 +29,45 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The `agora` binary run from the repository root with `--config config`, sharing compiled
+/// routines between test runs (a compile takes a second or two).
+pub fn agora_command(config: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
+    command
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .current_dir(repo())
+        .env(
+            "AGORA_ROUTINE_RUNTIME__ARTIFACT_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("agora-cli-artifacts"),
+        );
+    command
+}
+
+/// Spawns a server command and waits for the first line of its banner, `… listening on <url>`;
+/// returns the process and the URL. The rest of its stdout is drained so it never blocks on a
+/// full pipe. `Err` carries the line it printed instead (the process is killed).
+pub fn spawn_listening(mut command: Command) -> Result<(Child, String), String> {
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    stdout.read_line(&mut banner).unwrap();
+    let url = banner
+        .contains("listening on")
+        .then(|| banner.trim().rsplit(' ').next())
+        .flatten()
+        .filter(|url| url.starts_with("http://"))
+        .map(str::to_string);
+    let Some(url) = url else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(banner);
+    };
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    Ok((child, url))
+}
+
 /// A free loopback port (bound, then released for the process that will use it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -227,17 +266,7 @@ trusted_proxies = ["127.0.0.1/32"]
 
     /// The `agora` command with this node's configuration and the shared routine artifacts.
     pub fn agora(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
-        command
-            .args(args)
-            .arg("--config")
-            .arg(self.dir.path().join("node.toml"))
-            .current_dir(repo())
-            .env(
-                "AGORA_ROUTINE_RUNTIME__ARTIFACT_DIR",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("agora-cli-artifacts"),
-            );
-        command
+        agora_command(&self.dir.path().join("node.toml"), args)
     }
 
     /// Runs an `agora` command and expects success; returns stdout.
@@ -289,26 +318,14 @@ impl Process {
             .open(&self.log)
             .unwrap();
         let listen = format!("127.0.0.1:{}", self.port);
-        let mut child = setup
-            .agora(&["node", "run", "--listen", &listen])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = String::new();
-        stdout.read_line(&mut banner).unwrap();
-        if !banner.contains("listening on") {
-            let _ = child.kill();
-            let _ = child.wait();
+        let mut command = setup.agora(&["node", "run", "--listen", &listen]);
+        command.env("RUST_LOG", "warn").stderr(log);
+        let (child, _) = spawn_listening(command).unwrap_or_else(|banner| {
             panic!(
                 "the node did not start: {banner:?}\n{}",
                 std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-        }
-        // Keep reading the banner's rest so the node never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+            )
+        });
         self.child = Some(child);
     }
 
@@ -770,21 +787,26 @@ impl Load {
     }
 }
 
+/// Counts a request's retries and latency; true when it was answered `success`, else records
+/// the failure.
+fn record(acknowledged: &Mutex<Acknowledged>, what: &'static str, sent: &Sent) -> bool {
+    let (reply, attempts, took) = sent;
+    let ok = matches!(reply, Ok(r) if r.status == 200 && r.json()["status"] == "success");
+    let mut acknowledged = acknowledged.lock().unwrap();
+    acknowledged.retries += u64::from(attempts.saturating_sub(1));
+    acknowledged.latencies.push((what, *took));
+    if !ok {
+        acknowledged.failures.push(format!("{what}: {reply:?}"));
+    }
+    ok
+}
+
 /// One round of a load client: a routine request, a natural-language request, a new protocol,
 /// and a three-turn conversation, each retried with its idempotency key until answered.
 fn one_round(url: &str, round: &str, acknowledged: &Mutex<Acknowledged>) {
     let patience = Duration::from_secs(60);
     let key = |kind: &str| format!("{round}-{kind}");
-    let answered = |what: &'static str, (reply, attempts, took): &Sent| {
-        let ok = matches!(reply, Ok(r) if r.status == 200 && r.json()["status"] == "success");
-        let mut acknowledged = acknowledged.lock().unwrap();
-        acknowledged.retries += u64::from(attempts.saturating_sub(1));
-        acknowledged.latencies.push((what, *took));
-        if !ok {
-            acknowledged.failures.push(format!("{what}: {reply:?}"));
-        }
-        ok
-    };
+    let answered = |what, sent: &Sent| record(acknowledged, what, sent);
 
     let sent = send_until_answered(
         url,

@@ -7,11 +7,12 @@
 //! The suite runs it for 20 seconds; `scripts/load-run.sh` runs it for 10 minutes
 //! (`AGORA_LOAD_SECS=600`) and prints p50, p99 and the RSS samples.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{FakeLlm, Load, NodeSetup, Process, block_on, free_port, repo, send};
+use crate::cluster::{
+    FakeLlm, Load, NodeSetup, Process, block_on, free_port, repo, send, spawn_listening,
+};
 
 /// A protocol database process (`agora protocol-db run`) on SQLite.
 struct ProtocolDb {
@@ -34,26 +35,15 @@ impl ProtocolDb {
         )
         .unwrap();
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agora"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
+        command
             .args(["protocol-db", "run", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
             .current_dir(repo())
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut banner = String::new();
-        stdout.read_line(&mut banner).unwrap();
-        let url = banner
-            .trim()
-            .rsplit(' ')
-            .next()
-            .filter(|u| u.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in the protocol database's banner: {banner:?}"))
-            .to_string();
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+            .stderr(log);
+        let (child, url) = spawn_listening(command)
+            .unwrap_or_else(|banner| panic!("the protocol database did not start: {banner:?}"));
         ProtocolDb { url, child }
     }
 }

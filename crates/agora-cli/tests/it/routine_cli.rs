@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use agora_node::tools::WeatherForecastTool;
@@ -16,11 +15,8 @@ use agora_protocol::ProtocolHash;
 use common::http;
 use serde_json::Value;
 
+use crate::cluster::{agora_command, repo, spawn_listening};
 use crate::common;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 struct Cli {
     dir: tempfile::TempDir,
@@ -49,21 +45,11 @@ impl Cli {
 
     /// The `agora` command with these arguments, the configuration file and the store.
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agora"));
-        command
-            .args(args)
-            .arg("--config")
-            .arg(self.dir.path().join("node.toml"))
-            .current_dir(repo())
-            .env(
-                "AGORA_STORE",
-                format!("sqlite://{}", self.dir.path().join("node.db").display()),
-            )
-            // Compiled routines are shared between test runs (a compile takes a second or two).
-            .env(
-                "AGORA_ROUTINE_RUNTIME__ARTIFACT_DIR",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("agora-cli-artifacts"),
-            );
+        let mut command = agora_command(&self.dir.path().join("node.toml"), args);
+        command.env(
+            "AGORA_STORE",
+            format!("sqlite://{}", self.dir.path().join("node.db").display()),
+        );
         command
     }
 
@@ -217,29 +203,15 @@ fn a_node_stopped_by_sigterm_has_recorded_every_answered_request() {
     // No LLM is needed (the routine answers); an empty cassette stands in for one.
     let cassette = cli.dir.path().join("empty.jsonl");
     std::fs::write(&cassette, "").unwrap();
-    let mut node = cli
-        .command(&["node", "run", "--listen", "127.0.0.1:0", "--llm", "replay"])
+    let mut command = cli.command(&["node", "run", "--listen", "127.0.0.1:0", "--llm", "replay"]);
+    command
         .env("AGORA_LLM__REPLAY", &cassette)
         // Longer than the test: the records reach the database only because stopping writes
         // what is queued.
         .env("AGORA_REQUEST_LINGER_MS", "600000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(node.stdout.take().unwrap());
-    let mut banner = String::new();
-    stdout.read_line(&mut banner).unwrap();
-    let Some(url) = banner
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http://"))
-    else {
-        let _ = node.kill();
-        panic!("no URL in the banner: {banner:?}");
-    };
-    let url = url.to_string();
+        .stderr(Stdio::null());
+    let (mut node, url) = spawn_listening(command)
+        .unwrap_or_else(|banner| panic!("no URL in the banner: {banner:?}"));
 
     let pd = std::fs::read(repo().join("protocols/weather-forecast.md")).unwrap();
     let request = serde_json::json!({
@@ -263,7 +235,6 @@ fn a_node_stopped_by_sigterm_has_recorded_every_answered_request() {
     assert!(terminated.success());
     let exit = node.wait().unwrap();
     assert!(exit.success(), "the node did not stop cleanly: {exit}");
-    drop(stdout);
 
     let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
     assert_eq!(listed[0]["runs"], REQUESTS, "{listed}");
