@@ -13,6 +13,7 @@ use agora_protocol::ProtocolHash;
 use agora_store::{LlmCallRecord, Store};
 
 use crate::clock::Clock;
+use crate::observer::{Observer, RequestHooks, Step};
 
 /// What an LLM call was for. The names follow the paper's cost breakdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,6 +62,9 @@ pub struct QueryContext {
     pub protocol_hash: Option<ProtocolHash>,
     /// Who sent the request, as the HTTP edge identified it (see [`crate::Client`]).
     pub client: Option<String>,
+    /// What the caller added (an observer of the steps, a conversation id; see
+    /// [`crate::observer`]).
+    pub(crate) hooks: RequestHooks,
     tally: Mutex<Tally>,
 }
 
@@ -83,8 +87,27 @@ impl QueryContext {
             query_id,
             protocol_hash,
             client: None,
+            hooks: RequestHooks::default(),
             tally: Mutex::new(Tally::default()),
         }
+    }
+
+    /// The context with the caller's hooks.
+    pub fn with_hooks(mut self, hooks: RequestHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Tells the request's observer, if it has one, of `step`.
+    pub(crate) fn observe(&self, step: impl FnOnce() -> Step) {
+        if let Some(observer) = &self.hooks.observer {
+            observer.observe(step());
+        }
+    }
+
+    /// The request's observer, if it has one.
+    pub(crate) fn observer(&self) -> Option<Arc<dyn Observer>> {
+        self.hooks.observer.clone()
     }
 
     /// The context with the sender's identity, for the request ledger.
@@ -134,7 +157,14 @@ impl Accountant {
         context: &QueryContext,
         request: &ChatRequest,
     ) -> Result<ChatResponse, LlmError> {
-        let response = self.llm.chat(request).await?;
+        context.observe(|| Step::LlmCall { category });
+        let response = match self.llm.chat(request).await {
+            Ok(response) => response,
+            Err(error) => {
+                context.observe(|| Step::LlmFailed { category });
+                return Err(error);
+            }
+        };
         let cost_usd = self.prices.cost(&response.usage);
         let record = LlmCallRecord {
             node: self.node.clone(),
@@ -164,6 +194,15 @@ impl Accountant {
             latency_ms = record.latency_ms,
             "llm call"
         );
+        context.observe(|| Step::LlmResult {
+            category,
+            model: response.model.clone(),
+            content: response.content.clone(),
+            prompt_tokens: record.prompt_tokens,
+            completion_tokens: record.completion_tokens,
+            cost_usd,
+            latency_ms: record.latency_ms,
+        });
         Ok(response)
     }
 }

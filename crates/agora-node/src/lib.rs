@@ -16,6 +16,7 @@ mod conversation;
 pub mod focus;
 pub mod negotiation;
 mod node;
+pub mod observer;
 mod programmer;
 pub mod resolver;
 pub mod responder;
@@ -37,6 +38,7 @@ pub use config::{
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, TaskRun};
+pub use observer::{Observer, RequestHooks, Step, ToolCaller};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
+use crate::observer::{Step, ToolCaller};
 use crate::tools::{ToolRegistry, catalogue};
 
 /// Characters of a PD shown to the responder; longer documents are cut.
@@ -176,7 +177,7 @@ impl Responder<'_> {
                 return Err(RespondError::Unreadable(clip(&response.content)));
             }
             let arguments = step.get("arguments").cloned().unwrap_or_else(|| json!({}));
-            let result = self.call(tool, arguments.clone()).await;
+            let result = self.call(context, tool, arguments.clone()).await;
             tracing::info!(tool, ok = result.is_ok(), "tool call");
             let feedback = match &result {
                 Ok(value) => format!(
@@ -241,7 +242,7 @@ impl Responder<'_> {
                 };
                 return Ok(Answer { value, tool_calls });
             };
-            let result = self.call(&call.name, call.arguments.clone()).await;
+            let result = self.call(context, &call.name, call.arguments.clone()).await;
             tracing::info!(tool = %call.name, ok = result.is_ok(), "native tool call");
             let feedback = match &result {
                 Ok(value) => format!(
@@ -283,15 +284,33 @@ impl Responder<'_> {
         None
     }
 
-    /// Calls a tool on offer (another name is unknown here, even if the node has it).
-    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, String> {
-        if !self.focus.tools.iter().any(|spec| spec.name == tool) {
-            return Err(crate::tools::ToolError::Unknown(tool.to_string()).to_string());
-        }
-        self.tools
-            .call(tool, arguments)
-            .await
-            .map_err(|e| e.to_string())
+    /// Calls a tool on offer (another name is unknown here, even if the node has it), and tells
+    /// the request's observer of the call and its result.
+    async fn call(
+        &self,
+        context: &QueryContext,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, String> {
+        context.observe(|| Step::ToolCall {
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+            caller: ToolCaller::Llm,
+        });
+        let result = if self.focus.tools.iter().any(|spec| spec.name == tool) {
+            self.tools
+                .call(tool, arguments)
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            Err(crate::tools::ToolError::Unknown(tool.to_string()).to_string())
+        };
+        context.observe(|| Step::ToolResult {
+            tool: tool.to_string(),
+            result: result.clone(),
+            caller: ToolCaller::Llm,
+        });
+        result
     }
 
     fn system_prompt(&self, subject: Subject<'_>) -> String {

@@ -20,6 +20,7 @@ use agora_protocol::ProtocolHash;
 use agora_store::{Routine, RoutineStatus, Store, StoreError};
 use serde_json::Value;
 
+use crate::observer::{Observer, Step, ToolCaller};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, ToolHost};
 use crate::tools::ToolRegistry;
 
@@ -94,9 +95,51 @@ impl ActiveRoutine {
         }
     }
 
-    /// Runs the routine once on a fresh instance.
-    pub(crate) async fn run(&self, body: &str) -> Result<String, RoutineError> {
-        run_within(self.loaded.as_ref(), body, self.tools.clone(), self.limits).await
+    /// Runs the routine once on a fresh instance; `observer`, if any, is told of its tool calls.
+    pub(crate) async fn run(
+        &self,
+        body: &str,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Result<String, RoutineError> {
+        let tools = match observer {
+            Some(observer) => Arc::new(ObservedTools {
+                tools: self.tools.clone(),
+                observer,
+            }) as Arc<dyn ToolHost>,
+            None => self.tools.clone(),
+        };
+        run_within(self.loaded.as_ref(), body, tools, self.limits).await
+    }
+}
+
+/// A routine's tools, each call and its result told to an observer.
+struct ObservedTools {
+    tools: Arc<dyn ToolHost>,
+    observer: Arc<dyn Observer>,
+}
+
+#[async_trait::async_trait]
+impl ToolHost for ObservedTools {
+    async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        let caller = ToolCaller::Routine;
+        self.observer.observe(Step::ToolCall {
+            tool: name.to_string(),
+            arguments: serde_json::from_str(arguments)
+                .unwrap_or_else(|_| Value::String(arguments.to_string())),
+            caller,
+        });
+        let result = self.tools.call_tool(name, arguments).await;
+        self.observer.observe(Step::ToolResult {
+            tool: name.to_string(),
+            result: result
+                .as_ref()
+                .map(|text| {
+                    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+                })
+                .map_err(Clone::clone),
+            caller,
+        });
+        result
     }
 }
 

@@ -28,7 +28,10 @@ impl Node {
     ) -> Outcome {
         let routine = &active.routine;
         tracing::Span::current().record("routine", routine.name.as_str());
-        let error = match active.run(&request.body.to_text()).await {
+        let error = match active
+            .run(&request.body.to_text(), context.observer())
+            .await
+        {
             Ok(text) => {
                 let body = reply_body(&request.body, Value::String(text));
                 return Outcome {

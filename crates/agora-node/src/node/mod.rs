@@ -33,6 +33,7 @@ use crate::clock::Clock;
 use crate::config::{NodeConfig, SuitabilityMode};
 use crate::conversation;
 use crate::focus::Focus;
+use crate::observer::RequestHooks;
 use crate::programmer::{Job, PendingExample, ProgrammerQueue, grounding};
 use crate::resolver::{ResolveError, Resolver};
 use crate::responder::{Responder, Subject};
@@ -266,6 +267,18 @@ impl Node {
 
     /// [`Node::handle`] for a request from `client`, recorded with it in the request ledger.
     pub async fn handle_from(&self, request: Request, client: Option<&crate::Client>) -> Reply {
+        self.handle_hooked(request, client, RequestHooks::default())
+            .await
+    }
+
+    /// [`Node::handle_from`] with the caller's `hooks`: an observer told every step (LLM and
+    /// tool calls) as it happens, and the id a multiround request's conversation opens under.
+    pub async fn handle_hooked(
+        &self,
+        request: Request,
+        client: Option<&crate::Client>,
+        hooks: RequestHooks,
+    ) -> Reply {
         let query_id = crate::accounting::new_query_id();
         let protocol_hash = match request.protocol {
             ProtocolRef::Protocol(hash) => Some(hash),
@@ -281,7 +294,9 @@ impl Node {
         );
         async move {
             let started = Instant::now();
-            let context = QueryContext::new(query_id, protocol_hash).with_client(client);
+            let context = QueryContext::new(query_id, protocol_hash)
+                .with_client(client)
+                .with_hooks(hooks);
             let channel = match request.protocol {
                 ProtocolRef::NaturalLanguage => "natural",
                 ProtocolRef::Negotiation => "negotiation",
@@ -324,6 +339,19 @@ impl Node {
         follow_up: FollowUp,
         client: Option<&crate::Client>,
     ) -> Result<Reply, FollowUpError> {
+        self.follow_up_hooked(id, follow_up, client, RequestHooks::default())
+            .await
+    }
+
+    /// [`Node::follow_up_from`] with the caller's `hooks` (see [`Node::handle_hooked`]; the
+    /// conversation id is the one followed up).
+    pub async fn follow_up_hooked(
+        &self,
+        id: &str,
+        follow_up: FollowUp,
+        client: Option<&crate::Client>,
+        hooks: RequestHooks,
+    ) -> Result<Reply, FollowUpError> {
         let now = self.inner.clock.now_ms();
         let stored = match self.inner.store.conversation(id).await {
             Ok(Some(c)) if c.expires_at_ms > now => c,
@@ -343,7 +371,9 @@ impl Node {
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {
             let started = Instant::now();
-            let context = QueryContext::new(query_id, stored.protocol_hash).with_client(client);
+            let context = QueryContext::new(query_id, stored.protocol_hash)
+                .with_client(client)
+                .with_hooks(hooks);
             let document = match stored.protocol_hash {
                 Some(hash) => match self.inner.store.document(&hash).await {
                     Ok(Some(d)) => Some(d.document),
@@ -589,7 +619,11 @@ impl Node {
         let opened = request.multiround.then(|| {
             let now = self.inner.clock.now_ms();
             Conversation {
-                id: uuid::Uuid::new_v4().to_string(),
+                id: context
+                    .hooks
+                    .conversation_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
                 kind: if document.is_some() {
                     ConversationKind::Protocol
                 } else {

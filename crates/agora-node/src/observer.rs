@@ -1,0 +1,111 @@
+//! The steps of one request as they happen, for a caller that shows them (the HTTP edge's Agent
+//! Protocol front turns them into events).
+//!
+//! A caller passes an [`Observer`] in [`RequestHooks`] to [`crate::Node::handle_hooked`] or
+//! [`crate::Node::follow_up_hooked`]; the engine reports every LLM call (from the accountant, so
+//! no call escapes it, as none escapes the ledger) and every tool call (the responder's and an
+//! active routine's) while the request runs. Without an observer nothing is reported and nothing
+//! is paid for.
+//!
+//! [`Observer::observe`] is called on the request's task: it must not block (push to a bounded
+//! buffer and return). Steps carry what the node's tools and LLM returned; a tool's error text
+//! can quote an internal URL or an OS error, so a front that shows steps to strangers decides
+//! what of it to show.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::accounting::Category;
+
+/// Who called a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolCaller {
+    /// The LLM responder's tool loop.
+    Llm,
+    /// The protocol's active routine (no LLM involved).
+    Routine,
+}
+
+impl ToolCaller {
+    /// The spelling shown to callers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCaller::Llm => "llm",
+            ToolCaller::Routine => "routine",
+        }
+    }
+}
+
+/// One step of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// An LLM call is about to be made.
+    LlmCall {
+        /// What it is for.
+        category: Category,
+    },
+    /// An LLM call returned (it is in the ledger with the same figures).
+    LlmResult {
+        /// What it was for.
+        category: Category,
+        /// The model that answered.
+        model: String,
+        /// The answer's text.
+        content: String,
+        /// Prompt tokens.
+        prompt_tokens: i64,
+        /// Completion tokens.
+        completion_tokens: i64,
+        /// Cost at the price table's rates, in US dollars.
+        cost_usd: f64,
+        /// Time the call took, in milliseconds.
+        latency_ms: i64,
+    },
+    /// An LLM call failed (the error is in the log, not here: it can name the model's URL).
+    LlmFailed {
+        /// What it was for.
+        category: Category,
+    },
+    /// A tool is about to be called.
+    ToolCall {
+        /// The tool's name.
+        tool: String,
+        /// The arguments (JSON; a routine's unparsable arguments as a JSON string).
+        arguments: Value,
+        /// Who called it.
+        caller: ToolCaller,
+    },
+    /// A tool call returned: its value, or its error text.
+    ToolResult {
+        /// The tool's name.
+        tool: String,
+        /// The tool's value, or its error.
+        result: Result<Value, String>,
+        /// Who called it.
+        caller: ToolCaller,
+    },
+}
+
+/// Receives the steps of a request as they happen.
+pub trait Observer: Send + Sync {
+    /// Takes one step. Called on the request's task: must not block.
+    fn observe(&self, step: Step);
+}
+
+impl std::fmt::Debug for dyn Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
+/// What a caller other than an Agora peer may add to a request.
+#[derive(Debug, Clone, Default)]
+pub struct RequestHooks {
+    /// Told every step of the request as it happens.
+    pub observer: Option<Arc<dyn Observer>>,
+    /// The id under which a multiround request opens its conversation (a fresh UUID if
+    /// `None`), so a caller can name the conversation before the reply arrives. The caller
+    /// must make it unique (a UUID).
+    pub conversation_id: Option<String>,
+}
