@@ -12,6 +12,7 @@
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
 //! | `/dashboard/...` | the operator's web dashboard, admin token or its session cookie (see [`crate::dashboard`]) |
 //! | `/mcp` | the node as an MCP server (streamable HTTP; `agora_mcp::front`), bearer token: `mcp.token` or the admin token |
+//! | `/agent-protocol/...` | the node as an agent of the Agent Protocol (see [`crate::agent_protocol`]) |
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 
+use crate::agent_protocol::runs::AgentRuns;
 use crate::config::EdgeSettings;
 use crate::edge::{self, Budget, Edge, EdgeConfigError};
 use crate::error::ApiError;
@@ -51,6 +53,8 @@ pub struct AppState {
     pub mcp: Option<McpEndpoint>,
     /// Timeouts, budgets, client authentication and the LLM work bound (see [`crate::edge`]).
     pub edge: Arc<Edge>,
+    /// The Agent Protocol's runs and their events (see [`crate::agent_protocol`]).
+    pub agent_runs: Arc<AgentRuns>,
 }
 
 /// The MCP service as this crate mounts it: a boxed tower service over axum's bodies, so no
@@ -103,6 +107,7 @@ impl AppState {
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
             mcp: None,
             edge: Arc::new(Edge::default()),
+            agent_runs: Arc::new(AgentRuns::default()),
         }
     }
 
@@ -115,7 +120,7 @@ impl AppState {
 
 impl AppState {
     /// Admits one Agora request, or answers 503 when the node is at capacity.
-    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    pub(crate) fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
         self.in_flight.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -158,6 +163,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
+        .merge(crate::agent_protocol::routes())
         .nest("/admin", crate::admin::router(state.clone()))
         .nest("/dashboard", crate::dashboard::router())
         .route(
@@ -349,5 +355,8 @@ pub async fn serve_state(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
     let edge = state.edge.clone();
-    edge::serve::serve(listener, router(state), &edge, shutdown).await
+    let agent_runs = state.agent_runs.clone();
+    let served = edge::serve::serve(listener, router(state), &edge, shutdown).await;
+    agent_runs.shutdown().await;
+    served
 }

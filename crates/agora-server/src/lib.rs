@@ -7,11 +7,13 @@
 //! tracing set-up, the routine runtime, the edge's defences against hostile or heavy use
 //! ([`edge`]: timeouts, budgets, client tokens, idempotency, the LLM work bound), and the run loop
 //! with a bounded graceful shutdown.
-//! [`protocol_db`] serves the protocol database role the same way.
+//! [`protocol_db`] serves the protocol database role the same way; [`agent_protocol`] serves the
+//! node to Agent Protocol clients under `/agent-protocol`.
 //!
 //! API boundary: axum, tower and HTTP status codes never leave this crate.
 
 pub mod admin;
+pub mod agent_protocol;
 pub mod app;
 pub mod config;
 pub mod dashboard;

@@ -401,6 +401,7 @@ pub async fn serve(
         .context("serving HTTP")?;
     shutdown.cancel();
     tasks.wait().await;
+    running.state.agent_runs.shutdown().await;
     running.shutdown().await;
     // Routine-served requests are recorded without waiting for their commit: write them now.
     running.node.store().flush_requests().await;

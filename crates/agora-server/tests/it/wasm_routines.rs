@@ -31,7 +31,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn runtime() -> WasmRuntime {
+pub(crate) fn runtime() -> WasmRuntime {
     let hint =
         "run scripts/install.sh, then `source ~/.cache/agora/env.sh` (scripts/test.sh does both)";
     let engine = std::env::var_os("AGORA_JS_ENGINE")

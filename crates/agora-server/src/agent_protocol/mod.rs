@@ -1,0 +1,780 @@
+//! The node as an agent of the Agent Protocol (supercog-ai's "Agent Protocol (draft - 2025
+//! edition)"), served under `/agent-protocol` so no path can clash with the Agora endpoints.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /agent-protocol/` | the agents here: `[[name, path]]`, one pair (this node) |
+//! | `GET /agent-protocol/{agent}/describe` | the `AgentDescriptor` |
+//! | `POST /agent-protocol/{agent}/run?wait=` | a `ChatRequest`, an `OperationRequest` or a `CancelRequest` |
+//! | `GET /agent-protocol/{agent}/get_events?run_id=&since=&stream=` | a run's events, polled or over SSE |
+//! | `GET /agent-protocol/{agent}/get_events/{id}` | the same for a run id; for a thread id, the events of its runs held here |
+//! | `POST /agent-protocol/{agent}/stream_request` | a new run, its events over SSE |
+//! | `GET /agent-protocol/{agent}/runs/{run_id}` | a run's status |
+//! | `GET /agent-protocol/{agent}/threads` | the caller's threads with runs held here |
+//!
+//! **Operations.** `chat` is a natural-language Agora request; a chat without `thread_id` opens
+//! a multiround conversation whose id is the thread id (named before the node answers, through
+//! [`agora_node::RequestHooks`]), and a chat with one is a follow-up in it, so the LLM sees the
+//! earlier turns and threads survive restarts like any conversation (until it idles out:
+//! `conversations.idle_timeout_secs`). Every other operation is a protocol this node serves (its
+//! `/.wellknown` listing), named by its document's `name` (or `protocol-<hash prefix>`; the full
+//! hash is accepted too): its `input` is the request body (a string as text, anything else as
+//! JSON), so a protocol with an active routine is answered without the LLM. Operation runs are
+//! single-shot (a conversation would bypass the routine): their thread is their own and cannot
+//! be continued. The node's tasks are not operations: running one sends to other agents, which
+//! the MCP front offers behind a token.
+//!
+//! **Events** are what the node does (see [`runs`]): `RunStarted`; the request (`ChatRequest`
+//! or `OperationRequest`); `CompletionCall`/`CompletionResult` for each LLM call (the ledger's);
+//! `ToolCall`/`ToolResult`/`ToolError` for each tool call, the responder's or the routine's
+//! (`caller`); `TextOutput` with the answer; `RunCompleted` with `finish_reason` `success`,
+//! `error` or `canceled`. A tool's error is shown as a sentence: its words stay in the log.
+//!
+//! **Run.** `wait=false` (the default) answers `202` with the `RunStarted` event (its `run_id`
+//! is needed to get the events; the seed says "only the HTTP status code"), `wait=true` answers
+//! `200` with the `RunCompleted` event once the run ends. A `CancelRequest` answers the run's
+//! status (with `wait=true`, once the run has ended).
+//!
+//! **Defences.** A run meets the edge as `POST /` does: the client is named (and must be known
+//! on a closed node), the body arrives within its time and size, the budget is spent (the
+//! routine budget for an operation an active routine serves, else the LLM budget), a place in
+//! flight is taken before `202`, the LLM work bound inside the run, and the node answers within
+//! the request deadline (past it the run ends `error`). Runs, events and threads are read only
+//! by the client that started them; a stranger gets `404`. Bad input is `400` (unreadable),
+//! `404` (unknown agent, run or thread), `413` (too large), `422` (an unknown operation, a
+//! request type not served).
+//!
+//! Left out: `configure`, human in the loop (`WaitForInput`, `ResumeWithInput`), artifacts,
+//! `ToolTextOutput`, token streaming (`TextOutput` is the whole answer), `depth` above 0, and
+//! events of runs held by another replica or before a restart.
+
+pub mod runs;
+mod wire;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agora_node::{Client, FollowUpError, RequestHooks};
+use agora_protocol::{
+    Body, ErrorCode, FollowUp, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status,
+};
+use agora_store::ConversationKind;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{self, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::Stream;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::edge::Budget;
+use crate::error::ApiError;
+use crate::extract::read_json_within;
+use runs::{Run, RunObserver};
+use wire::{EventKind, FinishReason, RunRequest};
+
+/// Where the Agent Protocol is mounted.
+pub const MOUNT: &str = "/agent-protocol";
+
+/// The endpoints `describe` lists, relative to the agent's path.
+const ENDPOINTS: &[&str] = &[
+    "/describe",
+    "/run",
+    "/get_events",
+    "/stream_request",
+    "/runs/{run_id}",
+    "/threads",
+];
+
+/// The Agent Protocol's routes, to merge into the node's router.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(MOUNT, get(list_agents))
+        .route("/agent-protocol/", get(list_agents))
+        .route("/agent-protocol/{agent}/describe", get(describe))
+        .route("/agent-protocol/{agent}/run", post(run))
+        .route(
+            "/agent-protocol/{agent}/stream_request",
+            post(stream_request),
+        )
+        .route("/agent-protocol/{agent}/get_events", get(get_events))
+        .route(
+            "/agent-protocol/{agent}/get_events/{id}",
+            get(get_events_of),
+        )
+        .route("/agent-protocol/{agent}/runs/{run_id}", get(run_status))
+        .route("/agent-protocol/{agent}/threads", get(threads))
+}
+
+/// The agent's name: the node's name with anything but letters, digits, `-`, `_` and `.` as `-`.
+fn agent_name(state: &AppState) -> String {
+    state
+        .node
+        .config()
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The agent named in the path, or `404`.
+fn agent(state: &AppState, named: &str) -> Result<String, ApiError> {
+    let name = agent_name(state);
+    if named == name {
+        Ok(name)
+    } else {
+        Err(ApiError::not_found(format!(
+            "no agent named {named:?} here; GET {MOUNT}/ lists them"
+        )))
+    }
+}
+
+/// The client of a request, as the edge names it (or refuses it).
+fn client(state: &AppState, request: &axum::extract::Request) -> Result<Client, ApiError> {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0);
+    state.edge.identify(request.headers(), peer)
+}
+
+/// The query string's parameters.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn of(request: &axum::extract::Request) -> Self {
+        Self(
+            url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn flag(&self, name: &str) -> Result<bool, ApiError> {
+        match self.get(name) {
+            None => Ok(false),
+            Some("true" | "True" | "1" | "") => Ok(true),
+            Some("false" | "False" | "0") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "{name} must be true or false, not {other:?}"
+            ))),
+        }
+    }
+
+    fn since(&self) -> Result<Option<u64>, ApiError> {
+        self.get("since")
+            .map(|since| {
+                since.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "since must be an event id (a whole number), not {since:?}"
+                    ))
+                })
+            })
+            .transpose()
+    }
+}
+
+async fn list_agents(State(state): State<AppState>) -> Response {
+    let name = agent_name(&state);
+    Json(json!([[name.clone(), format!("{MOUNT}/{name}")]])).into_response()
+}
+
+/// An operation other than `chat`: a protocol the node serves.
+struct Operation {
+    name: String,
+    hash: ProtocolHash,
+    description: String,
+    routine: bool,
+}
+
+/// The protocols this node serves, as operations with unique names.
+async fn operations(state: &AppState) -> Result<Vec<Operation>, ApiError> {
+    let node = &state.node;
+    let failed = |error: &dyn std::fmt::Display| {
+        tracing::error!(%error, "could not list the Agent Protocol operations");
+        ApiError::internal()
+    };
+    let listing = node.wellknown().await.map_err(|e| failed(&e))?;
+    let mut operations: Vec<Operation> = Vec::new();
+    for hex in listing.keys() {
+        let Ok(hash) = ProtocolHash::parse(hex) else {
+            continue;
+        };
+        let Some(stored) = node.store().document(&hash).await.map_err(|e| failed(&e))? else {
+            continue;
+        };
+        let metadata = stored.document.metadata();
+        let prefix = &hash.to_hex()[..10];
+        let description = metadata.description.clone().unwrap_or_else(|| {
+            wire::clip(stored.document.document().body.trim())
+                .chars()
+                .take(300)
+                .collect()
+        });
+        let request = Request {
+            protocol: ProtocolRef::Protocol(hash),
+            hash_dialect: HashDialect::Hex,
+            sources: Vec::new(),
+            body: Body::Text(String::new()),
+            multiround: false,
+        };
+        operations.push(Operation {
+            name: metadata
+                .name
+                .clone()
+                .filter(|name| !name.trim().is_empty() && name != "chat")
+                .unwrap_or_else(|| format!("protocol-{prefix}")),
+            hash,
+            description,
+            routine: node.serves_with_routine(&request),
+        });
+    }
+    // Two documents of one name: each is named with its hash prefix too.
+    let names: Vec<String> = operations.iter().map(|o| o.name.clone()).collect();
+    for operation in &mut operations {
+        if names.iter().filter(|n| **n == operation.name).count() > 1 {
+            operation.name = format!("{}-{}", operation.name, &operation.hash.to_hex()[..10]);
+        }
+    }
+    Ok(operations)
+}
+
+async fn describe(
+    State(state): State<AppState>,
+    Path(named): Path<String>,
+) -> Result<Response, ApiError> {
+    let name = agent(&state, &named)?;
+    let text_schema = |member: &str| json!({"type": "object", "properties": {member: {"type": "string"}}, "required": [member]});
+    let mut listed = vec![json!({
+        "name": "chat",
+        "description": "send a chat request",
+        "input_schema": text_schema("input"),
+        "output_schema": text_schema("output"),
+    })];
+    for operation in operations(&state).await? {
+        listed.push(json!({
+            "name": operation.name,
+            "description": operation.description,
+            "input_schema": null,
+            "output_schema": null,
+            "protocol_hash": operation.hash.to_hex(),
+            "answered_by": if operation.routine { "routine" } else { "llm" },
+        }));
+    }
+    let node = &state.node;
+    Ok(Json(json!({
+        "name": name,
+        "purpose": node.config().description,
+        "endpoints": ENDPOINTS,
+        "operations": listed,
+        "tools": node.tools().specs().into_iter().map(|spec| spec.name).collect::<Vec<_>>(),
+    }))
+    .into_response())
+}
+
+/// What a run asks the node.
+enum Work {
+    /// A request; `conversation_id` names the conversation a chat opens.
+    Request {
+        request: Request,
+        conversation_id: Option<String>,
+    },
+    /// A chat continuing a thread.
+    FollowUp { thread_id: String, body: String },
+}
+
+/// A run request admitted by the edge and registered, ready to run.
+struct Admitted {
+    run: Arc<Run>,
+    work: Work,
+    budget: Budget,
+    client: Client,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The edge's steps for `POST /run` and `/stream_request`, up to a registered run (or a
+/// cancel's answer).
+async fn admit(
+    state: &AppState,
+    named: &str,
+    request: axum::extract::Request,
+) -> Result<Result<Admitted, Response>, ApiError> {
+    let name = agent(state, named)?;
+    let client = client(state, &request)?;
+    let params = Params::of(&request);
+    let wait = params.flag("wait")?;
+    let value = read_json_within(request, state.edge.body_timeout()).await?;
+    let parsed = RunRequest::parse(&value).map_err(|error| match error {
+        wire::RunRequestError::UnknownType(_) => unprocessable(error.to_string()),
+        other => ApiError::bad_request(other.to_string()),
+    })?;
+    let (thread_id, work, event, budget) = match parsed {
+        RunRequest::Cancel { run_id } => {
+            state.edge.check_rate(&client, Budget::Routine)?;
+            return cancel(state, &client, &run_id, wait).await.map(Err);
+        }
+        RunRequest::Chat {
+            input,
+            thread_id: Some(thread_id),
+        } => {
+            live_thread(state, &thread_id).await?;
+            let work = Work::FollowUp {
+                thread_id: thread_id.clone(),
+                body: input.clone(),
+            };
+            (
+                thread_id,
+                work,
+                EventKind::ChatRequest { input },
+                Budget::Llm,
+            )
+        }
+        RunRequest::Chat {
+            input,
+            thread_id: None,
+        } => {
+            let thread_id = uuid::Uuid::new_v4().to_string();
+            let request = Request {
+                protocol: ProtocolRef::NaturalLanguage,
+                hash_dialect: HashDialect::Hex,
+                sources: Vec::new(),
+                body: Body::Text(input.clone()),
+                multiround: true,
+            };
+            let work = Work::Request {
+                request,
+                conversation_id: Some(thread_id.clone()),
+            };
+            (
+                thread_id,
+                work,
+                EventKind::ChatRequest { input },
+                Budget::Llm,
+            )
+        }
+        RunRequest::Operation {
+            thread_id: Some(_), ..
+        } => {
+            return Err(unprocessable(
+                "operation runs are single-shot and start their own thread; \
+                 continue a thread with a ChatRequest",
+            ));
+        }
+        RunRequest::Operation {
+            name: operation,
+            input,
+            thread_id: None,
+        } => {
+            let hash = operation_hash(state, &operation).await?;
+            let request = Request {
+                protocol: ProtocolRef::Protocol(hash),
+                hash_dialect: HashDialect::Hex,
+                sources: Vec::new(),
+                body: match &input {
+                    Value::String(text) => Body::Text(text.clone()),
+                    other => Body::Json(other.clone()),
+                },
+                multiround: false,
+            };
+            let budget = if state.node.serves_with_routine(&request) {
+                Budget::Routine
+            } else {
+                Budget::Llm
+            };
+            let work = Work::Request {
+                request,
+                conversation_id: None,
+            };
+            let event = EventKind::OperationRequest { operation, input };
+            (uuid::Uuid::new_v4().to_string(), work, event, budget)
+        }
+    };
+    state.edge.check_rate(&client, budget)?;
+    let permit = state.admit()?;
+    let run = state
+        .agent_runs
+        .start(thread_id, &name, &client.0)
+        .map_err(|full| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Busy,
+                full.to_string(),
+            )
+            .retry_after(5)
+        })?;
+    run.push(EventKind::RunStarted);
+    run.push(event);
+    Ok(Ok(Admitted {
+        run,
+        work,
+        budget,
+        client,
+        permit,
+    }))
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::BadRequest,
+        message,
+    )
+}
+
+/// The protocol an operation names, or `422`.
+async fn operation_hash(state: &AppState, operation: &str) -> Result<ProtocolHash, ApiError> {
+    let operations = operations(state).await?;
+    operations
+        .iter()
+        .find(|o| o.name == operation || o.hash.to_hex() == operation)
+        .map(|o| o.hash)
+        .ok_or_else(|| {
+            unprocessable(format!(
+                "this agent has no operation {operation:?}; describe lists its operations"
+            ))
+        })
+}
+
+/// `404` unless `thread_id` is a conversation a chat can continue.
+async fn live_thread(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
+    let stored = state
+        .node
+        .store()
+        .conversation(thread_id)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "could not read a conversation");
+            ApiError::internal()
+        })?;
+    match stored {
+        Some(conversation) if conversation.kind != ConversationKind::Negotiation => Ok(()),
+        _ => Err(thread_not_found()),
+    }
+}
+
+fn thread_not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::ConversationNotFound,
+        "thread not found or expired; start a new one by leaving out thread_id",
+    )
+}
+
+/// Runs `admitted` on the registry's tracker, until it ends or is canceled.
+fn spawn(state: &AppState, admitted: Admitted) {
+    let runs = state.agent_runs.clone();
+    let state = state.clone();
+    let task = async move {
+        let Admitted {
+            run,
+            work,
+            budget,
+            client,
+            permit,
+        } = admitted;
+        // A panic in the engine ends the run as an error instead of leaving it running.
+        let answering = std::panic::AssertUnwindSafe(answer(&state, &run, work, budget, &client));
+        let answered = tokio::select! {
+            _ = run.cancel.cancelled() => None,
+            answered = futures::FutureExt::catch_unwind(answering) => Some(answered.unwrap_or_else(|_| {
+                tracing::error!(run_id = %run.id, "an Agent Protocol run panicked");
+                Err(ApiError::internal())
+            })),
+        };
+        drop(permit);
+        finish(&run, answered);
+    };
+    runs.spawn(task);
+}
+
+/// The node's answer to a run's work, within the edge's LLM bound and deadline.
+async fn answer(
+    state: &AppState,
+    run: &Arc<Run>,
+    work: Work,
+    budget: Budget,
+    client: &Client,
+) -> Result<Reply, ApiError> {
+    let _llm = match budget {
+        Budget::Llm => Some(state.edge.llm_slot().await?),
+        Budget::Routine => None,
+    };
+    let node = &state.node;
+    let observer = Arc::new(RunObserver(run.clone()));
+    match work {
+        Work::Request {
+            request,
+            conversation_id,
+        } => {
+            let hooks = RequestHooks {
+                observer: Some(observer),
+                conversation_id,
+            };
+            state
+                .edge
+                .within_deadline(node.handle_hooked(request, Some(client), hooks))
+                .await
+        }
+        Work::FollowUp { thread_id, body } => {
+            let hooks = RequestHooks {
+                observer: Some(observer),
+                conversation_id: None,
+            };
+            let follow_up = FollowUp {
+                body: Body::Text(body),
+            };
+            match state
+                .edge
+                .within_deadline(node.follow_up_hooked(&thread_id, follow_up, Some(client), hooks))
+                .await?
+            {
+                Ok(reply) => Ok(reply),
+                Err(FollowUpError::NotFound) => Err(thread_not_found()),
+            }
+        }
+    }
+}
+
+/// The run's last events: the answer and `RunCompleted` (`None`: canceled).
+fn finish(run: &Run, answered: Option<Result<Reply, ApiError>>) {
+    let completed = |finish_reason, result, output, error| EventKind::RunCompleted {
+        finish_reason,
+        result,
+        output,
+        error,
+        events_dropped: 0,
+    };
+    let kind = match answered {
+        None => completed(FinishReason::Canceled, None, None, None),
+        Some(Ok(reply)) if reply.status == Status::Success => {
+            let body = reply.body.unwrap_or(Body::Text(String::new()));
+            let text = body.to_text();
+            run.push(EventKind::TextOutput {
+                content: text.clone(),
+            });
+            let output = match body {
+                Body::Json(value) => Some(value),
+                Body::Text(_) => None,
+            };
+            completed(FinishReason::Success, Some(text), output, None)
+        }
+        Some(Ok(reply)) => {
+            let error = reply
+                .error
+                .unwrap_or_else(|| format!("the node's reply was {}", reply.status.as_str()));
+            completed(FinishReason::Error, None, None, Some(error))
+        }
+        Some(Err(error)) => completed(FinishReason::Error, None, None, Some(error.message)),
+    };
+    run.push(kind);
+}
+
+/// A `CancelRequest`: cancels `client`'s run `run_id` and answers its status.
+async fn cancel(
+    state: &AppState,
+    client: &Client,
+    run_id: &str,
+    wait: bool,
+) -> Result<Response, ApiError> {
+    let run = state
+        .agent_runs
+        .get(run_id, &client.0)
+        .ok_or_else(run_not_found)?;
+    run.cancel.cancel();
+    if wait {
+        run.finished().await;
+    }
+    Ok(Json(status_of(&run)).into_response())
+}
+
+fn run_not_found() -> ApiError {
+    ApiError::not_found("no such run here (runs are held in memory for an hour after they end)")
+}
+
+fn status_of(run: &Run) -> Value {
+    json!({
+        "run_id": run.id,
+        "thread_id": run.thread_id,
+        "status": run.finish_reason().map_or("running", FinishReason::as_str),
+    })
+}
+
+async fn run(
+    State(state): State<AppState>,
+    Path(named): Path<String>,
+    request: axum::extract::Request,
+) -> Response {
+    let wait = Params::of(&request).flag("wait").unwrap_or(false);
+    let admitted = match admit(&state, &named, request).await {
+        Ok(Ok(admitted)) => admitted,
+        Ok(Err(cancel_answer)) => return cancel_answer,
+        Err(error) => return error.into_response(),
+    };
+    let run = admitted.run.clone();
+    spawn(&state, admitted);
+    if wait {
+        run.finished().await;
+        let completed = run.last_event();
+        (StatusCode::OK, Json(completed)).into_response()
+    } else {
+        let (events, _) = run.events_after(0);
+        (StatusCode::ACCEPTED, Json(events.into_iter().next())).into_response()
+    }
+}
+
+async fn stream_request(
+    State(state): State<AppState>,
+    Path(named): Path<String>,
+    request: axum::extract::Request,
+) -> Response {
+    let admitted = match admit(&state, &named, request).await {
+        Ok(Ok(admitted)) => admitted,
+        Ok(Err(cancel_answer)) => return cancel_answer,
+        Err(error) => return error.into_response(),
+    };
+    let run = admitted.run.clone();
+    spawn(&state, admitted);
+    event_stream(run, 0).into_response()
+}
+
+/// `run`'s events after `since` as server-sent events, ending after `RunCompleted`.
+fn event_stream(
+    run: Arc<Run>,
+    since: u64,
+) -> Sse<impl Stream<Item = Result<sse::Event, Infallible>>> {
+    use futures::StreamExt as _;
+    let changes = run.subscribe();
+    let batches = futures::stream::unfold(
+        (run, changes, since, false),
+        |(run, mut changes, since, ended)| async move {
+            if ended {
+                return None;
+            }
+            loop {
+                changes.borrow_and_update();
+                let (events, finished) = run.events_after(since);
+                if !events.is_empty() || finished {
+                    let last = events.last().map_or(since, |event| event.id);
+                    return Some((events, (run, changes, last, finished)));
+                }
+                if changes.changed().await.is_err() {
+                    return None;
+                }
+            }
+        },
+    );
+    let events = batches.flat_map(|events| {
+        futures::stream::iter(events.into_iter().map(|event| {
+            Ok(sse::Event::default()
+                .event(event.kind.name())
+                .id(event.id.to_string())
+                .data(serde_json::to_string(&event).unwrap_or_default()))
+        }))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// A run's events: over SSE with `stream=true`; else those after `since`, or without it those
+/// since the last poll.
+fn events_of(run: Arc<Run>, params: &Params) -> Result<Response, ApiError> {
+    let since = params.since()?;
+    if params.flag("stream")? {
+        return Ok(event_stream(run, since.unwrap_or(0)).into_response());
+    }
+    let events = match since {
+        Some(since) => run.events_after(since).0,
+        None => run.poll(),
+    };
+    Ok(Json(events).into_response())
+}
+
+async fn get_events(
+    State(state): State<AppState>,
+    Path(named): Path<String>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    agent(&state, &named)?;
+    let client = client(&state, &request)?;
+    let params = Params::of(&request);
+    let run_id = params
+        .get("run_id")
+        .ok_or_else(|| ApiError::bad_request("get_events needs run_id"))?;
+    let run = state
+        .agent_runs
+        .get(run_id, &client.0)
+        .ok_or_else(run_not_found)?;
+    events_of(run, &params)
+}
+
+async fn get_events_of(
+    State(state): State<AppState>,
+    Path((named, id)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    agent(&state, &named)?;
+    let client = client(&state, &request)?;
+    let params = Params::of(&request);
+    if let Some(run) = state.agent_runs.get(&id, &client.0) {
+        return events_of(run, &params);
+    }
+    let runs = state.agent_runs.of_thread(&id, &client.0);
+    if runs.is_empty() {
+        return Err(ApiError::not_found(
+            "no run or thread with that id here (events are held in memory for an hour)",
+        ));
+    }
+    let events: Vec<_> = runs.iter().flat_map(|run| run.events_after(0).0).collect();
+    Ok(Json(events).into_response())
+}
+
+async fn run_status(
+    State(state): State<AppState>,
+    Path((named, run_id)): Path<(String, String)>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    agent(&state, &named)?;
+    let client = client(&state, &request)?;
+    let run = state
+        .agent_runs
+        .get(&run_id, &client.0)
+        .ok_or_else(run_not_found)?;
+    Ok(Json(status_of(&run)).into_response())
+}
+
+async fn threads(
+    State(state): State<AppState>,
+    Path(named): Path<String>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    agent(&state, &named)?;
+    let client = client(&state, &request)?;
+    let mut threads: Vec<(String, Vec<Value>)> = Vec::new();
+    for run in state.agent_runs.of_client(&client.0) {
+        let status = status_of(&run);
+        match threads.iter_mut().find(|(id, _)| *id == run.thread_id) {
+            Some((_, runs)) => runs.push(status),
+            None => threads.push((run.thread_id.clone(), vec![status])),
+        }
+    }
+    let listed: Vec<Value> = threads
+        .into_iter()
+        .map(|(thread_id, runs)| json!({"thread_id": thread_id, "runs": runs}))
+        .collect();
+    Ok(Json(listed).into_response())
+}
