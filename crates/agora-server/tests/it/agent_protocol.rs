@@ -741,3 +741,127 @@ async fn a_routine_answers_an_operation_with_no_llm_call_and_its_tool_calls_are_
     let store = server.node.store();
     assert!(store.llm_calls(None).await.unwrap().is_empty());
 }
+
+/// Serves a node with the slow tool and `edge` settings.
+async fn edge_server(edge: agora_server::EdgeSettings) -> (TestServer, tempfile::TempDir) {
+    let dir = temp_dir();
+    let slow = SlowTool(ToolSpec {
+        name: "slow".into(),
+        description: "Takes a minute.".into(),
+        parameters: json!({"type": "object"}),
+        returns: None,
+    });
+    let server = NodeBuilder::new(weather_llm(), dir.path())
+        .connected_tools(vec![Arc::new(slow) as Arc<dyn Tool>])
+        .spawn_with(move |served: agora_testkit::Served| {
+            Box::pin(async move {
+                let state =
+                    agora_server::AppState::new(served.node, None, served.max_body_bytes, 64)
+                        .with_edge(&edge)
+                        .unwrap();
+                let _ = agora_server::serve_state(served.listener, state, served.shutdown).await;
+            })
+        })
+        .await;
+    (server, dir)
+}
+
+async fn post_as(
+    server: &TestServer,
+    token: Option<&str>,
+    path: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}{path}", server.url))
+        .json(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+async fn get_as(server: &TestServer, token: &str, path: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{}{path}", server.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_meet_the_edge_and_are_read_only_by_their_client() {
+    let mut edge = agora_server::EdgeSettings::default();
+    edge.clients.tokens = [
+        ("partner".to_string(), "p-token".to_string()),
+        ("other".to_string(), "o-token".to_string()),
+    ]
+    .into();
+    edge.rate_limit.enabled = true;
+    edge.rate_limit.llm_burst = 2;
+    edge.rate_limit.llm_per_minute = 1;
+    let (server, _dir) = edge_server(edge).await;
+    let run = format!("{AGENT}/run?wait=true");
+    let chat = json!({"input": "hello"});
+
+    let (status, refused) = post_as(&server, None, &run, &chat).await;
+    assert_eq!((status, &refused["code"]), (401, &json!("unauthorized")));
+
+    let (status, completed) = post_as(&server, Some("p-token"), &run, &chat).await;
+    assert_eq!(status, 200, "{completed}");
+    let run_id = completed["run_id"].as_str().unwrap();
+    let thread_id = completed["thread_id"].as_str().unwrap();
+    assert_eq!(
+        get_as(&server, "p-token", &format!("{AGENT}/runs/{run_id}")).await,
+        200
+    );
+    for path in [
+        format!("{AGENT}/runs/{run_id}"),
+        format!("{AGENT}/get_events?run_id={run_id}"),
+        format!("{AGENT}/get_events/{thread_id}"),
+    ] {
+        assert_eq!(get_as(&server, "o-token", &path).await, 404, "{path}");
+    }
+    let (status, _) = post_as(
+        &server,
+        Some("o-token"),
+        &run,
+        &json!({"type": "CancelRequest", "run_id": run_id}),
+    )
+    .await;
+    assert_eq!(status, 404, "another client cannot cancel it");
+
+    // The LLM budget: a burst of 2, then 429.
+    let (status, _) = post_as(&server, Some("p-token"), &run, &chat).await;
+    assert_eq!(status, 200);
+    let (status, limited) = post_as(&server, Some("p-token"), &run, &chat).await;
+    assert_eq!((status, &limited["code"]), (429, &json!("rate_limited")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_the_request_deadline_ends_in_error() {
+    let edge = agora_server::EdgeSettings {
+        request_timeout_secs: 1,
+        ..agora_server::EdgeSettings::default()
+    };
+    let (server, _dir) = edge_server(edge).await;
+    let (status, completed) = post(
+        &server,
+        &format!("{AGENT}/run?wait=true"),
+        &json!({"input": "do it slowly"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{completed}");
+    assert_eq!(completed["finish_reason"], "error");
+    assert!(
+        completed["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within"),
+        "{completed}"
+    );
+}
