@@ -48,94 +48,60 @@
 //! `ToolTextOutput`, token streaming (`TextOutput` is the whole answer), `depth` above 0, and
 //! events of runs held by another replica or before a restart.
 
+mod describe;
+mod events;
 pub mod runs;
 mod wire;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use agora_node::{Client, FollowUpError, RequestHooks};
-use agora_protocol::{
-    Body, ErrorCode, FollowUp, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status,
-};
+use agora_protocol::{Body, ErrorCode, FollowUp, HashDialect, ProtocolRef, Reply, Request, Status};
 use agora_store::ConversationKind;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
-use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::Stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::edge::Budget;
 use crate::error::ApiError;
 use crate::extract::read_json_within;
+use describe::{agent, operation_hash};
+use events::{event_stream, run_not_found, status_of};
 use runs::{Run, RunObserver};
 use wire::{EventKind, FinishReason, RunRequest};
 
 /// Where the Agent Protocol is mounted.
 pub const MOUNT: &str = "/agent-protocol";
 
-/// The endpoints `describe` lists, relative to the agent's path.
-const ENDPOINTS: &[&str] = &[
-    "/describe",
-    "/run",
-    "/get_events",
-    "/stream_request",
-    "/runs/{run_id}",
-    "/threads",
-];
-
 /// The Agent Protocol's routes, to merge into the node's router.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route(MOUNT, get(list_agents))
-        .route("/agent-protocol/", get(list_agents))
-        .route("/agent-protocol/{agent}/describe", get(describe))
+        .route(MOUNT, get(describe::list_agents))
+        .route("/agent-protocol/", get(describe::list_agents))
+        .route("/agent-protocol/{agent}/describe", get(describe::describe))
         .route("/agent-protocol/{agent}/run", post(run))
         .route(
             "/agent-protocol/{agent}/stream_request",
             post(stream_request),
         )
-        .route("/agent-protocol/{agent}/get_events", get(get_events))
+        .route(
+            "/agent-protocol/{agent}/get_events",
+            get(events::get_events),
+        )
         .route(
             "/agent-protocol/{agent}/get_events/{id}",
-            get(get_events_of),
+            get(events::get_events_of),
         )
-        .route("/agent-protocol/{agent}/runs/{run_id}", get(run_status))
-        .route("/agent-protocol/{agent}/threads", get(threads))
-}
-
-/// The agent's name: the node's name with anything but letters, digits, `-`, `_` and `.` as `-`.
-fn agent_name(state: &AppState) -> String {
-    state
-        .node
-        .config()
-        .name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// The agent named in the path, or `404`.
-fn agent(state: &AppState, named: &str) -> Result<String, ApiError> {
-    let name = agent_name(state);
-    if named == name {
-        Ok(name)
-    } else {
-        Err(ApiError::not_found(format!(
-            "no agent named {named:?} here; GET {MOUNT}/ lists them"
-        )))
-    }
+        .route(
+            "/agent-protocol/{agent}/runs/{run_id}",
+            get(events::run_status),
+        )
+        .route("/agent-protocol/{agent}/threads", get(events::threads))
 }
 
 /// The client of a request, as the edge names it (or refuses it).
@@ -188,104 +154,6 @@ impl Params {
             })
             .transpose()
     }
-}
-
-async fn list_agents(State(state): State<AppState>) -> Response {
-    let name = agent_name(&state);
-    Json(json!([[name.clone(), format!("{MOUNT}/{name}")]])).into_response()
-}
-
-/// An operation other than `chat`: a protocol the node serves.
-struct Operation {
-    name: String,
-    hash: ProtocolHash,
-    description: String,
-    routine: bool,
-}
-
-/// The protocols this node serves, as operations with unique names.
-async fn operations(state: &AppState) -> Result<Vec<Operation>, ApiError> {
-    let node = &state.node;
-    let failed = |error: &dyn std::fmt::Display| {
-        tracing::error!(%error, "could not list the Agent Protocol operations");
-        ApiError::internal()
-    };
-    let listing = node.wellknown().await.map_err(|e| failed(&e))?;
-    let mut operations: Vec<Operation> = Vec::new();
-    for hex in listing.keys() {
-        let Ok(hash) = ProtocolHash::parse(hex) else {
-            continue;
-        };
-        let Some(stored) = node.store().document(&hash).await.map_err(|e| failed(&e))? else {
-            continue;
-        };
-        let metadata = stored.document.metadata();
-        let prefix = &hash.to_hex()[..10];
-        let description = metadata.description.clone().unwrap_or_else(|| {
-            wire::clip(stored.document.document().body.trim())
-                .chars()
-                .take(300)
-                .collect()
-        });
-        let request = Request {
-            protocol: ProtocolRef::Protocol(hash),
-            hash_dialect: HashDialect::Hex,
-            sources: Vec::new(),
-            body: Body::Text(String::new()),
-            multiround: false,
-        };
-        operations.push(Operation {
-            name: metadata
-                .name
-                .clone()
-                .filter(|name| !name.trim().is_empty() && name != "chat")
-                .unwrap_or_else(|| format!("protocol-{prefix}")),
-            hash,
-            description,
-            routine: node.serves_with_routine(&request),
-        });
-    }
-    // Two documents of one name: each is named with its hash prefix too.
-    let names: Vec<String> = operations.iter().map(|o| o.name.clone()).collect();
-    for operation in &mut operations {
-        if names.iter().filter(|n| **n == operation.name).count() > 1 {
-            operation.name = format!("{}-{}", operation.name, &operation.hash.to_hex()[..10]);
-        }
-    }
-    Ok(operations)
-}
-
-async fn describe(
-    State(state): State<AppState>,
-    Path(named): Path<String>,
-) -> Result<Response, ApiError> {
-    let name = agent(&state, &named)?;
-    let text_schema = |member: &str| json!({"type": "object", "properties": {member: {"type": "string"}}, "required": [member]});
-    let mut listed = vec![json!({
-        "name": "chat",
-        "description": "send a chat request",
-        "input_schema": text_schema("input"),
-        "output_schema": text_schema("output"),
-    })];
-    for operation in operations(&state).await? {
-        listed.push(json!({
-            "name": operation.name,
-            "description": operation.description,
-            "input_schema": null,
-            "output_schema": null,
-            "protocol_hash": operation.hash.to_hex(),
-            "answered_by": if operation.routine { "routine" } else { "llm" },
-        }));
-    }
-    let node = &state.node;
-    Ok(Json(json!({
-        "name": name,
-        "purpose": node.config().description,
-        "endpoints": ENDPOINTS,
-        "operations": listed,
-        "tools": node.tools().specs().into_iter().map(|spec| spec.name).collect::<Vec<_>>(),
-    }))
-    .into_response())
 }
 
 /// What a run asks the node.
@@ -435,20 +303,6 @@ fn unprocessable(message: impl Into<String>) -> ApiError {
         ErrorCode::BadRequest,
         message,
     )
-}
-
-/// The protocol an operation names, or `422`.
-async fn operation_hash(state: &AppState, operation: &str) -> Result<ProtocolHash, ApiError> {
-    let operations = operations(state).await?;
-    operations
-        .iter()
-        .find(|o| o.name == operation || o.hash.to_hex() == operation)
-        .map(|o| o.hash)
-        .ok_or_else(|| {
-            unprocessable(format!(
-                "this agent has no operation {operation:?}; describe lists its operations"
-            ))
-        })
 }
 
 /// `404` unless `thread_id` is a conversation a chat can continue.
@@ -603,18 +457,6 @@ async fn cancel(
     Ok(Json(status_of(&run)).into_response())
 }
 
-fn run_not_found() -> ApiError {
-    ApiError::not_found("no such run here (runs are held in memory for an hour after they end)")
-}
-
-fn status_of(run: &Run) -> Value {
-    json!({
-        "run_id": run.id,
-        "thread_id": run.thread_id,
-        "status": run.finish_reason().map_or("running", FinishReason::as_str),
-    })
-}
-
 async fn run(
     State(state): State<AppState>,
     Path(named): Path<String>,
@@ -651,130 +493,4 @@ async fn stream_request(
     let run = admitted.run.clone();
     spawn(&state, admitted);
     event_stream(run, 0).into_response()
-}
-
-/// `run`'s events after `since` as server-sent events, ending after `RunCompleted`.
-fn event_stream(
-    run: Arc<Run>,
-    since: u64,
-) -> Sse<impl Stream<Item = Result<sse::Event, Infallible>>> {
-    use futures::StreamExt as _;
-    let changes = run.subscribe();
-    let batches = futures::stream::unfold(
-        (run, changes, since, false),
-        |(run, mut changes, since, ended)| async move {
-            if ended {
-                return None;
-            }
-            loop {
-                changes.borrow_and_update();
-                let (events, finished) = run.events_after(since);
-                if !events.is_empty() || finished {
-                    let last = events.last().map_or(since, |event| event.id);
-                    return Some((events, (run, changes, last, finished)));
-                }
-                if changes.changed().await.is_err() {
-                    return None;
-                }
-            }
-        },
-    );
-    let events = batches.flat_map(|events| {
-        futures::stream::iter(events.into_iter().map(|event| {
-            Ok(sse::Event::default()
-                .event(event.kind.name())
-                .id(event.id.to_string())
-                .data(serde_json::to_string(&event).unwrap_or_default()))
-        }))
-    });
-    Sse::new(events).keep_alive(KeepAlive::default())
-}
-
-/// A run's events: over SSE with `stream=true`; else those after `since`, or without it those
-/// since the last poll.
-fn events_of(run: Arc<Run>, params: &Params) -> Result<Response, ApiError> {
-    let since = params.since()?;
-    if params.flag("stream")? {
-        return Ok(event_stream(run, since.unwrap_or(0)).into_response());
-    }
-    let events = match since {
-        Some(since) => run.events_after(since).0,
-        None => run.poll(),
-    };
-    Ok(Json(events).into_response())
-}
-
-async fn get_events(
-    State(state): State<AppState>,
-    Path(named): Path<String>,
-    request: axum::extract::Request,
-) -> Result<Response, ApiError> {
-    agent(&state, &named)?;
-    let client = client(&state, &request)?;
-    let params = Params::of(&request);
-    let run_id = params
-        .get("run_id")
-        .ok_or_else(|| ApiError::bad_request("get_events needs run_id"))?;
-    let run = state
-        .agent_runs
-        .get(run_id, &client.0)
-        .ok_or_else(run_not_found)?;
-    events_of(run, &params)
-}
-
-async fn get_events_of(
-    State(state): State<AppState>,
-    Path((named, id)): Path<(String, String)>,
-    request: axum::extract::Request,
-) -> Result<Response, ApiError> {
-    agent(&state, &named)?;
-    let client = client(&state, &request)?;
-    let params = Params::of(&request);
-    if let Some(run) = state.agent_runs.get(&id, &client.0) {
-        return events_of(run, &params);
-    }
-    let runs = state.agent_runs.of_thread(&id, &client.0);
-    if runs.is_empty() {
-        return Err(ApiError::not_found(
-            "no run or thread with that id here (events are held in memory for an hour)",
-        ));
-    }
-    let events: Vec<_> = runs.iter().flat_map(|run| run.events_after(0).0).collect();
-    Ok(Json(events).into_response())
-}
-
-async fn run_status(
-    State(state): State<AppState>,
-    Path((named, run_id)): Path<(String, String)>,
-    request: axum::extract::Request,
-) -> Result<Response, ApiError> {
-    agent(&state, &named)?;
-    let client = client(&state, &request)?;
-    let run = state
-        .agent_runs
-        .get(&run_id, &client.0)
-        .ok_or_else(run_not_found)?;
-    Ok(Json(status_of(&run)).into_response())
-}
-
-async fn threads(
-    State(state): State<AppState>,
-    Path(named): Path<String>,
-    request: axum::extract::Request,
-) -> Result<Response, ApiError> {
-    agent(&state, &named)?;
-    let client = client(&state, &request)?;
-    let mut threads: Vec<(String, Vec<Value>)> = Vec::new();
-    for run in state.agent_runs.of_client(&client.0) {
-        let status = status_of(&run);
-        match threads.iter_mut().find(|(id, _)| *id == run.thread_id) {
-            Some((_, runs)) => runs.push(status),
-            None => threads.push((run.thread_id.clone(), vec![status])),
-        }
-    }
-    let listed: Vec<Value> = threads
-        .into_iter()
-        .map(|(thread_id, runs)| json!({"thread_id": thread_id, "runs": runs}))
-        .collect();
-    Ok(Json(listed).into_response())
 }
