@@ -48,6 +48,7 @@ use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
 use crate::node::build_and_load;
+use crate::observer::{Observer, Step, ToolCaller};
 use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
 use crate::programmer::{exam, prompt};
 use crate::responder::{Answer, ToolCall, clip_to};
@@ -153,6 +154,7 @@ impl Actor<'_> {
             let recorder = Arc::new(Recorder {
                 tools: GrantedTools::new(self.tools.clone(), &self.focus.tool_names()),
                 calls: Mutex::new(Vec::new()),
+                observer: context.observer(),
             });
             let outcome = self.run(&source, body, recorder.clone()).await;
             let calls = recorder.take();
@@ -358,10 +360,12 @@ fn no_lost_value(value: Value, document: &str) -> Result<Value, String> {
     }
 }
 
-/// The granted tools, with every call recorded for the example the answer leaves.
+/// The granted tools, with every call recorded for the example the answer leaves (and told to
+/// the request's observer, if it has one).
 struct Recorder {
     tools: GrantedTools,
     calls: Mutex<Vec<ToolCall>>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl Recorder {
@@ -376,16 +380,31 @@ impl Recorder {
 #[async_trait::async_trait]
 impl ToolHost for Recorder {
     async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        let arguments_value: Value = serde_json::from_str(arguments)
+            .unwrap_or_else(|_| Value::String(arguments.to_string()));
+        if let Some(observer) = &self.observer {
+            observer.observe(Step::ToolCall {
+                tool: name.to_string(),
+                arguments: arguments_value.clone(),
+                caller: ToolCaller::Program,
+            });
+        }
         let result = self.tools.call_tool(name, arguments).await;
         let call = ToolCall {
             tool: name.to_string(),
-            arguments: serde_json::from_str(arguments)
-                .unwrap_or_else(|_| Value::String(arguments.to_string())),
+            arguments: arguments_value,
             result: match &result {
                 Ok(text) => Ok(serde_json::from_str(text).unwrap_or(Value::String(text.clone()))),
                 Err(error) => Err(error.clone()),
             },
         };
+        if let Some(observer) = &self.observer {
+            observer.observe(Step::ToolResult {
+                tool: name.to_string(),
+                result: call.result.clone(),
+                caller: ToolCaller::Program,
+            });
+        }
         match self.calls.lock() {
             Ok(mut calls) => calls.push(call),
             Err(poisoned) => poisoned.into_inner().push(call),

@@ -3,8 +3,8 @@
 //!
 //! A caller passes an [`Observer`] in [`RequestHooks`] to [`crate::Node::handle_hooked`] or
 //! [`crate::Node::follow_up_hooked`]; the engine reports every LLM call (from the accountant, so
-//! no call escapes it, as none escapes the ledger) and every tool call (the responder's and an
-//! active routine's) while the request runs. Without an observer nothing is reported and nothing
+//! no call escapes it, as none escapes the ledger) and every tool call (the responder's, an
+//! active routine's, and a code-as-action program's) while the request runs. Without an observer nothing is reported and nothing
 //! is paid for.
 //!
 //! [`Observer::observe`] is called on the request's task: it must not block (push to a bounded
@@ -25,6 +25,8 @@ pub enum ToolCaller {
     Llm,
     /// The protocol's active routine (no LLM involved).
     Routine,
+    /// A program the LLM wrote to answer this request (code as action, see [`crate::acting`]).
+    Program,
 }
 
 impl ToolCaller {
@@ -33,6 +35,7 @@ impl ToolCaller {
         match self {
             ToolCaller::Llm => "llm",
             ToolCaller::Routine => "routine",
+            ToolCaller::Program => "program",
         }
     }
 }

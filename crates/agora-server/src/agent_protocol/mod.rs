@@ -26,9 +26,9 @@
 //!
 //! **Events** are what the node does (see [`runs`]): `RunStarted`; the request (`ChatRequest`
 //! or `OperationRequest`); `CompletionCall`/`CompletionResult` for each LLM call (the ledger's);
-//! `ToolCall`/`ToolResult`/`ToolError` for each tool call, the responder's or the routine's
-//! (`caller`); `TextOutput` with the answer; `RunCompleted` with `finish_reason` `success`,
-//! `error` or `canceled`. A tool's error is shown as a sentence: its words stay in the log.
+//! `ToolCall`/`ToolResult`/`ToolError` for each tool call, with its `caller`: `llm` (the
+//! responder), `routine` or `program` (code as action); `TextOutput` with the answer;
+//! `RunCompleted` with `finish_reason` `success`, `error` or `canceled`. A tool's error is shown as a sentence: its words stay in the log.
 //!
 //! **Run.** `wait=false` (the default) answers `202` with the `RunStarted` event (its `run_id`
 //! is needed to get the events; the seed says "only the HTTP status code"), `wait=true` answers

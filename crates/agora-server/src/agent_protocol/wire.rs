@@ -219,7 +219,7 @@ pub(crate) enum EventKind {
         function_name: String,
         /// Its arguments.
         args: Value,
-        /// Who called it: `llm` or `routine` (an extension).
+        /// Who called it: `llm`, `routine` or `program` (an extension).
         caller: &'static str,
     },
     /// A tool returned.
