@@ -865,3 +865,38 @@ async fn a_run_past_the_request_deadline_ends_in_error() {
         "{completed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_survives_a_restart_but_its_runs_events_do_not() {
+    let llm = weather_llm();
+    let dir = temp_dir();
+    let first = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let (status, completed) = post(
+        &first,
+        &format!("{AGENT}/run?wait=true"),
+        &json!({"input": "Remember the word heliotrope."}),
+    )
+    .await;
+    assert_eq!(status, 200, "{completed}");
+    let run_id = completed["run_id"].as_str().unwrap().to_string();
+    let thread_id = completed["thread_id"].as_str().unwrap().to_string();
+    first.stop().await;
+
+    let second = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
+    let (status, _) = get(&second, &format!("{AGENT}/runs/{run_id}")).await;
+    assert_eq!(status, 404, "runs are held in memory");
+    let (status, completed) = post(
+        &second,
+        &format!("{AGENT}/run?wait=true"),
+        &json!({"input": "Which word was it?", "thread_id": thread_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{completed}");
+    assert_eq!(completed["finish_reason"], "success", "{completed}");
+    assert_eq!(completed["thread_id"], thread_id);
+    let last = llm.calls().last().cloned().unwrap();
+    assert!(
+        format!("{:?}", last.messages).contains("heliotrope"),
+        "the stored conversation carries the first turn across the restart"
+    );
+}
