@@ -4,8 +4,8 @@
 //! A caller passes an [`Observer`] in [`RequestHooks`] to [`crate::Node::handle_hooked`] or
 //! [`crate::Node::follow_up_hooked`]; the engine reports every LLM call (from the accountant, so
 //! no call escapes it, as none escapes the ledger) and every tool call (the responder's, an
-//! active routine's, and a code-as-action program's) while the request runs. Without an observer nothing is reported and nothing
-//! is paid for.
+//! active routine's, and a code-as-action program's) while the request runs. Without an
+//! observer nothing is reported and nothing is paid for.
 //!
 //! [`Observer::observe`] is called on the request's task: it must not block (push to a bounded
 //! buffer and return). Steps carry what the node's tools and LLM returned; a tool's error text

@@ -120,7 +120,13 @@ pub(super) async fn describe(
     Path(named): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = agent(&state, &named)?;
-    let text_schema = |member: &str| json!({"type": "object", "properties": {member: {"type": "string"}}, "required": [member]});
+    let text_schema = |member: &str| {
+        json!({
+            "type": "object",
+            "properties": {member: {"type": "string"}},
+            "required": [member],
+        })
+    };
     let mut listed = vec![json!({
         "name": "chat",
         "description": "send a chat request",

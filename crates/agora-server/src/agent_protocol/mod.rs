@@ -28,7 +28,8 @@
 //! or `OperationRequest`); `CompletionCall`/`CompletionResult` for each LLM call (the ledger's);
 //! `ToolCall`/`ToolResult`/`ToolError` for each tool call, with its `caller`: `llm` (the
 //! responder), `routine` or `program` (code as action); `TextOutput` with the answer;
-//! `RunCompleted` with `finish_reason` `success`, `error` or `canceled`. A tool's error is shown as a sentence: its words stay in the log.
+//! `RunCompleted` with `finish_reason` `success`, `error` or `canceled`. A tool's error is shown
+//! as a sentence: its words stay in the log.
 //!
 //! **Run.** `wait=false` (the default) answers `202` with the `RunStarted` event (its `run_id`
 //! is needed to get the events; the seed says "only the HTTP status code"), `wait=true` answers
@@ -346,11 +347,14 @@ fn spawn(state: &AppState, admitted: Admitted) {
         let answering = std::panic::AssertUnwindSafe(answer(&state, &run, work, budget, &client));
         let answered = tokio::select! {
             _ = run.cancel.cancelled() => None,
-            answered = futures::FutureExt::catch_unwind(answering) => Some(answered.unwrap_or_else(|_| {
+            answered = futures::FutureExt::catch_unwind(answering) => Some(answered),
+        };
+        let answered = answered.map(|answered| {
+            answered.unwrap_or_else(|_| {
                 tracing::error!(run_id = %run.id, "an Agent Protocol run panicked");
                 Err(ApiError::internal())
-            })),
-        };
+            })
+        });
         drop(permit);
         finish(&run, answered);
     };

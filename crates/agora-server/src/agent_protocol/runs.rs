@@ -242,7 +242,7 @@ impl Observer for RunObserver {
                 result: Err(error),
                 caller,
             } => {
-                tracing::debug!(tool = %tool, %error, "tool error shown to an Agent Protocol client as a sentence");
+                tracing::debug!(tool = %tool, %error, "a tool failed; the client sees a sentence");
                 EventKind::ToolError {
                     content: format!("the tool {tool} failed; the node's log has the details"),
                     function_name: tool,
