@@ -41,6 +41,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod idempotency;
 mod inquiry;
 mod ladder;
 mod negotiating;
@@ -120,6 +121,8 @@ struct Inner {
     /// until a programmer job takes it as its first candidate; so it holds only protocols
     /// waiting for a job. In memory only; a hint, not data.
     programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
+    /// Each document's `idempotency_key_field`, once read (see `idempotency`).
+    idempotency_fields: std::sync::Mutex<std::collections::HashMap<ProtocolHash, Option<String>>>,
     /// This process's name on the store's job leases (the node's name and a random id), so
     /// replicas sharing a store run each programmer job once (see `programming::work`).
     lease_holder: String,
@@ -196,7 +199,23 @@ impl Node {
             parts.clock.clone(),
         );
         let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
-        let routines = RoutineTable::new(parts.routine_engine, parts.tools.clone());
+        let tools = parts.tools.bind_node(crate::tools::NodeBinding {
+            facts: crate::tools::NodeFacts {
+                name: parts.config.name.clone(),
+                url: parts.config.public_url.trim_end_matches('/').to_string(),
+                description: parts.config.description.clone(),
+                tools: Vec::new(),
+                tasks: parts
+                    .config
+                    .tasks
+                    .iter()
+                    .map(|task| (task.name.clone(), task.description.clone()))
+                    .collect(),
+            },
+            store: parts.store.clone(),
+            clock: parts.clock.clone(),
+        });
+        let routines = RoutineTable::new(parts.routine_engine, tools.clone());
         let lease_holder = format!("{}:{}", parts.config.name, uuid::Uuid::new_v4());
         Self {
             inner: Arc::new(Inner {
@@ -205,13 +224,14 @@ impl Node {
                 resolver,
                 targets: parts.targets,
                 accountant,
-                tools: parts.tools,
+                tools,
                 clock: parts.clock,
                 routines,
                 programmer: ProgrammerQueue::new(),
                 sender_routines: crate::sender::routine::SenderRoutines::new(),
                 job_gate: std::sync::OnceLock::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                idempotency_fields: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,
             }),
         }
@@ -387,22 +407,8 @@ impl Node {
     /// allows, and those an active routine serves.
     pub async fn wellknown(&self) -> Result<WellKnown, NodeError> {
         let mut listing = WellKnown::new();
-        let served: std::collections::HashSet<ProtocolHash> = self
-            .inner
-            .store
-            .routines()
-            .await?
-            .into_iter()
-            .filter(|r| r.status == agora_store::RoutineStatus::Active)
-            .map(|r| r.protocol_hash)
-            .collect();
-        for stored in self.inner.store.documents().await? {
+        for stored in crate::tools::node_info::served_documents(&self.inner.store).await? {
             let hash = stored.document.hash();
-            let allowed = served.contains(&hash)
-                || matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
-            if !allowed {
-                continue;
-            }
             let mut sources = vec![self.document_url(&hash)];
             sources.extend(stored.sources.into_iter().filter(|s| s.starts_with("http")));
             listing.insert(hash.to_hex(), sources);
