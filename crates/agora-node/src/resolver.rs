@@ -7,14 +7,70 @@
 //!
 //! Architecture invariant: one failing source never stops the next one, and
 //! every failure is reported back with its reason.
+//!
+//! A document may build on others: its front matter's `references` names them by hash, with
+//! sources (see `agora_protocol::references`). [`Resolver::references`] resolves them with the
+//! same code (store, then sources, verified, behind the same SSRF guard), depth first, each
+//! document once, within [`MAX_REFERENCE_DEPTH`], [`MAX_REFERENCES`] and
+//! [`MAX_REFERENCED_BYTES`]; a reference back to a document on its own path is a cycle. Any of
+//! these is an error naming the document, so a request under it fails with a sentence saying
+//! which reference could not be followed, rather than being answered without it.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 
 use agora_fetch::Fetcher;
 use agora_protocol::data_uri;
-use agora_protocol::{ProtocolHash, VerifiedDocument};
+use agora_protocol::{ProtocolHash, ReferenceError, VerifiedDocument};
 use agora_store::{Store, StoreError};
 
 /// Most sources tried for one request; the rest are ignored.
 const MAX_SOURCES_TRIED: usize = 8;
+/// Deepest chain of references followed from a request's document.
+pub const MAX_REFERENCE_DEPTH: usize = 4;
+/// Most documents referenced, directly or not, by one document.
+pub const MAX_REFERENCES: usize = 16;
+/// Largest total size of the documents one document references, in bytes.
+pub const MAX_REFERENCED_BYTES: usize = 256 * 1024;
+
+/// Why a document's references could not be followed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReferenceFailure {
+    /// The front matter's `references` is malformed.
+    #[error("its references are malformed: {0}")]
+    Malformed(#[from] ReferenceError),
+    /// A reference leads back to a document on its own path.
+    #[error("its references form a cycle: {}", hex_path(.path))]
+    Cycle {
+        /// The path, from the request's document to the repeated one.
+        path: Vec<ProtocolHash>,
+    },
+    /// The chain of references is longer than [`MAX_REFERENCE_DEPTH`].
+    #[error("its references go deeper than {MAX_REFERENCE_DEPTH} levels")]
+    TooDeep,
+    /// More than [`MAX_REFERENCES`] documents are referenced.
+    #[error("it references more than {MAX_REFERENCES} documents")]
+    TooMany,
+    /// The referenced documents are larger than [`MAX_REFERENCED_BYTES`] together.
+    #[error("its referenced documents exceed {MAX_REFERENCED_BYTES} bytes")]
+    TooLarge,
+    /// A referenced document could not be resolved.
+    #[error("the referenced protocol {hash} is unavailable: {reason}")]
+    Missing {
+        /// The reference.
+        hash: ProtocolHash,
+        /// Why, from its sources.
+        reason: String,
+    },
+}
+
+fn hex_path(path: &[ProtocolHash]) -> String {
+    path.iter()
+        .map(ProtocolHash::to_hex)
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
 
 /// Why one source did not yield the document.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,9 +93,25 @@ pub enum ResolveError {
         /// One entry per source tried.
         failures: Vec<SourceFailure>,
     },
+    /// The document's references could not be followed.
+    #[error("protocol {hash} cannot be used: {failure}")]
+    References {
+        /// The document whose references failed.
+        hash: ProtocolHash,
+        /// Why.
+        failure: ReferenceFailure,
+    },
     /// The store failed.
     #[error("store error: {0}")]
     Store(#[from] StoreError),
+}
+
+/// What following references has found so far.
+#[derive(Default)]
+struct Walk {
+    found: Vec<VerifiedDocument>,
+    seen: HashSet<ProtocolHash>,
+    bytes: usize,
 }
 
 fn describe_failures(hash: &ProtocolHash, failures: &[SourceFailure]) -> String {
@@ -119,6 +191,82 @@ impl Resolver {
         })
     }
 
+    /// The documents `document` references, directly or not, depth first, each once, resolved
+    /// and verified as [`Self::resolve`] does (and so stored). None when it references nothing.
+    pub async fn references(
+        &self,
+        document: &VerifiedDocument,
+        now_ms: i64,
+    ) -> Result<Vec<VerifiedDocument>, ResolveError> {
+        let mut walk = Walk::default();
+        walk.seen.insert(document.hash());
+        let mut path = vec![document.hash()];
+        let root = document.hash();
+        self.follow(document, &mut path, &mut walk, now_ms)
+            .await
+            .map_err(|failure| match failure {
+                Followed::Store(error) => ResolveError::Store(error),
+                Followed::Failed(failure) => ResolveError::References {
+                    hash: root,
+                    failure,
+                },
+            })?;
+        Ok(walk.found)
+    }
+
+    fn follow<'a>(
+        &'a self,
+        document: &'a VerifiedDocument,
+        path: &'a mut Vec<ProtocolHash>,
+        walk: &'a mut Walk,
+        now_ms: i64,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Followed>> + Send + 'a>> {
+        Box::pin(async move {
+            let references = document
+                .metadata()
+                .references()
+                .map_err(|e| Followed::Failed(e.into()))?;
+            for reference in references {
+                if path.contains(&reference.hash) {
+                    let mut cycle = path.clone();
+                    cycle.push(reference.hash);
+                    return Err(Followed::Failed(ReferenceFailure::Cycle { path: cycle }));
+                }
+                if !walk.seen.insert(reference.hash) {
+                    continue; // reached before by another path: counted once
+                }
+                if path.len() > MAX_REFERENCE_DEPTH {
+                    return Err(Followed::Failed(ReferenceFailure::TooDeep));
+                }
+                if walk.seen.len() > MAX_REFERENCES + 1 {
+                    return Err(Followed::Failed(ReferenceFailure::TooMany));
+                }
+                let referenced = match self
+                    .resolve(&reference.hash, &reference.sources, now_ms)
+                    .await
+                {
+                    Ok(referenced) => referenced,
+                    Err(ResolveError::Store(error)) => return Err(Followed::Store(error)),
+                    Err(error) => {
+                        return Err(Followed::Failed(ReferenceFailure::Missing {
+                            hash: reference.hash,
+                            reason: error.to_string(),
+                        }));
+                    }
+                };
+                walk.bytes += referenced.text().len();
+                if walk.bytes > MAX_REFERENCED_BYTES {
+                    return Err(Followed::Failed(ReferenceFailure::TooLarge));
+                }
+                path.push(reference.hash);
+                self.follow(&referenced, path, walk, now_ms).await?;
+                path.pop();
+                walk.found.push(referenced);
+            }
+            Ok(())
+        })
+    }
+
     async fn try_source(
         &self,
         hash: &ProtocolHash,
@@ -142,6 +290,12 @@ impl Resolver {
         };
         VerifiedDocument::verify(hash, &bytes).map_err(|e| e.to_string())
     }
+}
+
+/// How following a reference ended, before it is put in the request's terms.
+enum Followed {
+    Store(StoreError),
+    Failed(ReferenceFailure),
 }
 
 /// A source as shown in messages: `data:` URIs are cut to their header.

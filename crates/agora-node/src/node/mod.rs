@@ -111,7 +111,7 @@ struct Inner {
     accountant: Accountant,
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
-    routines: RoutineTable,
+    routines: Arc<RoutineTable>,
     programmer: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
     sender_routines: crate::sender::routine::SenderRoutines,
     /// Held by a driver to keep background routine writing for later (see
@@ -199,23 +199,30 @@ impl Node {
             parts.clock.clone(),
         );
         let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
-        let tools = parts.tools.bind_node(crate::tools::NodeBinding {
-            facts: crate::tools::NodeFacts {
-                name: parts.config.name.clone(),
-                url: parts.config.public_url.trim_end_matches('/').to_string(),
-                description: parts.config.description.clone(),
-                tools: Vec::new(),
-                tasks: parts
-                    .config
-                    .tasks
-                    .iter()
-                    .map(|task| (task.name.clone(), task.description.clone()))
-                    .collect(),
-            },
-            store: parts.store.clone(),
-            clock: parts.clock.clone(),
+        let facts = crate::tools::NodeFacts {
+            name: parts.config.name.clone(),
+            url: parts.config.public_url.trim_end_matches('/').to_string(),
+            description: parts.config.description.clone(),
+            tools: Vec::new(),
+            tasks: parts
+                .config
+                .tasks
+                .iter()
+                .map(|task| (task.name.clone(), task.description.clone()))
+                .collect(),
+        };
+        // The routine table holds the tools, and `call_protocol` reaches the table: weakly.
+        let engine = parts.routine_engine;
+        let routines = Arc::new_cyclic(|table: &std::sync::Weak<RoutineTable>| {
+            let tools = parts.tools.bind_node(crate::tools::NodeBinding {
+                facts,
+                store: parts.store.clone(),
+                clock: parts.clock.clone(),
+                routines: table.clone(),
+            });
+            RoutineTable::new(engine, tools)
         });
-        let routines = RoutineTable::new(parts.routine_engine, tools.clone());
+        let tools = routines.tools().clone();
         let lease_holder = format!("{}:{}", parts.config.name, uuid::Uuid::new_v4());
         Self {
             inner: Arc::new(Inner {
@@ -489,19 +496,21 @@ impl Node {
         }
     }
 
-    /// The request's protocol document, from the store or its sources.
+    /// The request's protocol document, from the store or its sources, with the documents it
+    /// references resolved too (see `resolver`): a request under a document whose references
+    /// cannot be followed fails, saying which.
     async fn resolve(
         &self,
         request: &Request,
         hash: ProtocolHash,
     ) -> Result<VerifiedDocument, Outcome> {
         let now = self.inner.clock.now_ms();
-        match self
-            .inner
-            .resolver
-            .resolve(&hash, &request.sources, now)
-            .await
-        {
+        let resolver = &self.inner.resolver;
+        let resolved = match resolver.resolve(&hash, &request.sources, now).await {
+            Ok(document) => resolver.references(&document, now).await.map(|_| document),
+            Err(error) => Err(error),
+        };
+        match resolved {
             Ok(document) => Ok(document),
             Err(ResolveError::Store(error)) => {
                 tracing::error!(%error, "store failed while resolving");
@@ -621,11 +630,26 @@ impl Node {
         conversation: Option<Conversation>,
     ) -> Outcome {
         let focus = self.focus(subject);
+        // The documents a protocol builds on were resolved with it; here they come from the store.
+        let references = match subject {
+            Subject::Protocol(document) => {
+                let now = self.inner.clock.now_ms();
+                match self.inner.resolver.references(document, now).await {
+                    Ok(references) => references,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read a protocol's references");
+                        Vec::new()
+                    }
+                }
+            }
+            Subject::Natural => Vec::new(),
+        };
         let responder = Responder {
             accountant: &self.inner.accountant,
             tools: &self.inner.tools,
             config: &self.inner.config.responder,
             focus: &focus,
+            references: &references,
         };
         let message = body.to_text();
         let acted = match subject {

@@ -9,6 +9,7 @@
 mod builtin;
 mod http;
 pub mod node_info;
+pub mod protocol_call;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use serde_json::Value;
 pub use builtin::WeatherForecastTool;
 pub use http::HttpTool;
 pub use node_info::{NodeFacts, NodeInfoTool};
+pub use protocol_call::{CallProtocolTool, ProtocolRoutines};
 
 /// Largest reply an HTTP tool accepts when its configuration names no limit, in bytes.
 const DEFAULT_MAX_REPLY_BYTES: usize = 1 << 20;
@@ -135,10 +137,11 @@ pub enum ToolKind {
     /// are connected by the composition root through `agora-mcp`, which hands the connected
     /// tools to [`ToolRegistry::from_config_with`].
     Mcp(McpServerConfig),
-    /// A tool compiled into agora: `weather_forecast` (demo data) or `node_info` (the node
-    /// itself, see [`node_info`]).
+    /// A tool compiled into agora: `weather_forecast` (demo data), `node_info` (the node itself,
+    /// see [`node_info`]) or `call_protocol` (another protocol's routine, see
+    /// [`protocol_call`]).
     Builtin {
-        /// Which one: `weather_forecast` or `node_info`.
+        /// Which one: `weather_forecast`, `node_info` or `call_protocol`.
         builtin: String,
         /// Seed for generated data.
         #[serde(default)]
@@ -222,9 +225,10 @@ struct RegisteredTool {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Arc<BTreeMap<String, Arc<RegisteredTool>>>,
-    /// Configured built-ins that need the node itself (`node_info`), by spec; the node adds
-    /// them when it is assembled ([`ToolRegistry::bind_node`]).
-    node_bound: Arc<Vec<ToolSpec>>,
+    /// Configured built-ins that need the node itself (`node_info`, `call_protocol`): the
+    /// built-in's name and the tool's spec; the node adds them when it is assembled
+    /// ([`ToolRegistry::bind_node`]).
+    node_bound: Arc<Vec<(&'static str, ToolSpec)>>,
 }
 
 /// What the node-bound built-ins are built from (see [`ToolRegistry::bind_node`]).
@@ -235,6 +239,8 @@ pub struct NodeBinding {
     pub store: agora_store::Store,
     /// The node's clock.
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// The node's active routines, for `call_protocol`.
+    pub routines: std::sync::Weak<dyn ProtocolRoutines>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -269,17 +275,26 @@ impl ToolRegistry {
             match &config.kind {
                 ToolKind::Mcp(_) => {}
                 ToolKind::Builtin { builtin, .. } if builtin == node_info::BUILTIN => {
-                    node_bound.push(configured_spec(NodeInfoTool::default_spec(), config));
+                    let spec = configured_spec(NodeInfoTool::default_spec(), config);
+                    node_bound.push((node_info::BUILTIN, spec));
+                }
+                ToolKind::Builtin { builtin, .. } if builtin == protocol_call::BUILTIN => {
+                    let spec = configured_spec(CallProtocolTool::default_spec(), config);
+                    node_bound.push((protocol_call::BUILTIN, spec));
                 }
                 _ => tools.push(build_tool(config, targets)?),
             }
         }
         tools.extend(connected);
         let mut registry = Self::from_tools(tools)?;
-        for spec in &node_bound {
+        for (_, spec) in &node_bound {
             check_name(&spec.name)?;
             if registry.tools.contains_key(&spec.name)
-                || node_bound.iter().filter(|s| s.name == spec.name).count() > 1
+                || node_bound
+                    .iter()
+                    .filter(|(_, s)| s.name == spec.name)
+                    .count()
+                    > 1
             {
                 return Err(ToolConfigError::Duplicate(spec.name.clone()));
             }
@@ -302,13 +317,20 @@ impl ToolRegistry {
             .map(|spec| (spec.name, spec.description))
             .collect();
         let mut map = (*self.tools).clone();
-        for spec in self.node_bound.iter() {
-            let tool: Arc<dyn Tool> = Arc::new(NodeInfoTool::new(
-                spec.clone(),
-                facts.clone(),
-                binding.store.clone(),
-                binding.clock.clone(),
-            ));
+        for (builtin, spec) in self.node_bound.iter() {
+            let tool: Arc<dyn Tool> = if *builtin == protocol_call::BUILTIN {
+                Arc::new(CallProtocolTool::new(
+                    spec.clone(),
+                    binding.routines.clone(),
+                ))
+            } else {
+                Arc::new(NodeInfoTool::new(
+                    spec.clone(),
+                    facts.clone(),
+                    binding.store.clone(),
+                    binding.clock.clone(),
+                ))
+            };
             match jsonschema::validator_for(&spec.parameters) {
                 Ok(validator) => {
                     map.insert(
@@ -317,7 +339,7 @@ impl ToolRegistry {
                     );
                 }
                 // The schema is the built-in's own; this is a bug, not a configuration error.
-                Err(error) => tracing::error!(tool = %spec.name, %error, "node_info schema"),
+                Err(error) => tracing::error!(tool = %spec.name, %error, "a built-in's schema"),
             }
         }
         Self {

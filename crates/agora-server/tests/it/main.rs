@@ -10,6 +10,7 @@ mod edge;
 mod fixtures;
 mod http;
 mod ladder;
+mod layered_protocols;
 mod mcp;
 mod negotiation;
 mod negotiation_db;
