@@ -1,7 +1,9 @@
 //! The seed message protocols answered by the real local model: Bob has no routine for them, only
 //! the PDs (fetched from `data:` sources, allowed by the operator so that the test is about the
-//! answer, not the suitability check), the weather tool and `node_info`. One message per protocol;
-//! each reply must be the protocol's answer type and carry the weather tool's temperature.
+//! answer, not the suitability check), the weather tool and `node_info`. One message per protocol,
+//! and one under `osnap-weather-task.md`, which builds on the weather protocol by reference (Bob
+//! has that document, so its LLM is shown it); each reply must be the protocol's answer type and
+//! carry the weather tool's temperature.
 //!
 //! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
 //! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` set.
@@ -65,7 +67,21 @@ async fn real_model_answers_the_seed_protocols_without_their_routines() {
                     "task_data": data}}),
             "status_update",
         ),
+        (
+            "osnap-weather-task",
+            json!({"sender_agent_id": "alice", "receiver_agent_id": "bob",
+                "message_type": "task_request",
+                "payload": {"task_id": "task-2", "task_name": "weather_forecast",
+                    "task_data": data}}),
+            "status_update",
+        ),
     ];
+    let weather = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../protocols/weather-forecast.md"
+    ))
+    .unwrap();
+    bob.node.add_document(&weather, &[]).await.unwrap();
     let mut failures = Vec::new();
     for (seed, message, answer_type) in messages {
         let document = document(seed);
