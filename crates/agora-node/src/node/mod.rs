@@ -562,12 +562,20 @@ impl Node {
             }
             SuitabilityMode::Llm => {
                 let specs = self.inner.tools.specs();
+                // Resolved with the document (see `resolve`): read from the store here.
+                let references = self
+                    .inner
+                    .resolver
+                    .references(document, now)
+                    .await
+                    .unwrap_or_default();
                 let verdict = checker::check(
                     &self.inner.accountant,
                     context,
                     &self.inner.config.description,
                     &specs,
                     document,
+                    &references,
                 )
                 .await
                 .map_err(|error| {

@@ -5,7 +5,8 @@
 //!   protocol's routine through `call_protocol`; Alice sends, and neither calls its LLM;
 //! - a missing reference, a malformed list and a chain deeper than the resolver's bound fail the
 //!   request with a sentence saying so;
-//! - a node without the routine shows its LLM the referenced document.
+//! - a node without the routine shows its LLM (the suitability checker and the responder) the
+//!   referenced document.
 //!
 //! Like `wasm_routines`, the first needs the JavaScript engine (`AGORA_JS_ENGINE`).
 
@@ -197,7 +198,15 @@ async fn references_that_cannot_be_followed_fail_the_request_with_a_reason() {
 #[tokio::test]
 async fn the_llm_reads_the_referenced_document() {
     let dir = temp_dir();
+    // The suitability checker says yes only when it was shown the weather document too.
     let llm = ScriptedLlm::new(|request: &ChatRequest| match schema_name(request) {
+        Some("suitability") => {
+            let question = agora_testkit::last_user_message(request);
+            let shown = question.contains("# Weather forecast query")
+                && question.contains("OSNAP tasks carrying the weather forecast protocol");
+            let suitable = if shown { "yes" } else { "no" };
+            Ok(json!({"suitable": suitable, "reason": "scripted"}).to_string())
+        }
         Some("step") => {
             let prompt = system_prompt(request);
             let shown = prompt.contains("# Weather forecast query")
@@ -208,10 +217,7 @@ async fn the_llm_reads_the_referenced_document() {
         }
         other => panic!("unexpected LLM request {other:?}"),
     });
-    let bob = NodeBuilder::new(llm, dir.path())
-        .config(|c| c.suitability = agora_node::SuitabilityMode::AllowAll)
-        .spawn()
-        .await;
+    let bob = NodeBuilder::new(llm, dir.path()).spawn().await;
     let task_pd = document("osnap-weather-task");
     let weather = VerifiedDocument::from_text(WEATHER_PD);
     // The task PD names no source for the weather PD: this node has it from elsewhere.
