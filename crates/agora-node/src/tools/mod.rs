@@ -303,9 +303,9 @@ impl ToolRegistry {
         Ok(registry)
     }
 
-    /// The registry with its node-bound built-ins (`node_info`) built from `binding`. The node
-    /// calls this once, when it is assembled; a registry without such built-ins is returned as
-    /// it is.
+    /// The registry with its node-bound built-ins (`node_info`, `call_protocol`) built from
+    /// `binding`. The node calls this once, when it is assembled; a registry without such
+    /// built-ins is returned as it is.
     pub fn bind_node(&self, binding: NodeBinding) -> Self {
         if self.node_bound.is_empty() {
             return self.clone();
