@@ -12,5 +12,12 @@ bash scripts/install.sh --no-llm --no-mcp --no-browser >&2
 # shellcheck disable=SC1091
 source "${AGORA_CACHE:-$HOME/.cache/agora}/env.sh"
 export AGORA_LOAD_SECS=${1:-600}
-cargo test -p agora-cli --locked --test it load:: -- --ignored --nocapture 2>&1 |
-  grep -E '^LOAD|^  |panicked|^test result'
+# The whole output is kept in .agora/load-run.log; the report and any failure are printed.
+mkdir -p .agora
+set +e
+cargo test -p agora-cli --locked --test it load:: -- --ignored --nocapture >.agora/load-run.log 2>&1
+status=$?
+set -e
+grep -E '^LOAD|^  [A-Za-z -]+:|^test result' .agora/load-run.log || true
+grep -E -A2 'panicked' .agora/load-run.log || true
+exit "$status"

@@ -3,7 +3,8 @@
 //! The LLM reads the protocol document next to the node's description and
 //! tools and answers a JSON-schema-constrained yes/no with a short reason.
 //! The decision is cached per hash by the caller; an operator decision
-//! (`agora pd allow|deny`) always wins over the LLM's.
+//! (`agora pd allow|deny`) always wins over the LLM's. A document that builds
+//! on others (its `references`) is shown with them, within the same length.
 
 use agora_llm::{ChatRequest, Message};
 use agora_protocol::VerifiedDocument;
@@ -36,15 +37,24 @@ pub enum CheckError {
     Unreadable(String),
 }
 
-/// Asks the LLM whether the node can serve `document`.
+/// Asks the LLM whether the node can serve `document`, which builds on `references`.
 pub async fn check(
     accountant: &Accountant,
     context: &QueryContext,
     description: &str,
     tools: &[ToolSpec],
     document: &VerifiedDocument,
+    references: &[VerifiedDocument],
 ) -> Result<Verdict, CheckError> {
-    let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
+    let mut text = document.text().to_string();
+    for referenced in references {
+        text.push_str(&format!(
+            "\n\nIt builds on the protocol document with hash {}:\n{}",
+            referenced.hash().to_hex(),
+            referenced.text()
+        ));
+    }
+    let text: String = text.chars().take(MAX_PD_CHARS).collect();
     let mut messages = vec![Message::system(SYSTEM)];
     for (pd, answer) in EXAMPLES {
         messages.push(Message::user(question(EXAMPLE_AGENT, EXAMPLE_TOOLS, pd)));

@@ -104,6 +104,9 @@ pub struct Responder<'a> {
     /// The node's description and the tools on offer for this request: the whole of both, or
     /// their focus on the request's protocol (see [`crate::focus`]).
     pub focus: &'a Focus,
+    /// The documents the request's protocol references (see `agora_protocol::references`),
+    /// shown after it; empty for natural language.
+    pub references: &'a [VerifiedDocument],
 }
 
 impl Responder<'_> {
@@ -330,6 +333,13 @@ impl Responder<'_> {
                      reply body the protocol prescribes, in exactly its format (for a JSON \
                      protocol, the JSON value itself).\n\nProtocol document:\n<<<\n{text}\n>>>\n\n"
                 ));
+                for referenced in self.references {
+                    let text: String = referenced.text().chars().take(MAX_PD_CHARS).collect();
+                    prompt.push_str(&format!(
+                        "It builds on the protocol document with hash {}:\n<<<\n{text}\n>>>\n\n",
+                        referenced.hash().to_hex()
+                    ));
+                }
             }
         }
         let specs = &self.focus.tools;

@@ -218,6 +218,21 @@ impl ToolHost for TimedTools {
     }
 }
 
+#[async_trait::async_trait]
+impl crate::tools::protocol_call::ProtocolRoutines for RoutineTable {
+    async fn run_protocol(&self, protocol: &ProtocolHash, body: &str) -> Result<String, String> {
+        let active = self
+            .active(protocol)
+            .ok_or_else(|| format!("this node has no active routine for protocol {protocol}"))?;
+        // The nested routine's own tool calls are not observed: the observer sees the outer
+        // routine's `call_protocol` call and its result.
+        active
+            .run(body, None)
+            .await
+            .map_err(|error| format!("the routine {} failed: {error}", active.routine.name))
+    }
+}
+
 /// What one [`RoutineTable::sync`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SyncReport {
@@ -257,6 +272,11 @@ impl RoutineTable {
 
     pub(crate) fn engine(&self) -> Option<&Arc<dyn RoutineEngine>> {
         self.engine.as_ref()
+    }
+
+    /// The node's tools, as routines are granted them.
+    pub(crate) fn tools(&self) -> &ToolRegistry {
+        &self.tools
     }
 
     /// The active routine for a protocol, if one is loaded.

@@ -30,6 +30,23 @@ pub struct Metadata {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
+impl Metadata {
+    /// The front-matter key naming the body field that carries a message's idempotency key.
+    pub const IDEMPOTENCY_KEY_FIELD: &'static str = "idempotency_key_field";
+
+    /// The top-level field of a JSON message body that carries its idempotency key, when the
+    /// document declares one (`idempotency_key_field: <field>`): a receiver answers a message
+    /// whose key it has seen from the same sender with its first reply (see the HTTP edge's
+    /// `idempotency` module).
+    pub fn idempotency_key_field(&self) -> Option<&str> {
+        self.extra
+            .get(Self::IDEMPOTENCY_KEY_FIELD)
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+            .filter(|field| !field.is_empty())
+    }
+}
+
 /// A parsed protocol document: its metadata and the text after the front matter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProtocolDocument {
@@ -249,6 +266,21 @@ mod tests {
         assert_eq!(pd.metadata.name.as_deref(), Some("Q"));
         assert!(pd.metadata.multiround);
         assert_eq!(pd.body, "spec");
+    }
+
+    #[test]
+    fn the_idempotency_key_field_is_read_from_front_matter() {
+        let declared = ProtocolDocument::parse(
+            "---\nname: X\nidempotency_key_field: idempotency_key\n---\n\nBody.\n",
+        );
+        assert_eq!(
+            declared.metadata.idempotency_key_field(),
+            Some("idempotency_key")
+        );
+        let blank = ProtocolDocument::parse("---\nname: X\nidempotency_key_field: ''\n---\nB\n");
+        assert_eq!(blank.metadata.idempotency_key_field(), None);
+        let none = ProtocolDocument::parse("---\nname: X\n---\nB\n");
+        assert_eq!(none.metadata.idempotency_key_field(), None);
     }
 
     #[test]

@@ -15,11 +15,13 @@ pub mod data_uri;
 pub mod document;
 pub mod hash;
 pub mod negotiation;
+pub mod references;
 pub mod wire;
 
 pub use changes::{ChangeEntry, ChangePage};
 pub use document::{Metadata, ProtocolDocument, VerifiedDocument, VerifyError};
 pub use hash::{HashDialect, HashParseError, ProtocolHash};
+pub use references::{Reference, ReferenceError};
 pub use wire::{
     Body, ErrorCode, FollowUp, ProtocolRef, Reply, Request, Status, WellKnown, WireError,
 };

@@ -245,11 +245,29 @@ async fn answer_agora(
         let value = read_json_within(request, state.edge.body_timeout()).await?;
         let (budget, answer) = parse(&state, &value)?;
         state.edge.check_rate(&client, budget)?;
-        let held = match edge::idempotency::claim(&state, &headers, &client.0, path, &value).await?
-        {
-            edge::idempotency::Claim::Replay(response) => return Ok(response),
-            edge::idempotency::Claim::Fresh(held) => held,
+        let envelope = match &answer {
+            Answer::Request(request) => {
+                match (&request.protocol, headers.get(edge::idempotency::HEADER)) {
+                    (agora_protocol::ProtocolRef::Protocol(hash), None) => {
+                        state.node.idempotency_key_in(request).await.map(|key| {
+                            edge::idempotency::EnvelopeKey {
+                                protocol_hash: *hash,
+                                key,
+                            }
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            Answer::FollowUp(..) => None,
         };
+        let held =
+            match edge::idempotency::claim(&state, &headers, &client.0, path, &value, envelope)
+                .await?
+            {
+                edge::idempotency::Claim::Replay(response) => return Ok(response),
+                edge::idempotency::Claim::Fresh(held) => held,
+            };
         let replied = answer_within_limits(&state, &client, budget, answer).await;
         edge::idempotency::settle(&state, held, &replied).await;
         Ok(Json(replied?.to_json()).into_response())

@@ -110,6 +110,28 @@ pub fn sqlite_url(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("node.db").display())
 }
 
+/// A fresh, empty schema `name` in the PostgreSQL database at `AGORA_TEST_POSTGRES_URL`
+/// (dropped and recreated, so reruns start clean), as a store URL. Panics with the way to set
+/// the variable when it is missing (`scripts/test.sh` sets it).
+pub async fn postgres_schema(name: &str) -> String {
+    let base = std::env::var("AGORA_TEST_POSTGRES_URL").expect(
+        "AGORA_TEST_POSTGRES_URL is not set: run \
+         `export AGORA_TEST_POSTGRES_URL=$(scripts/postgres-test-db.sh)` (scripts/test.sh does)",
+    );
+    let admin = Store::connect(&base)
+        .await
+        .expect("the PostgreSQL test database opens");
+    admin
+        .execute_raw_for_tests(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name};"
+        ))
+        .await
+        .expect("a test schema can be created");
+    admin.close().await;
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}options=-c%20search_path%3D{name}")
+}
+
 /// Builds nodes for tests.
 pub struct NodeBuilder {
     /// The node configuration.
@@ -130,6 +152,8 @@ pub struct NodeBuilder {
     pub routine_engine: Option<Arc<dyn RoutineEngine>>,
     /// Tools built outside the configuration (MCP servers' tools, connected by the test).
     pub connected_tools: Vec<Arc<dyn agora_node::Tool>>,
+    /// The store's URL, when it is not the SQLite file in `store_dir` (a PostgreSQL schema).
+    pub store_url: Option<String>,
 }
 
 impl NodeBuilder {
@@ -148,7 +172,14 @@ impl NodeBuilder {
             max_body_bytes: 1024 * 1024,
             routine_engine: None,
             connected_tools: Vec::new(),
+            store_url: None,
         }
+    }
+
+    /// Stores in the database at `url` instead of the SQLite file in the store folder.
+    pub fn store_url(mut self, url: &str) -> Self {
+        self.store_url = Some(url.to_string());
+        self
     }
 
     /// Adds tools built outside the configuration, such as an MCP server's (the configuration's
@@ -194,9 +225,11 @@ impl NodeBuilder {
     }
 
     async fn build_parts(self) -> (Node, Self) {
-        let store = Store::connect(&sqlite_url(&self.store_dir))
-            .await
-            .expect("the test store opens");
+        let url = self
+            .store_url
+            .clone()
+            .unwrap_or_else(|| sqlite_url(&self.store_dir));
+        let store = Store::connect(&url).await.expect("the test store opens");
         let targets = TargetClient::new(TargetPolicy::default()).expect("the target client builds");
         let tools = ToolRegistry::from_config_with(
             &self.config.tools,

@@ -72,7 +72,18 @@ impl Llm for ScriptedLlm {
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(request.clone());
         }
-        let (content, tool_calls) = (self.script)(request)?;
+        // A script may block (a test's gate holding the model "busy"). On a multi-thread runtime
+        // it runs in `block_in_place`, so the worker hands its queue and the I/O and time
+        // drivers to another thread: a blocked worker holding the drivers stalled every timer
+        // and socket of a PostgreSQL-backed test. A current-thread runtime has no other
+        // thread to hand them to, so there the script runs in place.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let (content, tool_calls) = if multi_thread {
+            tokio::task::block_in_place(|| (self.script)(request))?
+        } else {
+            (self.script)(request)?
+        };
         let prompt_chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
         Ok(ChatResponse {
             usage: Usage {

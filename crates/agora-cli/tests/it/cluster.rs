@@ -89,24 +89,7 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// A fresh, empty PostgreSQL schema in the database at `AGORA_TEST_POSTGRES_URL`; returns the
 /// store URL that selects it.
 pub fn postgres_schema(name: &str) -> String {
-    let base = std::env::var("AGORA_TEST_POSTGRES_URL").expect(
-        "AGORA_TEST_POSTGRES_URL is not set: run `export AGORA_TEST_POSTGRES_URL=$(scripts/postgres-test-db.sh)` \
-         (scripts/test.sh does)",
-    );
-    block_on(async {
-        let admin = Store::connect(&base)
-            .await
-            .expect("the test database opens");
-        admin
-            .execute_raw_for_tests(&format!(
-                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name};"
-            ))
-            .await
-            .expect("a test schema can be created");
-        admin.close().await;
-    });
-    let separator = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{separator}options=-c%20search_path%3D{name}")
+    block_on(agora_testkit::postgres_schema(name))
 }
 
 /// The scripted OpenAI-compatible LLM server, on its own thread and runtime.

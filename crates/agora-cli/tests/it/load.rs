@@ -6,6 +6,13 @@
 //!
 //! The suite runs it for 20 seconds; `scripts/load-run.sh` runs it for 10 minutes
 //! (`AGORA_LOAD_SECS=600`) and prints p50, p99 and the RSS samples.
+//!
+//! Measured, 10 minutes (debug build, 2 cores, with other builds running at `nice 10` beside it):
+//! 296,208 requests (493/s) and 37,026 documents published and pulled by the peer database,
+//! 0 errors, 0 retries, 518,364 acknowledged writes checked and none lost. Latency over all
+//! requests p50 6.8 ms, p99 25.1 ms, max 229 ms (routine p50 3.8 ms, p99 14.2 ms; natural
+//! language p50 7.4 ms, p99 22.4 ms). RSS 113 MiB at the start, 122 MiB at 10 s, 124 MiB from
+//! 410 s to the end.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -83,7 +90,14 @@ fn a_node_under_sustained_mixed_load_answers_everything_in_flat_memory() {
     let llm = FakeLlm::start();
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", dir.path().join("node.db").display());
-    let setup = NodeSetup::new(store, &llm, "");
+    // Conversations must outlive the run, so that every acknowledged turn can be checked at the
+    // end: the default idle timeout (300 s) would purge the first ones of a 10-minute run, as
+    // designed, and the check would count them as lost.
+    let idle = format!(
+        "\n[node.conversations]\nidle_timeout_secs = {}\n",
+        seconds * 2 + 300
+    );
+    let setup = NodeSetup::new(store, &llm, &idle);
     setup.agora_ok(&["routine", "add", "routines/weather-forecast"]);
     let mut node = Process::start(&setup, free_port(), "node");
     let origin = ProtocolDb::start(dir.path(), "origin", &[]);

@@ -1,12 +1,16 @@
-//! Asking other agents things outside a task: a plain natural-language message, a target's
-//! `/.wellknown` listing, a protocol database search.
+//! Asking other agents things outside a task: a plain natural-language message, a message the
+//! caller composed under a protocol, a target's `/.wellknown` listing, a protocol database
+//! search.
 //!
 //! These are the node's outward doors for callers that are not tasks, such as the MCP front
-//! (`agora-mcp`). None of them calls this node's LLM; each is logged as a sender run (task
-//! `(message)`, `(wellknown)` or `(search)`) so that `agora stats` shows it beside the tasks.
+//! (`agora-mcp`), or a program that speaks a protocol's message format itself (the seed protocols'
+//! tests send their messages this way). None of them calls this node's LLM; each is logged as a
+//! sender run (task `(message)`, `(wellknown)` or `(search)`) so that `agora stats` shows it beside
+//! the tasks.
 
 use std::time::Duration;
 
+use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::SenderRun;
 use serde_json::Value;
 
@@ -31,8 +35,33 @@ impl Node {
         target: &str,
         message: &str,
     ) -> Result<MessageReply, SendError> {
+        self.post_message(target, None, &[], message).await
+    }
+
+    /// Sends `body`, a message the caller composed under `protocol`, to the Agora endpoint
+    /// `target`, with the `sources` it can fetch the document from, and returns the reply's
+    /// body as it came. No LLM writes or reads anything: the caller speaks the protocol. A
+    /// `rejected` or `failure` reply is an error with the target's message.
+    pub async fn send_protocol_message(
+        &self,
+        target: &str,
+        protocol: &VerifiedDocument,
+        sources: &[String],
+        body: &str,
+    ) -> Result<MessageReply, SendError> {
+        self.post_message(target, Some(protocol), sources, body)
+            .await
+    }
+
+    async fn post_message(
+        &self,
+        target: &str,
+        protocol: Option<&VerifiedDocument>,
+        sources: &[String],
+        message: &str,
+    ) -> Result<MessageReply, SendError> {
         let config = &self.inner.config.sender;
-        let envelope = sender::envelope(None, &[], message);
+        let envelope = sender::envelope(protocol, sources, message);
         let result = sender::post(
             &self.inner.targets,
             target,
@@ -49,7 +78,8 @@ impl Node {
             Answer::Rejected(reason) => Err(SendError::Rejected(reason)),
             Answer::Failure(reason) => Err(SendError::Failed(reason)),
         });
-        self.log_inquiry(target, "(message)", result.as_ref().err())
+        let hash = protocol.map(VerifiedDocument::hash);
+        self.log_inquiry_under(target, "(message)", hash, result.as_ref().err())
             .await;
         result
     }
@@ -106,12 +136,27 @@ impl Node {
     }
 
     async fn log_inquiry(&self, target: &str, what: &str, error: Option<&SendError>) {
+        self.log_inquiry_under(target, what, None, error).await;
+    }
+
+    async fn log_inquiry_under(
+        &self,
+        target: &str,
+        what: &str,
+        protocol_hash: Option<ProtocolHash>,
+        error: Option<&SendError>,
+    ) {
+        let rung = if protocol_hash.is_some() {
+            "protocol"
+        } else {
+            "natural"
+        };
         let run = SenderRun {
             target: target.to_string(),
             task: what.to_string(),
-            rung: "natural".to_string(),
+            rung: rung.to_string(),
             steps: String::new(),
-            protocol_hash: None,
+            protocol_hash,
             outcome: if error.is_some() { "error" } else { "success" }.to_string(),
             error: error.map(ToString::to_string),
             llm_calls: 0,

@@ -42,6 +42,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod idempotency;
 mod inquiry;
 mod ladder;
 mod negotiating;
@@ -111,7 +112,7 @@ struct Inner {
     accountant: Accountant,
     tools: ToolRegistry,
     clock: Arc<dyn Clock>,
-    routines: RoutineTable,
+    routines: Arc<RoutineTable>,
     programmer: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
     sender_routines: crate::sender::routine::SenderRoutines,
     /// Held by a driver to keep background routine writing for later (see
@@ -121,6 +122,8 @@ struct Inner {
     /// until a programmer job takes it as its first candidate; so it holds only protocols
     /// waiting for a job. In memory only; a hint, not data.
     programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
+    /// Each document's `idempotency_key_field`, once read (see `idempotency`).
+    idempotency_fields: std::sync::Mutex<std::collections::HashMap<ProtocolHash, Option<String>>>,
     /// This process's name on the store's job leases (the node's name and a random id), so
     /// replicas sharing a store run each programmer job once (see `programming::work`).
     lease_holder: String,
@@ -197,7 +200,30 @@ impl Node {
             parts.clock.clone(),
         );
         let resolver = Resolver::new(parts.store.clone(), parts.fetcher);
-        let routines = RoutineTable::new(parts.routine_engine, parts.tools.clone());
+        let facts = crate::tools::NodeFacts {
+            name: parts.config.name.clone(),
+            url: parts.config.public_url.trim_end_matches('/').to_string(),
+            description: parts.config.description.clone(),
+            tools: Vec::new(),
+            tasks: parts
+                .config
+                .tasks
+                .iter()
+                .map(|task| (task.name.clone(), task.description.clone()))
+                .collect(),
+        };
+        // The routine table holds the tools, and `call_protocol` reaches the table: weakly.
+        let engine = parts.routine_engine;
+        let routines = Arc::new_cyclic(|table: &std::sync::Weak<RoutineTable>| {
+            let tools = parts.tools.bind_node(crate::tools::NodeBinding {
+                facts,
+                store: parts.store.clone(),
+                clock: parts.clock.clone(),
+                routines: table.clone(),
+            });
+            RoutineTable::new(engine, tools)
+        });
+        let tools = routines.tools().clone();
         let lease_holder = format!("{}:{}", parts.config.name, uuid::Uuid::new_v4());
         Self {
             inner: Arc::new(Inner {
@@ -206,13 +232,14 @@ impl Node {
                 resolver,
                 targets: parts.targets,
                 accountant,
-                tools: parts.tools,
+                tools,
                 clock: parts.clock,
                 routines,
                 programmer: ProgrammerQueue::new(),
                 sender_routines: crate::sender::routine::SenderRoutines::new(),
                 job_gate: std::sync::OnceLock::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                idempotency_fields: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,
             }),
         }
@@ -417,22 +444,8 @@ impl Node {
     /// allows, and those an active routine serves.
     pub async fn wellknown(&self) -> Result<WellKnown, NodeError> {
         let mut listing = WellKnown::new();
-        let served: std::collections::HashSet<ProtocolHash> = self
-            .inner
-            .store
-            .routines()
-            .await?
-            .into_iter()
-            .filter(|r| r.status == agora_store::RoutineStatus::Active)
-            .map(|r| r.protocol_hash)
-            .collect();
-        for stored in self.inner.store.documents().await? {
+        for stored in crate::tools::node_info::served_documents(&self.inner.store).await? {
             let hash = stored.document.hash();
-            let allowed = served.contains(&hash)
-                || matches!(self.inner.store.suitability(&hash).await?, Some(d) if d.allowed);
-            if !allowed {
-                continue;
-            }
             let mut sources = vec![self.document_url(&hash)];
             sources.extend(stored.sources.into_iter().filter(|s| s.starts_with("http")));
             listing.insert(hash.to_hex(), sources);
@@ -513,19 +526,21 @@ impl Node {
         }
     }
 
-    /// The request's protocol document, from the store or its sources.
+    /// The request's protocol document, from the store or its sources, with the documents it
+    /// references resolved too (see `resolver`): a request under a document whose references
+    /// cannot be followed fails, saying which.
     async fn resolve(
         &self,
         request: &Request,
         hash: ProtocolHash,
     ) -> Result<VerifiedDocument, Outcome> {
         let now = self.inner.clock.now_ms();
-        match self
-            .inner
-            .resolver
-            .resolve(&hash, &request.sources, now)
-            .await
-        {
+        let resolver = &self.inner.resolver;
+        let resolved = match resolver.resolve(&hash, &request.sources, now).await {
+            Ok(document) => resolver.references(&document, now).await.map(|_| document),
+            Err(error) => Err(error),
+        };
+        match resolved {
             Ok(document) => Ok(document),
             Err(ResolveError::Store(error)) => {
                 tracing::error!(%error, "store failed while resolving");
@@ -577,12 +592,20 @@ impl Node {
             }
             SuitabilityMode::Llm => {
                 let specs = self.inner.tools.specs();
+                // Resolved with the document (see `resolve`): read from the store here.
+                let references = self
+                    .inner
+                    .resolver
+                    .references(document, now)
+                    .await
+                    .unwrap_or_default();
                 let verdict = checker::check(
                     &self.inner.accountant,
                     context,
                     &self.inner.config.description,
                     &specs,
                     document,
+                    &references,
                 )
                 .await
                 .map_err(|error| {
@@ -649,11 +672,26 @@ impl Node {
         conversation: Option<Conversation>,
     ) -> Outcome {
         let focus = self.focus(subject);
+        // The documents a protocol builds on were resolved with it; here they come from the store.
+        let references = match subject {
+            Subject::Protocol(document) => {
+                let now = self.inner.clock.now_ms();
+                match self.inner.resolver.references(document, now).await {
+                    Ok(references) => references,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read a protocol's references");
+                        Vec::new()
+                    }
+                }
+            }
+            Subject::Natural => Vec::new(),
+        };
         let responder = Responder {
             accountant: &self.inner.accountant,
             tools: &self.inner.tools,
             config: &self.inner.config.responder,
             focus: &focus,
+            references: &references,
         };
         let message = body.to_text();
         let acted = match subject {

@@ -8,6 +8,8 @@
 
 mod builtin;
 mod http;
+pub mod node_info;
+pub mod protocol_call;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use serde_json::Value;
 
 pub use builtin::WeatherForecastTool;
 pub use http::HttpTool;
+pub use node_info::{NodeFacts, NodeInfoTool};
+pub use protocol_call::{CallProtocolTool, ProtocolRoutines};
 
 /// Largest reply an HTTP tool accepts when its configuration names no limit, in bytes.
 const DEFAULT_MAX_REPLY_BYTES: usize = 1 << 20;
@@ -133,9 +137,11 @@ pub enum ToolKind {
     /// are connected by the composition root through `agora-mcp`, which hands the connected
     /// tools to [`ToolRegistry::from_config_with`].
     Mcp(McpServerConfig),
-    /// A tool compiled into agora, for demos.
+    /// A tool compiled into agora: `weather_forecast` (demo data), `node_info` (the node itself,
+    /// see [`node_info`]) or `call_protocol` (another protocol's routine, see
+    /// [`protocol_call`]).
     Builtin {
-        /// Which one: `weather_forecast`.
+        /// Which one: `weather_forecast`, `node_info` or `call_protocol`.
         builtin: String,
         /// Seed for generated data.
         #[serde(default)]
@@ -218,7 +224,23 @@ struct RegisteredTool {
 /// The tools a node offers, with argument validation.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Arc<BTreeMap<String, RegisteredTool>>,
+    tools: Arc<BTreeMap<String, Arc<RegisteredTool>>>,
+    /// Configured built-ins that need the node itself (`node_info`, `call_protocol`): the
+    /// built-in's name and the tool's spec; the node adds them when it is assembled
+    /// ([`ToolRegistry::bind_node`]).
+    node_bound: Arc<Vec<(&'static str, ToolSpec)>>,
+}
+
+/// What the node-bound built-ins are built from (see [`ToolRegistry::bind_node`]).
+pub struct NodeBinding {
+    /// The node's identity and its tasks.
+    pub facts: NodeFacts,
+    /// The node's store (for the protocols it serves).
+    pub store: agora_store::Store,
+    /// The node's clock.
+    pub clock: Arc<dyn crate::clock::Clock>,
+    /// The node's active routines, for `call_protocol`.
+    pub routines: std::sync::Weak<dyn ProtocolRoutines>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -248,13 +270,82 @@ impl ToolRegistry {
         connected: Vec<Arc<dyn Tool>>,
     ) -> Result<Self, ToolConfigError> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut node_bound = Vec::new();
         for config in configs {
-            if !matches!(config.kind, ToolKind::Mcp(_)) {
-                tools.push(build_tool(config, targets)?);
+            match &config.kind {
+                ToolKind::Mcp(_) => {}
+                ToolKind::Builtin { builtin, .. } if builtin == node_info::BUILTIN => {
+                    let spec = configured_spec(NodeInfoTool::default_spec(), config);
+                    node_bound.push((node_info::BUILTIN, spec));
+                }
+                ToolKind::Builtin { builtin, .. } if builtin == protocol_call::BUILTIN => {
+                    let spec = configured_spec(CallProtocolTool::default_spec(), config);
+                    node_bound.push((protocol_call::BUILTIN, spec));
+                }
+                _ => tools.push(build_tool(config, targets)?),
             }
         }
         tools.extend(connected);
-        Self::from_tools(tools)
+        let mut registry = Self::from_tools(tools)?;
+        for (_, spec) in &node_bound {
+            check_name(&spec.name)?;
+            if registry.tools.contains_key(&spec.name)
+                || node_bound
+                    .iter()
+                    .filter(|(_, s)| s.name == spec.name)
+                    .count()
+                    > 1
+            {
+                return Err(ToolConfigError::Duplicate(spec.name.clone()));
+            }
+        }
+        registry.node_bound = Arc::new(node_bound);
+        Ok(registry)
+    }
+
+    /// The registry with its node-bound built-ins (`node_info`, `call_protocol`) built from
+    /// `binding`. The node calls this once, when it is assembled; a registry without such
+    /// built-ins is returned as it is.
+    pub fn bind_node(&self, binding: NodeBinding) -> Self {
+        if self.node_bound.is_empty() {
+            return self.clone();
+        }
+        let mut facts = binding.facts;
+        facts.tools = self
+            .specs()
+            .into_iter()
+            .map(|spec| (spec.name, spec.description))
+            .collect();
+        let mut map = (*self.tools).clone();
+        for (builtin, spec) in self.node_bound.iter() {
+            let tool: Arc<dyn Tool> = if *builtin == protocol_call::BUILTIN {
+                Arc::new(CallProtocolTool::new(
+                    spec.clone(),
+                    binding.routines.clone(),
+                ))
+            } else {
+                Arc::new(NodeInfoTool::new(
+                    spec.clone(),
+                    facts.clone(),
+                    binding.store.clone(),
+                    binding.clock.clone(),
+                ))
+            };
+            match jsonschema::validator_for(&spec.parameters) {
+                Ok(validator) => {
+                    map.insert(
+                        spec.name.clone(),
+                        Arc::new(RegisteredTool { tool, validator }),
+                    );
+                }
+                // The schema is the built-in's own; this is a bug, not a configuration error.
+                Err(error) => tracing::error!(tool = %spec.name, %error, "a built-in's schema"),
+            }
+        }
+        Self {
+            tools: Arc::new(map),
+            node_bound: Arc::new(Vec::new()),
+        }
     }
 
     /// Builds the registry from tool objects.
@@ -262,14 +353,7 @@ impl ToolRegistry {
         let mut map = BTreeMap::new();
         for tool in tools {
             let spec = tool.spec();
-            let valid_name = !spec.name.is_empty()
-                && spec
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid_name {
-                return Err(ToolConfigError::BadName(spec.name.clone()));
-            }
+            check_name(&spec.name)?;
             let validator = jsonschema::validator_for(&spec.parameters).map_err(|e| {
                 ToolConfigError::BadSchema {
                     name: spec.name.clone(),
@@ -278,7 +362,7 @@ impl ToolRegistry {
             })?;
             let name = spec.name.clone();
             if map
-                .insert(name.clone(), RegisteredTool { tool, validator })
+                .insert(name.clone(), Arc::new(RegisteredTool { tool, validator }))
                 .is_some()
             {
                 return Err(ToolConfigError::Duplicate(name));
@@ -286,6 +370,7 @@ impl ToolRegistry {
         }
         Ok(Self {
             tools: Arc::new(map),
+            node_bound: Arc::new(Vec::new()),
         })
     }
 
@@ -315,6 +400,27 @@ impl ToolRegistry {
     }
 }
 
+fn check_name(name: &str) -> Result<(), ToolConfigError> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(ToolConfigError::BadName(name.to_string()))
+    }
+}
+
+/// A built-in's own spec under the configured name and description.
+fn configured_spec(mut spec: ToolSpec, config: &ToolConfig) -> ToolSpec {
+    spec.name = config.name.clone();
+    if let Some(description) = &config.description {
+        spec.description = description.clone();
+    }
+    spec
+}
+
 /// Why `value` does not match the schema behind `validator`, as one line (the first five
 /// problems, each with where it is), or `None` when it matches. Tool arguments are checked with
 /// this wherever they arrive (the registry, the MCP front).
@@ -334,14 +440,11 @@ fn build_tool(
     match &config.kind {
         ToolKind::Mcp(_) => Err(ToolConfigError::NotConnected(config.name.clone())),
         ToolKind::Builtin { builtin, seed } => {
-            let mut spec = match builtin.as_str() {
+            let spec = match builtin.as_str() {
                 "weather_forecast" => WeatherForecastTool::default_spec(),
                 other => return Err(ToolConfigError::UnknownBuiltin(other.to_string())),
             };
-            spec.name = config.name.clone();
-            if let Some(description) = &config.description {
-                spec.description = description.clone();
-            }
+            let spec = configured_spec(spec, config);
             Ok(Arc::new(WeatherForecastTool::with_spec(spec, *seed)))
         }
         ToolKind::Http {

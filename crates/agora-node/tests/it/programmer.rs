@@ -880,14 +880,27 @@ async fn a_program_repeated_in_its_repair_starts_the_conversation_over_once() {
 /// routine B already made active, this test does not tell apart.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_run_a_programmer_job_once_and_take_up_a_dead_replicas_job() {
+    replicas_share_one_programmer_job(None).await;
+}
+
+/// The same on PostgreSQL, the store replicas share in production (README "Running replicas").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs AGORA_TEST_POSTGRES_URL (scripts/test.sh's slow phase)"]
+async fn replicas_on_postgres_run_a_programmer_job_once_and_take_up_a_dead_replicas_job() {
+    let url = agora_testkit::postgres_schema("agora_node_replica_jobs").await;
+    replicas_share_one_programmer_job(Some(&url)).await;
+}
+
+/// Two replicas on one store (`store_url`, else a SQLite file): see the test above.
+async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     let dir = temp_dir();
     let clock = Arc::new(agora_node::ManualClock::new(1_700_000_000_000));
     let stalled = Programmer::with(&["good"]);
     stalled.close_gate();
     let llm_a = llm(&stalled);
-    let a = with_document(replica(llm_a.clone(), dir.path(), clock.clone()).await).await;
+    let a = with_document(replica(llm_a.clone(), dir.path(), store_url, clock.clone()).await).await;
     let llm_b = llm(&Programmer::with(&["good"]));
-    let b = replica(llm_b.clone(), dir.path(), clock.clone()).await;
+    let b = replica(llm_b.clone(), dir.path(), store_url, clock.clone()).await;
     let programmer_calls = |llm: &ScriptedLlm| {
         llm.calls()
             .iter()
@@ -927,13 +940,20 @@ async fn replicas_run_a_programmer_job_once_and_take_up_a_dead_replicas_job() {
     assert_eq!(a.store().attempts(Some(&hash())).await.unwrap().len(), 1);
 }
 
-/// A replica: a node with the weather tool on the store in `dir`, threshold 2, on `clock`.
+/// A replica: a node with the weather tool on the store at `store_url` (else in `dir`),
+/// threshold 2, on `clock`.
 async fn replica(
     llm: Arc<ScriptedLlm>,
     dir: &std::path::Path,
+    store_url: Option<&str>,
     clock: Arc<agora_node::ManualClock>,
 ) -> Node {
-    NodeBuilder::new(llm, dir)
+    let builder = NodeBuilder::new(llm, dir);
+    let builder = match store_url {
+        Some(url) => builder.store_url(url),
+        None => builder,
+    };
+    builder
         .clock(clock)
         .config(|c| {
             c.tools = vec![weather_tool()];

@@ -513,3 +513,47 @@ async fn a_node_without_an_engine_keeps_routines_but_does_not_run_them() {
         Err(RegistryError::NoEngine)
     ));
 }
+
+#[tokio::test]
+async fn routines_call_routines_through_call_protocol_at_most_three_deep() {
+    // A routine that asks its own protocol's routine again, one level deeper each time, until the
+    // tool refuses; the deepest one replies with where it stopped and why.
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes()).to_hex();
+    let engine = ScriptedRoutineEngine::new().routine("recurse", move |body, tools| {
+        let hash = hash.clone();
+        async move {
+            let depth: u64 = body.trim().parse().unwrap_or(0);
+            let arguments = json!({"protocol": hash, "body": (depth + 1).to_string()});
+            match tools
+                .call_tool("call_protocol", &arguments.to_string())
+                .await
+            {
+                Ok(inner) => Ok(inner),
+                Err(error) => Ok(json!({"stopped_at": depth, "error": error}).to_string()),
+            }
+        }
+    });
+    let dir = temp_dir();
+    let node = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
+        .config(|c| {
+            c.tools = vec![agora_node::ToolConfig::builtin(
+                "call_protocol",
+                "call_protocol",
+                0,
+            )]
+        })
+        .routine_engine(Arc::new(engine))
+        .build()
+        .await;
+    node.add_routine(spec("recurse", "recurse", &["call_protocol"]))
+        .await
+        .unwrap();
+    let reply = node.handle(weather_request(Body::Text("0".into()))).await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let body: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
+    assert_eq!(body["stopped_at"], 3, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("at most 3 deep"),
+        "{body}"
+    );
+}

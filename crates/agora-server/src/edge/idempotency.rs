@@ -15,6 +15,14 @@
 //! - keys are kept for `edge.idempotency.window_secs`, then purged by the node's sweep.
 //!
 //! Without the header nothing is stored.
+//!
+//! A protocol may carry the key in its own messages instead (seed 001's envelope does): a PD
+//! declaring `idempotency_key_field: <field>` names the body field, and the node reads it
+//! (`Node::idempotency_key_in`, which explains the rules). Such an envelope key is handled as the
+//! header is, with two differences: its scope is the client *and the protocol*, and it is matched
+//! on the key alone, not the body's content, because a retry of such a message is a new message
+//! (its own `message_id` and `timestamp`) with the same key. So any later message with the key
+//! gets the first reply, as the guide asks. A header, when present, is used instead.
 
 use agora_protocol::{ErrorCode, Reply, Status};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -44,29 +52,51 @@ pub enum Claim {
     Replay(Response),
 }
 
-/// Claims the request's key, if it has one.
+/// An idempotency key a protocol's message carries in its body (see the module docs).
+pub struct EnvelopeKey {
+    /// The protocol, which scopes the key.
+    pub protocol_hash: agora_protocol::ProtocolHash,
+    /// The key.
+    pub key: String,
+}
+
+/// Claims the request's key (its header's, else its envelope's), if it has one.
 pub async fn claim(
     state: &AppState,
     headers: &HeaderMap,
-    scope: &str,
+    client: &str,
     path: &str,
     body: &Value,
+    envelope: Option<EnvelopeKey>,
 ) -> Result<Claim, ApiError> {
     let settings = &state.edge.settings().idempotency;
-    let Some(key) = headers.get(HEADER) else {
-        return Ok(Claim::Fresh(None));
-    };
     if !settings.enabled {
         return Ok(Claim::Fresh(None));
     }
-    let key = key
-        .to_str()
-        .ok()
-        .filter(|k| !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()))
-        .ok_or_else(|| {
-            ApiError::bad_request("Idempotency-Key must be 1 to 255 visible ASCII characters")
-        })?;
-    let fingerprint = fingerprint(path, body);
+    let (scope, key, fingerprint) = match (headers.get(HEADER), envelope) {
+        (Some(key), _) => {
+            let key = key
+                .to_str()
+                .ok()
+                .filter(|k| {
+                    !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic())
+                })
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "Idempotency-Key must be 1 to 255 visible ASCII characters",
+                    )
+                })?;
+            (client.to_string(), key.to_string(), fingerprint(path, body))
+        }
+        (None, Some(envelope)) => {
+            let hash = envelope.protocol_hash.to_hex();
+            let scope = format!("{client} protocol {hash}");
+            let fingerprint = fingerprint(path, &Value::String(hash));
+            (scope, envelope.key, fingerprint)
+        }
+        (None, None) => return Ok(Claim::Fresh(None)),
+    };
+    let (scope, key) = (scope.as_str(), key.as_str());
     let now = agora_node::Clock::now_ms(&agora_node::SystemClock);
     let stale = now - 1000 * (state.edge.settings().request_timeout_secs as i64 + 5);
     let store = state.node.store();
