@@ -2,10 +2,12 @@
 //!
 //! A run is one request to the node; its events are what the node did for it, told by the
 //! engine's [`Observer`] as it happens (`RunObserver`) plus the request, the answer and the end.
-//! Each run keeps at most [`RunLimits::max_events`] events (past that, steps are counted and
-//! dropped; `RunCompleted` is always kept and says how many were dropped); the registry keeps at
-//! most [`RunLimits::max_runs`] runs and forgets a finished run [`RunLimits::keep_finished`]
-//! after it ended (or sooner, oldest first, to make room).
+//! Each run keeps at most [`RunLimits::max_events`] events and [`RunLimits::max_bytes`] of their
+//! JSON (past either, steps are counted and dropped; `RunCompleted` is always kept and says how
+//! many were dropped); the registry keeps at most [`RunLimits::max_runs`] runs and forgets a
+//! finished run [`RunLimits::keep_finished`] after it ended (or sooner, oldest first, to make
+//! room). So the events of this process take at most `max_runs × max_bytes` (128 MiB by
+//! default) plus one `RunCompleted` a run.
 //!
 //! What this costs: the events live in this process only. A restart forgets them, and replicas
 //! behind a load balancer do not share them (a client polling another replica gets `404`). The
@@ -32,6 +34,8 @@ pub struct RunLimits {
     pub max_runs: usize,
     /// Events kept per run, `RunCompleted` included.
     pub max_events: usize,
+    /// Bytes of event JSON kept per run, `RunCompleted` aside.
+    pub max_bytes: usize,
     /// How long a finished run's events stay readable.
     pub keep_finished: Duration,
 }
@@ -39,8 +43,9 @@ pub struct RunLimits {
 impl Default for RunLimits {
     fn default() -> Self {
         Self {
-            max_runs: 1024,
+            max_runs: 512,
             max_events: 256,
+            max_bytes: 256 * 1024,
             keep_finished: Duration::from_secs(3600),
         }
     }
@@ -62,11 +67,14 @@ pub(crate) struct Run {
     /// The number of events pushed so far; SSE streams wait on it.
     changed: watch::Sender<u64>,
     max_events: usize,
+    max_bytes: usize,
 }
 
 #[derive(Default)]
 struct RunLog {
     events: Vec<Event>,
+    /// Bytes of the events' own members, as JSON.
+    bytes: usize,
     dropped: u64,
     finished: Option<(FinishReason, Instant)>,
     /// The last event id a plain poll (no `since`) returned.
@@ -90,9 +98,13 @@ impl Run {
                 return;
             }
             let completed = matches!(kind, EventKind::RunCompleted { .. });
-            if !completed && log.events.len() + 1 >= self.max_events {
-                log.dropped += 1;
-                return;
+            if !completed {
+                let size = serde_json::to_string(&kind).map_or(0, |json| json.len());
+                if log.events.len() + 1 >= self.max_events || log.bytes + size > self.max_bytes {
+                    log.dropped += 1;
+                    return;
+                }
+                log.bytes += size;
             }
             let kind = match kind {
                 EventKind::RunCompleted {
@@ -337,6 +349,7 @@ impl AgentRuns {
             log: Mutex::new(RunLog::default()),
             changed: watch::channel(0).0,
             max_events: self.limits.max_events.max(2),
+            max_bytes: self.limits.max_bytes,
         });
         order.push_back(run.id.clone());
         by_id.insert(run.id.clone(), run.clone());
@@ -433,6 +446,31 @@ mod tests {
             run.poll().is_empty(),
             "a poll returns what is new since the last"
         );
+    }
+
+    #[test]
+    fn a_run_keeps_its_byte_budget() {
+        let runs = AgentRuns::new(RunLimits {
+            max_bytes: 100,
+            ..RunLimits::default()
+        });
+        let run = runs.start("t".into(), "agent", "ip:1").expect("room");
+        run.push(EventKind::TextOutput {
+            content: "x".repeat(60),
+        });
+        run.push(EventKind::TextOutput {
+            content: "y".repeat(60),
+        });
+        run.push(completed());
+        let (events, _) = run.events_after(0);
+        assert_eq!(events.len(), 2, "the second output is over the budget");
+        assert!(matches!(
+            events[1].kind,
+            EventKind::RunCompleted {
+                events_dropped: 1,
+                ..
+            }
+        ));
     }
 
     #[test]
