@@ -36,7 +36,9 @@ pub use config::{
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
-pub use node::{FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, TaskRun};
+pub use node::{
+    FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, Speaker, TaskRun, Transcript,
+};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{

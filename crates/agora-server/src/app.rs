@@ -11,6 +11,7 @@
 //! | `GET /healthz` | liveness |
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
 //! | `/dashboard/...` | the operator's web dashboard, admin token or its session cookie (see [`crate::dashboard`]) |
+//! | `GET /.well-known/agent-card.json`, `POST /a2a` | the node as an A2A agent (see [`crate::a2a`]) |
 //! | `/mcp` | the node as an MCP server (streamable HTTP; `agora_mcp::front`), bearer token: `mcp.token` or the admin token |
 
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub struct AppState {
     pub metrics: Arc<NodeMetrics>,
     /// The MCP endpoint, when `/mcp` is served.
     pub mcp: Option<McpEndpoint>,
+    /// The A2A front, when the agent card and `/a2a` are served.
+    pub a2a: Option<agora_a2a::A2aFront>,
     /// Timeouts, budgets, client authentication and the LLM work bound (see [`crate::edge`]).
     pub edge: Arc<Edge>,
 }
@@ -102,6 +105,7 @@ impl AppState {
             max_body_bytes,
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
             mcp: None,
+            a2a: None,
             edge: Arc::new(Edge::default()),
         }
     }
@@ -115,7 +119,7 @@ impl AppState {
 
 impl AppState {
     /// Admits one Agora request, or answers 503 when the node is at capacity.
-    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    pub(crate) fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
         self.in_flight.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -158,6 +162,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
+        .route(agora_a2a::CARD_PATH, get(crate::a2a::agent_card))
+        .route(agora_a2a::JSONRPC_PATH, post(crate::a2a::jsonrpc))
         .nest("/admin", crate::admin::router(state.clone()))
         .nest("/dashboard", crate::dashboard::router())
         .route(

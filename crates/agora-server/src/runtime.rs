@@ -143,6 +143,9 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
             config.mcp.token.as_deref(),
         ));
     }
+    if config.a2a.enabled {
+        state.a2a = Some(agora_a2a::A2aFront::new(node.clone(), config.a2a.limits()));
+    }
     Ok(RunningNode {
         mcp_servers,
         mcp_shutdown,

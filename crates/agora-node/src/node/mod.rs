@@ -50,9 +50,11 @@ mod receiver_routines;
 mod registry;
 mod sender_routines;
 mod sending;
+mod transcript;
 
 pub use inquiry::MessageReply;
 pub use ladder::{Rung, TaskRun};
+pub use transcript::{Speaker, Transcript};
 
 /// Everything a node is built from.
 pub struct NodeParts {
@@ -266,6 +268,18 @@ impl Node {
 
     /// [`Node::handle`] for a request from `client`, recorded with it in the request ledger.
     pub async fn handle_from(&self, request: Request, client: Option<&crate::Client>) -> Reply {
+        self.handle_through(request, client, None).await
+    }
+
+    /// [`Node::handle_from`] for a request that reached the node through `channel` (e.g. `a2a`,
+    /// another protocol's front), recorded under that channel in the request ledger instead of
+    /// the request's kind (`natural`, `negotiation`, `protocol`).
+    pub async fn handle_through(
+        &self,
+        request: Request,
+        client: Option<&crate::Client>,
+        channel: Option<&str>,
+    ) -> Reply {
         let query_id = crate::accounting::new_query_id();
         let protocol_hash = match request.protocol {
             ProtocolRef::Protocol(hash) => Some(hash),
@@ -282,11 +296,11 @@ impl Node {
         async move {
             let started = Instant::now();
             let context = QueryContext::new(query_id, protocol_hash).with_client(client);
-            let channel = match request.protocol {
+            let channel = channel.unwrap_or(match request.protocol {
                 ProtocolRef::NaturalLanguage => "natural",
                 ProtocolRef::Negotiation => "negotiation",
                 ProtocolRef::Protocol(_) => "protocol",
-            };
+            });
             let outcome = match request.protocol {
                 ProtocolRef::NaturalLanguage => self.answer_natural(&context, &request).await,
                 ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
@@ -324,6 +338,19 @@ impl Node {
         follow_up: FollowUp,
         client: Option<&crate::Client>,
     ) -> Result<Reply, FollowUpError> {
+        self.follow_up_through(id, follow_up, client, None).await
+    }
+
+    /// [`Node::follow_up_from`] through `channel` (see [`Node::handle_through`]; default
+    /// `follow_up`). A negotiation is continued only without a channel: another protocol's
+    /// front holds no negotiations, so there it is [`FollowUpError::NotFound`].
+    pub async fn follow_up_through(
+        &self,
+        id: &str,
+        follow_up: FollowUp,
+        client: Option<&crate::Client>,
+        channel: Option<&str>,
+    ) -> Result<Reply, FollowUpError> {
         let now = self.inner.clock.now_ms();
         let stored = match self.inner.store.conversation(id).await {
             Ok(Some(c)) if c.expires_at_ms > now => c,
@@ -337,8 +364,12 @@ impl Node {
             }
         };
         if stored.kind == ConversationKind::Negotiation {
+            if channel.is_some() {
+                return Err(FollowUpError::NotFound);
+            }
             return Ok(self.continue_negotiation(stored, follow_up, client).await);
         }
+        let channel = channel.unwrap_or("follow_up");
         let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {
@@ -356,7 +387,7 @@ impl Node {
                     ErrorCode::Internal,
                     "the conversation's protocol document is missing",
                 );
-                return Ok(self.finish(&context, "follow_up", outcome, started).await);
+                return Ok(self.finish(&context, channel, outcome, started).await);
             }
             let subject = document
                 .as_ref()
@@ -366,7 +397,7 @@ impl Node {
             let outcome = self
                 .respond(&context, subject, &follow_up.body, history, Some(stored))
                 .await;
-            Ok(self.finish(&context, "follow_up", outcome, started).await)
+            Ok(self.finish(&context, channel, outcome, started).await)
         }
         .instrument(span)
         .await

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod a2a;
 mod browser;
 mod dashboard;
 mod dashboard_browser;
