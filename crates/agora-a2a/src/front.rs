@@ -326,10 +326,9 @@ impl A2aFront {
                     .iter()
                     .map(|part| match &part.content {
                         PartContent::Text(text) => text.clone(),
-                        other => match other {
-                            PartContent::Data(data) => data.to_string(),
-                            _ => String::new(),
-                        },
+                        PartContent::Data(data) => data.to_string(),
+                        // Refused above.
+                        PartContent::Raw(_) | PartContent::Url(_) => String::new(),
                     })
                     .collect::<Vec<_>>()
                     .join("\n"),
@@ -338,21 +337,17 @@ impl A2aFront {
         if body.to_text().trim().is_empty() {
             return Err(A2AError::invalid_params("the message is empty"));
         }
-        match task_id.or(message.context_id.clone().filter(|id| !id.is_empty())) {
-            // A context id alone continues a task only if it names one (a client may name a
-            // context of its own); the task id is checked when the follow-up is answered.
-            Some(task_id) if message.task_id.is_some() => Ok(Inbound::FollowUp { task_id, body }),
-            Some(context_id) => Ok(Inbound::Request {
-                text: body.to_text(),
-                request: natural(body),
-                context_id: Some(context_id),
-            }),
-            None => Ok(Inbound::Request {
-                text: body.to_text(),
-                request: natural(body),
-                context_id: None,
-            }),
+        if let Some(task_id) = task_id {
+            // Checked when the follow-up is answered: an unknown task is `-32001`.
+            return Ok(Inbound::FollowUp { task_id, body });
         }
+        // A context id alone continues a task only if it names a live one (a client may name a
+        // context of its own); that is checked when the message is answered.
+        Ok(Inbound::Request {
+            text: body.to_text(),
+            request: natural(body),
+            context_id: message.context_id.filter(|id| !id.is_empty()),
+        })
     }
 
     /// Answers a call; never fails (every outcome is a JSON-RPC response).

@@ -518,6 +518,20 @@ mod tests {
 
     #[test]
     #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_readme_a2a_configuration_loads() {
+        let toml = readme_toml("## Using A2A");
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("node.toml", &toml?)?;
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            assert!(config.a2a.enabled);
+            assert_eq!(config.a2a.limits().max_message_bytes, 32768);
+            assert_eq!(config.a2a.limits().max_parts, 8);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
     fn the_readme_mcp_configuration_loads() {
         let toml = readme_toml("## Using MCP");
         figment::Jail::expect_with(|jail| {

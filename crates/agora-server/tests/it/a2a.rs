@@ -531,3 +531,83 @@ async fn a2a_interop_python_sdk_client() {
     assert_eq!(requests.len(), 3);
     assert!(requests.iter().all(|r| r.channel == "a2a"));
 }
+
+/// `/a2a` meets the edge of `POST /`: client tokens, the LLM budget (429 with `Retry-After`),
+/// and the routine budget for a data part whose protocol a routine serves, with no LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_applies_and_a_routine_answers_a_protocol_part_without_the_llm() {
+    let dir = temp_dir();
+    let mut edge = agora_server::EdgeSettings::default();
+    edge.rate_limit.llm_per_minute = 1;
+    edge.rate_limit.llm_burst = 1;
+    edge.clients
+        .tokens
+        .insert("alice".into(), "alice-token".into());
+    let llm = llm();
+    let server = NodeBuilder::new(llm.clone(), dir.path())
+        .routine_engine(std::sync::Arc::new(
+            agora_testkit::ScriptedRoutineEngine::new()
+                .routine("shout", |body, _| async move { Ok(body.to_uppercase()) }),
+        ))
+        .spawn_with(move |served: Served| {
+            Box::pin(async move {
+                let mut state = AppState::new(served.node.clone(), None, 64 * 1024, 64)
+                    .with_edge(&edge)
+                    .unwrap();
+                state.a2a = Some(A2aFront::new(served.node, LIMITS));
+                let _ =
+                    agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+            })
+        })
+        .await;
+    let spec = agora_testkit::human_routine("shout", WEATHER_PD, "shout", &[]);
+    server.node.add_routine(spec).await.unwrap();
+    let call = |body: Value, token: Option<&'static str>| {
+        let url = format!("{}/a2a", server.url);
+        async move {
+            let mut request = reqwest::Client::new().post(url).json(&json!({
+                "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": body
+            }));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let retry = response.headers().get("retry-after").cloned();
+            (status, retry, response.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, _, body) = call(text_message("Hi?"), None).await;
+    assert_eq!((status, error_code(&body)), (401, -32603), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Bearer")
+    );
+    let (status, _, body) = call(text_message("Hi?"), Some("alice-token")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, retry, body) = call(text_message("Again?"), Some("alice-token")).await;
+    assert_eq!((status, error_code(&body)), (429, -32603), "{body}");
+    assert!(retry.is_some());
+
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let calls_before = llm.call_count();
+    for _ in 0..3 {
+        let part = json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {
+            "protocolHash": hash.to_hex(), "protocolSources": [], "body": "paris",
+        }}]}});
+        let (status, _, body) = call(part, Some("alice-token")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["message"]["parts"][0]["text"], "PARIS");
+    }
+    assert_eq!(llm.call_count(), calls_before);
+    server.node.store().flush_requests().await;
+    let requests = server.node.store().recent_requests(10).await.unwrap();
+    let routine_rows = requests
+        .iter()
+        .filter(|r| r.channel == "a2a" && r.path == agora_store::RequestPath::Routine)
+        .count();
+    assert_eq!(routine_rows, 3, "{requests:?}");
+}
