@@ -6,7 +6,9 @@
 //! - [`front`]: the JSON-RPC methods `SendMessage`, `SendStreamingMessage`, `GetTask` and
 //!   `CancelTask`, answered by the node's engine. The HTTP around them (the route, the edge's
 //!   budgets, body limit and deadline, the SSE framing) is the server crate's: this crate takes
-//!   bytes and gives JSON values, so no framework type leaves it.
+//!   bytes and gives JSON values, so no framework type leaves it;
+//! - [`sender`]: the node as an A2A client. Its natural-language messages to an A2A agent (one
+//!   whose card does not declare the Agora extension) are `SendMessage` calls.
 //!
 //! # SDK
 //!
@@ -43,7 +45,9 @@
 //!
 //! # Left out of the spec
 //!
-//! Push notifications (`-32003`), `ListTasks`, `SubscribeToTask`, the extended card
+//! Sending: only natural language (the sender's first rung and `send_message`), one
+//! `SendMessage` call per message, without streaming or polling. Serving: push notifications
+//! (`-32003`), `ListTasks`, `SubscribeToTask`, the extended card
 //! (`-32004`/`-32007`), file parts (`raw`, `url`: `-32005`), the gRPC and HTTP+JSON bindings,
 //! `returnImmediately` (every answer is synchronous), card signatures and security schemes
 //! (the node's edge authentication, when configured, applies as to `POST /`). A stream's
@@ -51,9 +55,11 @@
 
 pub mod card;
 pub mod front;
+pub mod sender;
 
 pub use card::agent_card;
 pub use front::{A2aFront, Answer, Call, Limits, error_response};
+pub use sender::A2aSender;
 
 /// The URI of the Agora extension in the agent card: a data part holding an Agora request
 /// envelope is a request under that protocol document.

@@ -37,7 +37,8 @@ pub use config::{
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{
-    FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, Speaker, TaskRun, Transcript,
+    FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung, Speaker, TaskRun,
+    Transcript,
 };
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};

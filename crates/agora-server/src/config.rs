@@ -282,6 +282,9 @@ impl Default for McpSettings {
 pub struct A2aSettings {
     /// Serve the agent card and `/a2a`.
     pub enabled: bool,
+    /// Send natural-language messages to A2A agents as A2A (`SendMessage`), when a target's
+    /// agent card shows one (see `agora_a2a::sender`).
+    pub send: bool,
     /// Most bytes of text and data in one A2A message's parts (within `max_body_bytes`).
     pub max_message_bytes: usize,
     /// Most parts in one A2A message.
@@ -293,6 +296,7 @@ impl Default for A2aSettings {
         let limits = agora_a2a::Limits::default();
         Self {
             enabled: true,
+            send: true,
             max_message_bytes: limits.max_message_bytes,
             max_parts: limits.max_parts,
         }

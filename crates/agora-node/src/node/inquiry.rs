@@ -31,24 +31,18 @@ impl Node {
         target: &str,
         message: &str,
     ) -> Result<MessageReply, SendError> {
-        let config = &self.inner.config.sender;
         let envelope = sender::envelope(None, &[], message);
-        let result = sender::post(
-            &self.inner.targets,
-            target,
-            &envelope,
-            Duration::from_secs(config.timeout_secs.max(1)),
-            config.max_reply_bytes,
-        )
-        .await
-        .and_then(|answer| match answer {
-            Answer::Success(body, negotiation_requested) => Ok(MessageReply {
-                body,
-                negotiation_requested,
-            }),
-            Answer::Rejected(reason) => Err(SendError::Rejected(reason)),
-            Answer::Failure(reason) => Err(SendError::Failed(reason)),
-        });
+        let result = self
+            .post_natural(target, &envelope, message)
+            .await
+            .and_then(|answer| match answer {
+                Answer::Success(body, negotiation_requested) => Ok(MessageReply {
+                    body,
+                    negotiation_requested,
+                }),
+                Answer::Rejected(reason) => Err(SendError::Rejected(reason)),
+                Answer::Failure(reason) => Err(SendError::Failed(reason)),
+            });
         self.log_inquiry(target, "(message)", result.as_ref().err())
             .await;
         result

@@ -41,6 +41,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod foreign;
 mod inquiry;
 mod ladder;
 mod negotiating;
@@ -52,6 +53,7 @@ mod sender_routines;
 mod sending;
 mod transcript;
 
+pub use foreign::ForeignSender;
 pub use inquiry::MessageReply;
 pub use ladder::{Rung, TaskRun};
 pub use transcript::{Speaker, Transcript};
@@ -125,6 +127,8 @@ struct Inner {
     /// This process's name on the store's job leases (the node's name and a random id), so
     /// replicas sharing a store run each programmer job once (see `programming::work`).
     lease_holder: String,
+    /// The sender for agents that do not speak Agora, if one is installed (see `foreign`).
+    foreign: std::sync::OnceLock<Arc<dyn foreign::ForeignSender>>,
 }
 
 /// What answering produced, before bookkeeping.
@@ -215,6 +219,7 @@ impl Node {
                 job_gate: std::sync::OnceLock::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,
+                foreign: std::sync::OnceLock::new(),
             }),
         }
     }
