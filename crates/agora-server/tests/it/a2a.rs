@@ -1,7 +1,8 @@
 //! The node as an A2A agent at the HTTP boundary: the agent card, `SendMessage` (text and the
 //! Agora extension's data part), `GetTask`, `CancelTask`, `SendStreamingMessage`, tasks that
 //! survive a restart, the request ledger's `a2a` channel, and every kind of bad input. The LLM
-//! is scripted; `a2a_interop_*` drives the node with the official Python SDK's client.
+//! is scripted; `a2a_interop_*` drives the node with the official Python SDK's client. The
+//! node as an A2A client is in `a2a_sender`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,7 +32,7 @@ fn serve(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
 }
 
 /// Answers natural language with the question it was asked, and weather requests with JSON.
-fn llm() -> std::sync::Arc<ScriptedLlm> {
+pub(crate) fn llm() -> std::sync::Arc<ScriptedLlm> {
     ScriptedLlm::new(|request| match agora_testkit::schema_name(request) {
         Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
         _ => {
@@ -46,7 +47,7 @@ fn llm() -> std::sync::Arc<ScriptedLlm> {
     })
 }
 
-async fn node(dir: &std::path::Path) -> TestServer {
+pub(crate) async fn node(dir: &std::path::Path) -> TestServer {
     NodeBuilder::new(llm(), dir)
         .config(|c| c.description = "A weather agent for European cities.".into())
         .spawn_with(serve)
@@ -610,118 +611,4 @@ async fn the_edge_applies_and_a_routine_answers_a_protocol_part_without_the_llm(
         .filter(|r| r.channel == "a2a" && r.path == agora_store::RequestPath::Routine)
         .count();
     assert_eq!(routine_rows, 3, "{requests:?}");
-}
-
-/// A sender that knows A2A, with Alice's scripted LLM: it writes "Please greet Ada." and reads
-/// the greeting out of the reply.
-async fn alice(dir: &std::path::Path) -> agora_node::Node {
-    let llm = ScriptedLlm::new(|request| match agora_testkit::schema_name(request) {
-        Some("task_output") => {
-            let reply = agora_testkit::last_user_message(request);
-            let greeting = if reply.contains("Hello World") {
-                "Hello World"
-            } else {
-                "none"
-            };
-            Ok(json!({"greeting": greeting}).to_string())
-        }
-        _ => Ok("Please greet Ada.".into()),
-    });
-    let node = NodeBuilder::new(llm, dir)
-        .config(|c| c.tasks = vec![greeting_task()])
-        .build()
-        .await;
-    let targets = agora_fetch::TargetClient::new(agora_fetch::TargetPolicy::default()).unwrap();
-    let sender = agora_a2a::A2aSender::new(targets, std::time::Duration::from_secs(20), 1 << 20);
-    assert!(node.add_foreign_sender(sender));
-    node
-}
-
-fn greeting_task() -> agora_node::Task {
-    agora_node::Task {
-        name: "greet".into(),
-        description: "Greet a person by name.".into(),
-        input_schema: json!({"type": "object", "required": ["name"],
-            "properties": {"name": {"type": "string"}}}),
-        output_schema: json!({"type": "object", "required": ["greeting"],
-            "properties": {"greeting": {"type": "string"}}}),
-    }
-}
-
-/// An Agora node is spoken to in Agora even though it serves an agent card (its card declares
-/// the Agora extension), and so is one without a card.
-#[tokio::test]
-async fn the_a2a_sender_leaves_agora_nodes_to_agora() {
-    let (a, b, c) = (temp_dir(), temp_dir(), temp_dir());
-    let alice = alice(a.path()).await;
-    let with_card = node(b.path()).await;
-    let without_card = crate::support::Spawn::spawn(NodeBuilder::new(llm(), c.path())).await;
-    for bob in [&with_card, &without_card] {
-        let reply = alice.send_message(&bob.url, "Will it rain?").await.unwrap();
-        assert!(reply.body.contains("Will it rain?"), "{}", reply.body);
-        let requests = bob.node.store().recent_requests(10).await.unwrap();
-        assert_eq!(requests.len(), 1);
-        assert_eq!(requests[0].channel, "natural");
-    }
-}
-
-/// The SDK's helloworld agent (`scripts/python/a2a_helloworld.py`) on 127.0.0.1, stopped on drop.
-struct HelloWorld {
-    url: String,
-    _process: tokio::process::Child,
-}
-
-async fn hello_world() -> HelloWorld {
-    use tokio::io::AsyncBufReadExt;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/python/a2a_helloworld.py"
-    );
-    let mut process =
-        tokio::process::Command::new(agora_testkit::installed_peer("AGORA_A2A_PYTHON"))
-            .args([script, &port.to_string()])
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-    let stdout = process.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line()).await;
-    assert_eq!(ready.unwrap().unwrap().as_deref(), Some("ready"));
-    HelloWorld {
-        url: format!("http://127.0.0.1:{port}"),
-        _process: process,
-    }
-}
-
-/// The node as an A2A client, against the official Python SDK's helloworld agent: a message,
-/// and a task on the natural-language rung, each one `SendMessage` call.
-#[tokio::test]
-#[ignore = "needs the A2A Python SDK from scripts/install.sh; run by scripts/test.sh"]
-async fn a2a_interop_sender_to_the_python_sdk_helloworld_agent() {
-    let dir = temp_dir();
-    let agent = hello_world().await;
-    let alice = alice(dir.path()).await;
-    let reply = alice.send_message(&agent.url, "hi there").await.unwrap();
-    assert_eq!(reply.body, "Hello World (you said: hi there)");
-
-    let task = alice.task("greet").unwrap().clone();
-    let run = alice
-        .run_task(&agent.url, &task, &json!({"name": "Ada"}))
-        .await
-        .unwrap();
-    assert_eq!(run.rung, agora_node::Rung::NaturalLanguage);
-    assert_eq!(run.outcome.output, json!({"greeting": "Hello World"}));
-    assert!(
-        run.outcome
-            .reply_body
-            .starts_with("Hello World (you said: Please greet Ada."),
-        "{}",
-        run.outcome.reply_body
-    );
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod a2a;
+mod a2a_sender;
 mod browser;
 mod dashboard;
 mod dashboard_browser;
