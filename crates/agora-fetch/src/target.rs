@@ -122,6 +122,12 @@ impl TargetRequest {
         self
     }
 
+    /// Adds a header another protocol asks for (A2A's `A2A-Version`).
+    pub fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.builder = self.builder.header(name, value);
+        self
+    }
+
     /// Authenticates with a bearer token.
     pub fn bearer(mut self, token: &str) -> Self {
         self.builder = self.builder.bearer_auth(token);

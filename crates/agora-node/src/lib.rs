@@ -37,7 +37,10 @@ pub use config::{
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
-pub use node::{FollowUpError, MessageReply, Node, NodeError, NodeParts, Rung, TaskRun};
+pub use node::{
+    FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung, Speaker, TaskRun,
+    Transcript,
+};
 pub use observer::{Observer, RequestHooks, Step, ToolCaller};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};

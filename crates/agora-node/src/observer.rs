@@ -111,4 +111,17 @@ pub struct RequestHooks {
     /// `None`), so a caller can name the conversation before the reply arrives. The caller
     /// must make it unique (a UUID).
     pub conversation_id: Option<String>,
+    /// The channel the request came through (another protocol's front, e.g. `a2a`), recorded in
+    /// the request ledger instead of the request's kind; `None` for an Agora request.
+    pub channel: Option<&'static str>,
+}
+
+impl RequestHooks {
+    /// Hooks that only name the `channel` the request came through.
+    pub fn through(channel: &'static str) -> Self {
+        RequestHooks {
+            channel: Some(channel),
+            ..RequestHooks::default()
+        }
+    }
 }

@@ -11,6 +11,7 @@
 //! | `GET /healthz` | liveness |
 //! | `/admin/...` | operator API, bearer token (see [`crate::admin`]) |
 //! | `/dashboard/...` | the operator's web dashboard, admin token or its session cookie (see [`crate::dashboard`]) |
+//! | `GET /.well-known/agent-card.json`, `POST /a2a` | the node as an A2A agent (see [`crate::a2a`]) |
 //! | `/mcp` | the node as an MCP server (streamable HTTP; `agora_mcp::front`), bearer token: `mcp.token` or the admin token |
 //! | `/agent-protocol/...` | the node as an agent of the Agent Protocol (see [`crate::agent_protocol`]) |
 
@@ -51,6 +52,8 @@ pub struct AppState {
     pub metrics: Arc<NodeMetrics>,
     /// The MCP endpoint, when `/mcp` is served.
     pub mcp: Option<McpEndpoint>,
+    /// The A2A front, when the agent card and `/a2a` are served.
+    pub a2a: Option<agora_a2a::A2aFront>,
     /// Timeouts, budgets, client authentication and the LLM work bound (see [`crate::edge`]).
     pub edge: Arc<Edge>,
     /// The Agent Protocol's runs and their events (see [`crate::agent_protocol`]).
@@ -106,6 +109,7 @@ impl AppState {
             max_body_bytes,
             in_flight: Arc::new(Semaphore::new(max_concurrent.max(1))),
             mcp: None,
+            a2a: None,
             edge: Arc::new(Edge::default()),
             agent_runs: Arc::new(AgentRuns::default()),
         }
@@ -163,6 +167,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wellknown", get(wellknown))
         .route("/protocols/{hash}", get(protocol_document))
         .route("/metrics", get(metrics))
+        .route(agora_a2a::CARD_PATH, get(crate::a2a::agent_card))
+        .route(agora_a2a::JSONRPC_PATH, post(crate::a2a::jsonrpc))
         .merge(crate::agent_protocol::routes())
         .nest("/admin", crate::admin::router(state.clone()))
         .nest("/dashboard", crate::dashboard::router())

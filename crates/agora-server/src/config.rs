@@ -44,6 +44,8 @@ pub struct Config {
     pub routine_runtime: RoutineRuntimeSettings,
     /// The node as an MCP server (`/mcp`, `agora mcp serve`).
     pub mcp: McpSettings,
+    /// The node as an A2A agent (the agent card and `/a2a`).
+    pub a2a: A2aSettings,
     /// The HTTP edge: timeouts, connection and rate limits, client authentication, the LLM work
     /// bound, idempotency and the shutdown deadline (see `crate::edge`).
     pub edge: EdgeSettings,
@@ -64,6 +66,7 @@ impl Default for Config {
             fetch: FetchSettings::default(),
             routine_runtime: RoutineRuntimeSettings::default(),
             mcp: McpSettings::default(),
+            a2a: A2aSettings::default(),
             edge: EdgeSettings::default(),
         }
     }
@@ -91,6 +94,7 @@ impl Config {
             "fetch",
             "routine_runtime",
             "mcp",
+            "a2a",
             "edge",
         ];
         // `UncasedStr::as_str` keeps the variable's case, so compare uncased.
@@ -267,6 +271,44 @@ impl Default for McpSettings {
             token: None,
             allowed_targets: Vec::new(),
             allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// The node as an A2A agent: `GET /.well-known/agent-card.json` and JSON-RPC at `POST /a2a`,
+/// open like `POST /` (the edge's client authentication and budgets apply).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aSettings {
+    /// Serve the agent card and `/a2a`.
+    pub enabled: bool,
+    /// Send natural-language messages to A2A agents as A2A (`SendMessage`), when a target's
+    /// agent card shows one (see `agora_a2a::sender`).
+    pub send: bool,
+    /// Most bytes of text and data in one A2A message's parts (within `max_body_bytes`).
+    pub max_message_bytes: usize,
+    /// Most parts in one A2A message.
+    pub max_parts: usize,
+}
+
+impl Default for A2aSettings {
+    fn default() -> Self {
+        let limits = agora_a2a::Limits::default();
+        Self {
+            enabled: true,
+            send: true,
+            max_message_bytes: limits.max_message_bytes,
+            max_parts: limits.max_parts,
+        }
+    }
+}
+
+impl A2aSettings {
+    /// The front's limits.
+    pub fn limits(&self) -> agora_a2a::Limits {
+        agora_a2a::Limits {
+            max_message_bytes: self.max_message_bytes,
+            max_parts: self.max_parts,
         }
     }
 }
@@ -476,6 +518,20 @@ mod tests {
             .skip(1)
             .filter_map(|block| block.split("```").next())
             .collect())
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_readme_a2a_configuration_loads() {
+        let toml = readme_toml("## Using A2A");
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("node.toml", &toml?)?;
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            assert!(config.a2a.enabled);
+            assert_eq!(config.a2a.limits().max_message_bytes, 32768);
+            assert_eq!(config.a2a.limits().max_parts, 8);
+            Ok(())
+        });
     }
 
     #[test]

@@ -33,20 +33,33 @@ pub async fn read_json_within(
 ) -> Result<Value, ApiError> {
     tokio::time::timeout(limit, read_json(request))
         .await
-        .unwrap_or_else(|_| {
-            Err(ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                ErrorCode::Timeout,
-                format!(
-                    "the request body did not arrive within {} s",
-                    limit.as_secs()
-                ),
-            ))
-        })
+        .unwrap_or_else(|_| Err(late(limit)))
 }
 
-async fn read_json(request: Request) -> Result<Value, ApiError> {
-    let bytes = Bytes::from_request(request, &())
+/// Reads a request's body as bytes within `limit` (time) and the router's size limit, with the
+/// errors of [`read_json_within`]; an empty body is not an error here.
+pub(crate) async fn read_bytes_within(
+    request: Request,
+    limit: std::time::Duration,
+) -> Result<Bytes, ApiError> {
+    tokio::time::timeout(limit, read_bytes(request))
+        .await
+        .unwrap_or_else(|_| Err(late(limit)))
+}
+
+fn late(limit: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::Timeout,
+        format!(
+            "the request body did not arrive within {} s",
+            limit.as_secs()
+        ),
+    )
+}
+
+async fn read_bytes(request: Request) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, &())
         .await
         .map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -60,7 +73,11 @@ async fn read_json(request: Request) -> Result<Value, ApiError> {
                 tracing::debug!(%rejection, "reading a request body failed");
                 ApiError::bad_request("could not read the request body")
             }
-        })?;
+        })
+}
+
+async fn read_json(request: Request) -> Result<Value, ApiError> {
+    let bytes = read_bytes(request).await?;
     if bytes.is_empty() {
         return Err(ApiError::bad_request(
             "request body is empty; expected a JSON object",

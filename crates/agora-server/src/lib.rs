@@ -12,6 +12,7 @@
 //!
 //! API boundary: axum, tower and HTTP status codes never leave this crate.
 
+pub mod a2a;
 pub mod admin;
 pub mod agent_protocol;
 pub mod app;
@@ -28,6 +29,7 @@ pub mod telemetry;
 
 pub use app::{AppState, serve_state};
 pub use config::{
-    Config, EdgeSettings, FetchSettings, LlmBackend, LlmSettings, RoutineRuntimeSettings,
+    A2aSettings, Config, EdgeSettings, FetchSettings, LlmBackend, LlmSettings,
+    RoutineRuntimeSettings,
 };
 pub use runtime::{RunningNode, build_node, build_routine_engine, serve};

@@ -104,6 +104,7 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     let targets = TargetClient::new(TargetPolicy::default())
         .context("building the client for configured targets")?;
     let (tools, mcp_servers) = build_tools(&config.node.tools, &targets).await?;
+    let a2a_targets = targets.clone();
     let routine_engine = build_routine_engine(&config.routine_runtime, &config.store)?;
     let node = Node::new(NodeParts {
         config: config.node.clone(),
@@ -141,6 +142,17 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
         state.mcp = Some(McpEndpoint::new(
             agora_mcp::http_service(mcp_front(&node, &config)?, hosts, mcp_shutdown.clone()),
             config.mcp.token.as_deref(),
+        ));
+    }
+    if config.a2a.enabled {
+        state.a2a = Some(agora_a2a::A2aFront::new(node.clone(), config.a2a.limits()));
+    }
+    if config.a2a.send {
+        let sender = &config.node.sender;
+        node.add_foreign_sender(agora_a2a::A2aSender::new(
+            a2a_targets,
+            std::time::Duration::from_secs(sender.timeout_secs.max(1)),
+            sender.max_reply_bytes,
         ));
     }
     Ok(RunningNode {

@@ -93,6 +93,7 @@ fn each_framework_is_named_by_one_crate() {
     let metadata = metadata();
     for (framework, owner) in [
         ("rmcp", "agora-mcp"),
+        ("a2a-lf", "agora-a2a"),
         ("wasmtime", "agora-routines"),
         ("async-openai", "agora-llm"),
         ("sqlx", "agora-store"),

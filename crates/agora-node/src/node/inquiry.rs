@@ -62,15 +62,22 @@ impl Node {
     ) -> Result<MessageReply, SendError> {
         let config = &self.inner.config.sender;
         let envelope = sender::envelope(protocol, sources, message);
-        let result = sender::post(
-            &self.inner.targets,
-            target,
-            &envelope,
-            Duration::from_secs(config.timeout_secs.max(1)),
-            config.max_reply_bytes,
-        )
-        .await
-        .and_then(|answer| match answer {
+        // A natural-language message may go to a foreign agent (A2A); a protocol message is
+        // Agora's own.
+        let answer = match protocol {
+            None => self.post_natural(target, &envelope, message).await,
+            Some(_) => {
+                sender::post(
+                    &self.inner.targets,
+                    target,
+                    &envelope,
+                    Duration::from_secs(config.timeout_secs.max(1)),
+                    config.max_reply_bytes,
+                )
+                .await
+            }
+        };
+        let result = answer.and_then(|answer| match answer {
             Answer::Success(body, negotiation_requested) => Ok(MessageReply {
                 body,
                 negotiation_requested,

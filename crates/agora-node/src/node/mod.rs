@@ -42,6 +42,7 @@ use crate::routines::RoutineEngine;
 use crate::tools::ToolRegistry;
 
 mod dispatch;
+mod foreign;
 mod idempotency;
 mod inquiry;
 mod ladder;
@@ -52,9 +53,12 @@ mod receiver_routines;
 mod registry;
 mod sender_routines;
 mod sending;
+mod transcript;
 
+pub use foreign::ForeignSender;
 pub use inquiry::MessageReply;
 pub use ladder::{Rung, TaskRun};
+pub use transcript::{Speaker, Transcript};
 
 /// Everything a node is built from.
 pub struct NodeParts {
@@ -127,6 +131,8 @@ struct Inner {
     /// This process's name on the store's job leases (the node's name and a random id), so
     /// replicas sharing a store run each programmer job once (see `programming::work`).
     lease_holder: String,
+    /// The sender for agents that do not speak Agora, if one is installed (see `foreign`).
+    foreign: std::sync::OnceLock<Arc<dyn foreign::ForeignSender>>,
 }
 
 /// What answering produced, before bookkeeping.
@@ -241,6 +247,7 @@ impl Node {
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 idempotency_fields: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,
+                foreign: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -299,7 +306,9 @@ impl Node {
     }
 
     /// [`Node::handle_from`] with the caller's `hooks`: an observer told every step (LLM and
-    /// tool calls) as it happens, and the id a multiround request's conversation opens under.
+    /// tool calls) as it happens, the id a multiround request's conversation opens under, and
+    /// the channel (another protocol's front, e.g. `a2a`) recorded in the request ledger instead
+    /// of the request's kind (`natural`, `negotiation`, `protocol`).
     pub async fn handle_hooked(
         &self,
         request: Request,
@@ -321,14 +330,15 @@ impl Node {
         );
         async move {
             let started = Instant::now();
+            let channel_override = hooks.channel;
             let context = QueryContext::new(query_id, protocol_hash)
                 .with_client(client)
                 .with_hooks(hooks);
-            let channel = match request.protocol {
+            let channel = channel_override.unwrap_or(match request.protocol {
                 ProtocolRef::NaturalLanguage => "natural",
                 ProtocolRef::Negotiation => "negotiation",
                 ProtocolRef::Protocol(_) => "protocol",
-            };
+            });
             let outcome = match request.protocol {
                 ProtocolRef::NaturalLanguage => self.answer_natural(&context, &request).await,
                 ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
@@ -371,7 +381,9 @@ impl Node {
     }
 
     /// [`Node::follow_up_from`] with the caller's `hooks` (see [`Node::handle_hooked`]; the
-    /// conversation id is the one followed up).
+    /// conversation id is the one followed up; the default channel is `follow_up`). A
+    /// negotiation is continued only without a channel: another protocol's front holds no
+    /// negotiations, so there it is [`FollowUpError::NotFound`].
     pub async fn follow_up_hooked(
         &self,
         id: &str,
@@ -391,9 +403,14 @@ impl Node {
                 ));
             }
         };
+        let channel = hooks.channel;
         if stored.kind == ConversationKind::Negotiation {
+            if channel.is_some() {
+                return Err(FollowUpError::NotFound);
+            }
             return Ok(self.continue_negotiation(stored, follow_up, client).await);
         }
+        let channel = channel.unwrap_or("follow_up");
         let query_id = crate::accounting::new_query_id();
         let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
         async move {
@@ -413,7 +430,7 @@ impl Node {
                     ErrorCode::Internal,
                     "the conversation's protocol document is missing",
                 );
-                return Ok(self.finish(&context, "follow_up", outcome, started).await);
+                return Ok(self.finish(&context, channel, outcome, started).await);
             }
             let subject = document
                 .as_ref()
@@ -423,7 +440,7 @@ impl Node {
             let outcome = self
                 .respond(&context, subject, &follow_up.body, history, Some(stored))
                 .await;
-            Ok(self.finish(&context, "follow_up", outcome, started).await)
+            Ok(self.finish(&context, channel, outcome, started).await)
         }
         .instrument(span)
         .await

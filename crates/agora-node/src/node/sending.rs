@@ -95,14 +95,19 @@ impl Node {
             Some((document, sources)) => sender::envelope(Some(document), sources, &body),
             None => sender::envelope(None, &[], &body),
         };
-        let answer = sender::post(
-            &self.inner.targets,
-            target,
-            &envelope,
-            Duration::from_secs(config.timeout_secs.max(1)),
-            config.max_reply_bytes,
-        )
-        .await?;
+        let answer = match protocol {
+            None => self.post_natural(target, &envelope, &body).await?,
+            Some(_) => {
+                sender::post(
+                    &self.inner.targets,
+                    target,
+                    &envelope,
+                    Duration::from_secs(config.timeout_secs.max(1)),
+                    config.max_reply_bytes,
+                )
+                .await?
+            }
+        };
         let (reply, negotiation_requested) = match answer {
             Answer::Success(reply, requested) => (reply, requested),
             Answer::Rejected(message) => return Err(SendError::Rejected(message)),

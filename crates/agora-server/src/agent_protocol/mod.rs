@@ -79,6 +79,9 @@ use wire::{EventKind, FinishReason, RunRequest};
 /// Where the Agent Protocol is mounted.
 pub const MOUNT: &str = "/agent-protocol";
 
+/// The channel an Agent Protocol run is recorded under in the request ledger.
+pub const CHANNEL: &str = "agent_protocol";
+
 /// The Agent Protocol's routes, to merge into the node's router.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -383,6 +386,7 @@ async fn answer(
             let hooks = RequestHooks {
                 observer: Some(observer),
                 conversation_id,
+                channel: Some(CHANNEL),
             };
             state
                 .edge
@@ -393,6 +397,7 @@ async fn answer(
             let hooks = RequestHooks {
                 observer: Some(observer),
                 conversation_id: None,
+                channel: Some(CHANNEL),
             };
             let follow_up = FollowUp {
                 body: Body::Text(body),

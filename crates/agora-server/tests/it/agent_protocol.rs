@@ -504,7 +504,7 @@ async fn an_operation_is_a_request_under_its_protocol() {
     assert!(
         requests
             .iter()
-            .all(|r| r.protocol_hash == Some(hash) && r.channel == "protocol"),
+            .all(|r| r.protocol_hash == Some(hash) && r.channel == "agent_protocol"),
         "operation runs are protocol requests"
     );
 }

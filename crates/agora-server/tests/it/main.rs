@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod a2a;
+mod a2a_sender;
 mod agent_protocol;
 mod browser;
 mod dashboard;

@@ -509,7 +509,7 @@ async fn real_model_answers_a_question_through_an_mcp_tool() {
 
 /// The standard output of a peer process that ran and exited with success (else a panic with its
 /// standard error).
-fn succeeded(output: std::io::Result<std::process::Output>, peer: &str) -> Vec<u8> {
+pub(crate) fn succeeded(output: std::io::Result<std::process::Output>, peer: &str) -> Vec<u8> {
     let output = output.unwrap_or_else(|e| panic!("{peer} did not start: {e}"));
     assert!(
         output.status.success(),

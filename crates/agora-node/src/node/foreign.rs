@@ -1,0 +1,51 @@
+//! Agents that do not speak Agora, reached through another protocol's sender (the A2A sender
+//! in `agora-a2a`). The natural-language rung, and [`Node::send_message`], hand their message
+//! to it first; when it does not recognize the target, the node speaks Agora as before. The
+//! engine knows only this trait, in plain words: a target, a message, a text answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Node;
+use crate::sender::{self, Answer, SendError};
+
+/// A sender for agents of another protocol.
+#[async_trait::async_trait]
+pub trait ForeignSender: Send + Sync {
+    /// `None` when `target` is not an agent this sender speaks to (the node then speaks Agora
+    /// to it); else the agent's answer to `message` as text, or why there is none.
+    async fn natural(&self, target: &str, message: &str) -> Option<Result<String, SendError>>;
+}
+
+impl Node {
+    /// Installs `sender` for agents that do not speak Agora; false if the node already has one.
+    pub fn add_foreign_sender(&self, sender: Arc<dyn ForeignSender>) -> bool {
+        self.inner.foreign.set(sender).is_ok()
+    }
+
+    /// Sends a natural-language `envelope` (whose body is `body`) to `target`: through the
+    /// foreign sender if it knows the target, else as an Agora request.
+    pub(super) async fn post_natural(
+        &self,
+        target: &str,
+        envelope: &Value,
+        body: &str,
+    ) -> Result<Answer, SendError> {
+        if let Some(foreign) = self.inner.foreign.get()
+            && let Some(answer) = foreign.natural(target, body).await
+        {
+            return answer.map(|text| Answer::Success(text, false));
+        }
+        let config = &self.inner.config.sender;
+        sender::post(
+            &self.inner.targets,
+            target,
+            envelope,
+            Duration::from_secs(config.timeout_secs.max(1)),
+            config.max_reply_bytes,
+        )
+        .await
+    }
+}
