@@ -23,7 +23,6 @@ mod real_model;
 mod real_model_acting;
 mod real_model_negotiation;
 mod real_model_programmer;
-mod real_model_seed_protocols;
 mod real_model_sender_routine;
 mod seed_protocols;
 mod sender;
