@@ -38,6 +38,16 @@ impl Node {
         {
             return answer.map(|text| Answer::Success(text, false));
         }
+        self.post_agora(target, envelope).await
+    }
+
+    /// Posts `envelope` to the Agora endpoint `target`, within the sender's deadline and reply
+    /// size.
+    pub(super) async fn post_agora(
+        &self,
+        target: &str,
+        envelope: &Value,
+    ) -> Result<Answer, SendError> {
         let config = &self.inner.config.sender;
         sender::post(
             &self.inner.targets,

@@ -60,22 +60,12 @@ impl Node {
         sources: &[String],
         message: &str,
     ) -> Result<MessageReply, SendError> {
-        let config = &self.inner.config.sender;
         let envelope = sender::envelope(protocol, sources, message);
         // A natural-language message may go to a foreign agent (A2A); a protocol message is
         // Agora's own.
         let answer = match protocol {
             None => self.post_natural(target, &envelope, message).await,
-            Some(_) => {
-                sender::post(
-                    &self.inner.targets,
-                    target,
-                    &envelope,
-                    Duration::from_secs(config.timeout_secs.max(1)),
-                    config.max_reply_bytes,
-                )
-                .await
-            }
+            Some(_) => self.post_agora(target, &envelope).await,
         };
         let result = answer.and_then(|answer| match answer {
             Answer::Success(body, negotiation_requested) => Ok(MessageReply {

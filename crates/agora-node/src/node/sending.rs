@@ -9,8 +9,6 @@
 //! without the LLM. Choosing a protocol by itself, negotiating and sender-side routines
 //! are the ladder's later rungs.
 
-use std::time::Duration;
-
 use agora_llm::ChatRequest;
 use agora_protocol::VerifiedDocument;
 use serde_json::Value;
@@ -97,16 +95,7 @@ impl Node {
         };
         let answer = match protocol {
             None => self.post_natural(target, &envelope, &body).await?,
-            Some(_) => {
-                sender::post(
-                    &self.inner.targets,
-                    target,
-                    &envelope,
-                    Duration::from_secs(config.timeout_secs.max(1)),
-                    config.max_reply_bytes,
-                )
-                .await?
-            }
+            Some(_) => self.post_agora(target, &envelope).await?,
         };
         let (reply, negotiation_requested) = match answer {
             Answer::Success(reply, requested) => (reply, requested),
