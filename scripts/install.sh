@@ -267,20 +267,27 @@ step_venv() {
 # half-finished install is never used (the next run rebuilds it).
 a2a_venv_ok() { [[ -x $A2A_VENV/bin/python && -f $A2A_VENV/.agora-install-stamp ]]; }
 
+# pinned_venv NAME DIR REQUIREMENTS IMPORT_CHECK: a fresh venv at DIR with the pinned list
+# installed, stamped only once IMPORT_CHECK (python code) runs.
+pinned_venv() {
+    local name=$1 dir=$2 requirements=$3 check=$4
+    log "$name: creating $dir"
+    rm -rf -- "$dir"
+    "$BASE_PYTHON" -m venv "$dir"
+    interruptible "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -r "$requirements" >&2
+    "$dir/bin/python" -c "$check" || die "$name: imports failed"
+    touch -- "$dir/.agora-install-stamp"
+    log "$name installed ($(elapsed)): $dir"
+}
+
 step_a2a() {
     if a2a_venv_ok; then
         log "a2a python peer ok: $A2A_VENV"
         return
     fi
-    log "a2a python peer: creating $A2A_VENV"
-    rm -rf -- "$A2A_VENV"
-    "$BASE_PYTHON" -m venv "$A2A_VENV"
-    interruptible "$A2A_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -r "$SCRIPT_DIR/python/requirements-a2a.txt" >&2
-    "$A2A_VENV/bin/python" -c 'import a2a.client, a2a.types, httpx' ||
-        die "a2a python peer: imports failed"
-    touch -- "$A2A_VENV/.agora-install-stamp"
-    log "a2a python peer installed ($(elapsed)): $A2A_VENV"
+    pinned_venv "a2a python peer" "$A2A_VENV" "$SCRIPT_DIR/python/requirements-a2a.txt" \
+        'import a2a.client, a2a.types, httpx'
 }
 
 # ---------------------------------------------------------------- 5b. MCP peers (npm and PyPI)
@@ -309,15 +316,8 @@ step_mcp() {
     if mcp_venv_ok; then
         log "mcp python peers ok: $MCP_VENV"
     else
-        log "mcp python peers: creating $MCP_VENV"
-        rm -rf -- "$MCP_VENV"
-        "$BASE_PYTHON" -m venv "$MCP_VENV"
-        interruptible "$MCP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-            -r "$SCRIPT_DIR/python/requirements-mcp.txt" >&2
-        "$MCP_VENV/bin/python" -c 'import mcp.client.stdio, mcp.client.streamable_http' ||
-            die "mcp python peers: imports failed"
-        touch -- "$MCP_VENV/.agora-install-stamp"
-        log "mcp python peers installed ($(elapsed)): $MCP_VENV"
+        pinned_venv "mcp python peers" "$MCP_VENV" "$SCRIPT_DIR/python/requirements-mcp.txt" \
+            'import mcp.client.stdio, mcp.client.streamable_http'
     fi
 }
 

@@ -176,14 +176,7 @@ async fn scripted_agent(elsewhere: bool) -> (String, tokio_util::sync::Cancellat
             "/",
             post(|| async { axum::Json(json!({"status": "success", "body": "spoken in Agora"})) }),
         );
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await
-    });
-    (url, shutdown)
+    (url, crate::fixtures::serve_router(listener, router))
 }
 
 #[tokio::test]

@@ -171,3 +171,19 @@ pub fn print_attempts<K>(who: &str, attempts: &[Attempt<K>], started: Instant) {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Serves a hand-built peer's `router` on `listener` (bound to 127.0.0.1 by the caller, who may
+/// need its address first) until the returned token is cancelled.
+pub fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+) -> tokio_util::sync::CancellationToken {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await
+    });
+    shutdown
+}

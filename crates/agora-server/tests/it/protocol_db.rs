@@ -318,14 +318,7 @@ async fn tampering_peer() -> (String, CancellationToken) {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await
-    });
-    (url, shutdown)
+    (url, crate::fixtures::serve_router(listener, router))
 }
 
 #[tokio::test]
