@@ -472,13 +472,10 @@ async fn run(
     request: axum::extract::Request,
 ) -> Response {
     let wait = Params::of(&request).flag("wait").unwrap_or(false);
-    let admitted = match admit(&state, &named, request).await {
-        Ok(Ok(admitted)) => admitted,
-        Ok(Err(cancel_answer)) => return cancel_answer,
-        Err(error) => return error.into_response(),
+    let run = match start(&state, &named, request).await {
+        Ok(run) => run,
+        Err(answer) => return answer,
     };
-    let run = admitted.run.clone();
-    spawn(&state, admitted);
     if wait {
         run.finished().await;
         let completed = run.last_event();
@@ -494,12 +491,24 @@ async fn stream_request(
     Path(named): Path<String>,
     request: axum::extract::Request,
 ) -> Response {
-    let admitted = match admit(&state, &named, request).await {
+    match start(&state, &named, request).await {
+        Ok(run) => event_stream(run, 0).into_response(),
+        Err(answer) => answer,
+    }
+}
+
+/// Admits `request` and starts its run; a cancel request's answer, or a refusal, otherwise.
+async fn start(
+    state: &AppState,
+    named: &str,
+    request: axum::extract::Request,
+) -> Result<Arc<Run>, Response> {
+    let admitted = match admit(state, named, request).await {
         Ok(Ok(admitted)) => admitted,
-        Ok(Err(cancel_answer)) => return cancel_answer,
-        Err(error) => return error.into_response(),
+        Ok(Err(cancel_answer)) => return Err(cancel_answer),
+        Err(error) => return Err(error.into_response()),
     };
     let run = admitted.run.clone();
-    spawn(&state, admitted);
-    event_stream(run, 0).into_response()
+    spawn(state, admitted);
+    Ok(run)
 }
