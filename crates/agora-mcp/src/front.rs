@@ -347,14 +347,7 @@ fn target_property() -> Value {
 /// A send error as a sentence for the MCP client; no internal addresses or OS errors beyond
 /// what the target itself said.
 fn sentence(error: SendError) -> String {
-    match error {
-        SendError::Unreachable(unreachable) => format!(
-            "could not reach {}: the agent did not answer (or not in time)",
-            unreachable.target
-        ),
-        SendError::Llm(_) => "this node's LLM is not available right now".to_string(),
-        other => other.to_string(),
-    }
+    error.public_message()
 }
 
 fn tool(name: &'static str, description: &str, schema: Value) -> Tool {

@@ -81,13 +81,17 @@ pub(crate) fn new_query_id() -> String {
 }
 
 impl QueryContext {
-    /// A fresh context.
+    /// A fresh context; inside a task run's scope it reports to the run's observer (see
+    /// [`crate::observer`]).
     pub fn new(query_id: String, protocol_hash: Option<ProtocolHash>) -> Self {
         Self {
             query_id,
             protocol_hash,
             client: None,
-            hooks: RequestHooks::default(),
+            hooks: RequestHooks {
+                observer: crate::observer::scoped_observer(),
+                ..RequestHooks::default()
+            },
             tally: Mutex::new(Tally::default()),
         }
     }

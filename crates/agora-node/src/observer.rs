@@ -7,6 +7,10 @@
 //! active routine's, and a code-as-action program's) while the request runs. Without an
 //! observer nothing is reported and nothing is paid for.
 //!
+//! A task run ([`crate::Node::run_task_observed`]) has no request of its own: its observer is
+//! scoped to the run's task ([`scoped`]), and every context the sender opens inside that scope
+//! reports to it (its LLM calls: the sender calls no tools).
+//!
 //! [`Observer::observe`] is called on the request's task: it must not block (push to a bounded
 //! buffer and return). Steps carry what the node's tools and LLM returned; a tool's error text
 //! can quote an internal URL or an OS error, so a front that shows steps to strangers decides
@@ -124,4 +128,22 @@ impl RequestHooks {
             ..RequestHooks::default()
         }
     }
+}
+
+tokio::task_local! {
+    /// The observer of the task run in progress on this task, if any.
+    static SCOPED: Arc<dyn Observer>;
+}
+
+/// Runs `future` with `observer` told of every step of the contexts opened inside it.
+pub(crate) async fn scoped<F: std::future::Future>(
+    observer: Arc<dyn Observer>,
+    future: F,
+) -> F::Output {
+    SCOPED.scope(observer, future).await
+}
+
+/// The observer scoped to the current task, if any (see [`scoped`]).
+pub(crate) fn scoped_observer() -> Option<Arc<dyn Observer>> {
+    SCOPED.try_with(Arc::clone).ok()
 }

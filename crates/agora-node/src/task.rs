@@ -44,6 +44,11 @@ pub enum TaskError {
 }
 
 impl Task {
+    /// Checks `data` against the input schema; the error lists the first few problems.
+    pub fn check_input(&self, data: &Value) -> Result<(), String> {
+        crate::sender::validate(&self.input_schema, data)
+    }
+
     /// Checks that both schemas compile.
     pub fn check(&self) -> Result<(), TaskError> {
         for (which, schema) in [

@@ -58,6 +58,9 @@ pub struct AppState {
     pub edge: Arc<Edge>,
     /// The Agent Protocol's runs and their events (see [`crate::agent_protocol`]).
     pub agent_runs: Arc<AgentRuns>,
+    /// Where a caller may have this node send its tasks (the Agent Protocol's task
+    /// operations); the default refuses private IP literals.
+    pub task_targets: Arc<agora_mcp::TargetRules>,
 }
 
 /// The MCP service as this crate mounts it: a boxed tower service over axum's bodies, so no
@@ -112,6 +115,7 @@ impl AppState {
             a2a: None,
             edge: Arc::new(Edge::default()),
             agent_runs: Arc::new(AgentRuns::default()),
+            task_targets: Arc::new(agora_mcp::TargetRules::default()),
         }
     }
 

@@ -73,14 +73,15 @@ pub async fn build_tools(
 
 /// The node's MCP server, `agora_mcp::front`, with the targets its tools may send to.
 pub fn mcp_front(node: &Node, config: &Config) -> anyhow::Result<AgoraMcp> {
-    AgoraMcp::new(
-        node.clone(),
-        TargetRules {
-            allowed_targets: config.mcp.allowed_targets.clone(),
-            fetch: fetch_policy(&config.fetch)?,
-        },
-    )
-    .context("building the MCP front")
+    AgoraMcp::new(node.clone(), task_targets(config)?).context("building the MCP front")
+}
+
+/// Where a caller (an MCP client, an Agent Protocol task run) may have the node send a task.
+pub fn task_targets(config: &Config) -> anyhow::Result<TargetRules> {
+    Ok(TargetRules {
+        allowed_targets: config.mcp.allowed_targets.clone(),
+        fetch: fetch_policy(&config.fetch)?,
+    })
 }
 
 /// Opens the store, builds the LLM, the HTTP clients and tools, and assembles the node.
@@ -130,6 +131,7 @@ pub async fn build_node(config: Config) -> anyhow::Result<RunningNode> {
     )
     .with_edge(&config.edge)
     .context("reading the edge settings")?;
+    state.task_targets = Arc::new(task_targets(&config)?);
     let mcp_shutdown = CancellationToken::new();
     if config.mcp.enabled {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();

@@ -81,6 +81,17 @@ impl Rung {
 }
 
 impl Node {
+    /// [`Node::run_task`], with `observer` told of every LLM call the run makes.
+    pub async fn run_task_observed(
+        &self,
+        target: &str,
+        task: &Task,
+        data: &Value,
+        observer: std::sync::Arc<dyn crate::Observer>,
+    ) -> Result<TaskRun, SendError> {
+        crate::observer::scoped(observer, self.run_task(target, task, data)).await
+    }
+
     /// Runs `task` against `target`, climbing the sender's ladder (see the module docs).
     pub async fn run_task(
         &self,

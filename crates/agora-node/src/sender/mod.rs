@@ -73,6 +73,21 @@ pub enum SendError {
     NoProtocolDatabase,
 }
 
+impl SendError {
+    /// The error as a sentence for the caller of a task run, who may be a stranger: nothing
+    /// internal (an LLM's URL, an OS error) is in it.
+    pub fn public_message(&self) -> String {
+        match self {
+            SendError::Unreachable(unreachable) => format!(
+                "could not reach {}: the agent did not answer (or not in time)",
+                unreachable.target
+            ),
+            SendError::Llm(_) => "this node's LLM is not available right now".to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Checks `value` against a JSON Schema; the error lists the first few problems.
 pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
     let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;

@@ -69,6 +69,66 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     }
 }
 
+/// What a request's bearer header is worth against the tokens that send on the node's behalf:
+/// `mcp.token` and the admin token.
+enum SenderToken {
+    /// Neither token is configured.
+    Disabled,
+    /// No bearer header.
+    Missing,
+    /// A bearer header with neither token.
+    Wrong,
+    /// One of the tokens.
+    Accepted,
+}
+
+fn sender_token(state: &AppState, headers: &header::HeaderMap) -> SenderToken {
+    let own = state.mcp.as_ref().and_then(|m| m.token.clone());
+    let accepted: Vec<&str> = [own.as_deref(), state.admin_token.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if accepted.is_empty() {
+        return SenderToken::Disabled;
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(token)
+            if accepted
+                .iter()
+                .any(|expected| constant_time_eq(token.as_bytes(), expected.as_bytes())) =>
+        {
+            SenderToken::Accepted
+        }
+        Some(_) => SenderToken::Wrong,
+        None => SenderToken::Missing,
+    }
+}
+
+/// The token check of the Agent Protocol's task operations (they make the node send, as the
+/// MCP front's `run_task` does): the admin token or `mcp.token`, as a bearer header; `403` when
+/// neither is configured, `401` when it is missing or wrong.
+pub(crate) fn presented_sender_token(
+    state: &AppState,
+    headers: &header::HeaderMap,
+) -> Result<(), ApiError> {
+    let refuse = |status, message: &str| ApiError::new(status, ErrorCode::Unauthorized, message);
+    match sender_token(state, headers) {
+        SenderToken::Accepted => Ok(()),
+        SenderToken::Disabled => Err(refuse(
+            StatusCode::FORBIDDEN,
+            "running a task is disabled: configure admin_token or mcp.token",
+        )),
+        SenderToken::Missing | SenderToken::Wrong => Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "running a task needs Authorization: Bearer <admin_token or mcp.token>",
+        )),
+    }
+}
+
 /// The token check of `/mcp`: its own token or the admin token, as a bearer header. Refusals
 /// are JSON-RPC errors (an MCP client reads those), with 403 when no token is configured and
 /// 401 (and `WWW-Authenticate: Bearer`) when the presented one is missing or wrong.
@@ -77,11 +137,6 @@ pub(crate) async fn require_mcp_token(
     request: Request,
     next: Next,
 ) -> Response {
-    let own = state.mcp.as_ref().and_then(|m| m.token.clone());
-    let accepted: Vec<&str> = [own.as_deref(), state.admin_token.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect();
     let refuse = |status: StatusCode, message: &str| {
         let body = serde_json::json!({
             "jsonrpc": "2.0",
@@ -97,27 +152,14 @@ pub(crate) async fn require_mcp_token(
         }
         response
     };
-    if accepted.is_empty() {
-        return refuse(
+    match sender_token(&state, request.headers()) {
+        SenderToken::Accepted => next.run(request).await,
+        SenderToken::Disabled => refuse(
             StatusCode::FORBIDDEN,
             "the MCP endpoint is disabled: configure mcp.token or admin_token",
-        );
-    }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(token)
-            if accepted
-                .iter()
-                .any(|expected| constant_time_eq(token.as_bytes(), expected.as_bytes())) =>
-        {
-            next.run(request).await
-        }
-        Some(_) => refuse(StatusCode::UNAUTHORIZED, "wrong bearer token for /mcp"),
-        None => refuse(
+        ),
+        SenderToken::Wrong => refuse(StatusCode::UNAUTHORIZED, "wrong bearer token for /mcp"),
+        SenderToken::Missing => refuse(
             StatusCode::UNAUTHORIZED,
             "missing bearer token: send Authorization: Bearer <mcp.token or admin_token>",
         ),

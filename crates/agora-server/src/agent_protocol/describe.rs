@@ -1,6 +1,7 @@
-//! Discovery: the agents here (this node) and its `AgentDescriptor`, whose operations are `chat`
-//! and the protocols the node serves.
+//! Discovery: the agents here (this node) and its `AgentDescriptor`, whose operations are `chat`,
+//! one per configured task, and the protocols the node serves.
 
+use agora_node::Task;
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Request};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -55,7 +56,7 @@ pub(super) async fn list_agents(State(state): State<AppState>) -> Response {
     Json(json!([[name.clone(), format!("{MOUNT}/{name}")]])).into_response()
 }
 
-/// An operation other than `chat`: a protocol the node serves.
+/// An operation other than `chat` and the tasks: a protocol the node serves.
 struct Operation {
     name: String,
     hash: ProtocolHash,
@@ -63,7 +64,40 @@ struct Operation {
     routine: bool,
 }
 
-/// The protocols this node serves, as operations with unique names.
+/// What an operation's name stands for.
+pub(super) enum Named {
+    /// One of the node's tasks: the run sends it to the target the input names.
+    Task(Task),
+    /// A protocol the node serves: the run is a request under it.
+    Protocol(ProtocolHash),
+}
+
+/// The name a task's operation goes by: its own, unless that is `chat`.
+fn task_operation_name(task: &Task) -> String {
+    if task.name == "chat" {
+        "task-chat".to_string()
+    } else {
+        task.name.clone()
+    }
+}
+
+/// The input schema of a task's operation: the target and the task's own input.
+pub(super) fn task_input_schema(task: &Task) -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "target": {
+                "type": "string",
+                "description": "the Agora URL of the agent to send the task to",
+            },
+            "input": task.input_schema,
+        },
+        "required": ["target", "input"],
+    })
+}
+
+/// The protocols this node serves, as operations with names unique among themselves and the
+/// tasks' operations.
 async fn operations(state: &AppState) -> Result<Vec<Operation>, ApiError> {
     let node = &state.node;
     let failed = |error: &dyn std::fmt::Display| {
@@ -105,10 +139,19 @@ async fn operations(state: &AppState) -> Result<Vec<Operation>, ApiError> {
             routine: node.serves_with_routine(&request),
         });
     }
-    // Two documents of one name: each is named with its hash prefix too.
+    // Two documents of one name, or a document named as a task: each such document is named
+    // with its hash prefix too.
     let names: Vec<String> = operations.iter().map(|o| o.name.clone()).collect();
+    let tasks: Vec<String> = node
+        .config()
+        .tasks
+        .iter()
+        .map(task_operation_name)
+        .collect();
     for operation in &mut operations {
-        if names.iter().filter(|n| **n == operation.name).count() > 1 {
+        if names.iter().filter(|n| **n == operation.name).count() > 1
+            || tasks.contains(&operation.name)
+        {
             operation.name = format!("{}-{}", operation.name, &operation.hash.to_hex()[..10]);
         }
     }
@@ -133,6 +176,18 @@ pub(super) async fn describe(
         "input_schema": text_schema("input"),
         "output_schema": text_schema("output"),
     })];
+    for task in &state.node.config().tasks {
+        listed.push(json!({
+            "name": task_operation_name(task),
+            "description": format!(
+                "{} (a task this node sends to the target agent; needs the admin bearer token)",
+                task.description.trim_end_matches('.')
+            ),
+            "input_schema": task_input_schema(task),
+            "output_schema": task.output_schema,
+            "task": task.name,
+        }));
+    }
     for operation in operations(&state).await? {
         listed.push(json!({
             "name": operation.name,
@@ -154,16 +209,22 @@ pub(super) async fn describe(
     .into_response())
 }
 
-/// The protocol an operation names, or `422`.
-pub(super) async fn operation_hash(
-    state: &AppState,
-    operation: &str,
-) -> Result<ProtocolHash, ApiError> {
+/// The task or protocol an operation names, or `422`.
+pub(super) async fn named_operation(state: &AppState, operation: &str) -> Result<Named, ApiError> {
+    if let Some(task) = state
+        .node
+        .config()
+        .tasks
+        .iter()
+        .find(|task| task_operation_name(task) == operation)
+    {
+        return Ok(Named::Task(task.clone()));
+    }
     let operations = operations(state).await?;
     operations
         .iter()
         .find(|o| o.name == operation || o.hash.to_hex() == operation)
-        .map(|o| o.hash)
+        .map(|o| Named::Protocol(o.hash))
         .ok_or_else(|| {
             unprocessable(format!(
                 "this agent has no operation {operation:?}; describe lists its operations"

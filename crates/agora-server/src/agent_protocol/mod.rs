@@ -21,8 +21,16 @@
 //! hash is accepted too): its `input` is the request body (a string as text, anything else as
 //! JSON), so a protocol with an active routine is answered without the LLM. Operation runs are
 //! single-shot (a conversation would bypass the routine): their thread is their own and cannot
-//! be continued. The node's tasks are not operations: running one sends to other agents, which
-//! the MCP front offers behind a token.
+//! be continued. Each configured task is an operation too (named as the task, `task-chat` for a
+//! task named `chat`; a protocol of the same name takes its hash prefix): its `input` is
+//! `{"target": <an agent's Agora URL>, "input": <the task's input>}`, and the run is the
+//! sender's ladder (`Node::run_task`), so its `CompletionCall`/`CompletionResult` events are the
+//! sender's LLM calls and `RunCompleted`'s `output` is the task's output. Running a task makes
+//! this node spend on other agents' behalf, so it needs a bearer token (the admin token or
+//! `mcp.token`: `401` without, `403` when neither is configured), and its target follows the
+//! MCP front's rules (`http(s)`, `mcp.allowed_targets`, no private IP literal unless
+//! `fetch.allow_networks` has it; `422` otherwise). A task run is bounded by the sender's own
+//! timeouts, not by the request deadline: a negotiation takes several LLM calls.
 //!
 //! **Events** are what the node does (see [`runs`]): `RunStarted`; the request (`ChatRequest`
 //! or `OperationRequest`); `CompletionCall`/`CompletionResult` for each LLM call (the ledger's);
@@ -71,7 +79,7 @@ use crate::app::AppState;
 use crate::edge::Budget;
 use crate::error::ApiError;
 use crate::extract::read_json_within;
-use describe::{agent, operation_hash};
+use describe::{Named, agent, named_operation};
 use events::{event_stream, run_not_found, status_of};
 use runs::{Run, RunObserver};
 use wire::{EventKind, FinishReason, RunRequest};
@@ -169,6 +177,12 @@ enum Work {
     },
     /// A chat continuing a thread.
     FollowUp { thread_id: String, body: String },
+    /// One of the node's tasks, sent to `target`.
+    Task {
+        task: agora_node::Task,
+        target: String,
+        input: Value,
+    },
 }
 
 /// A run request admitted by the edge and registered, ready to run.
@@ -191,6 +205,7 @@ async fn admit(
     let client = client(state, &request)?;
     let params = Params::of(&request);
     let wait = params.flag("wait")?;
+    let token = crate::admin::presented_sender_token(state, request.headers());
     let value = read_json_within(request, state.edge.body_timeout()).await?;
     let parsed = RunRequest::parse(&value).map_err(|error| match error {
         wire::RunRequestError::UnknownType(_) => unprocessable(error.to_string()),
@@ -252,30 +267,42 @@ async fn admit(
             name: operation,
             input,
             thread_id: None,
-        } => {
-            let hash = operation_hash(state, &operation).await?;
-            let request = Request {
-                protocol: ProtocolRef::Protocol(hash),
-                hash_dialect: HashDialect::Hex,
-                sources: Vec::new(),
-                body: match &input {
-                    Value::String(text) => Body::Text(text.clone()),
-                    other => Body::Json(other.clone()),
-                },
-                multiround: false,
-            };
-            let budget = if state.node.serves_with_routine(&request) {
-                Budget::Routine
-            } else {
-                Budget::Llm
-            };
-            let work = Work::Request {
-                request,
-                conversation_id: None,
-            };
-            let event = EventKind::OperationRequest { operation, input };
-            (uuid::Uuid::new_v4().to_string(), work, event, budget)
-        }
+        } => match named_operation(state, &operation).await? {
+            Named::Task(task) => {
+                token?;
+                let (target, data) = task_input(state, &task, &input)?;
+                let work = Work::Task {
+                    task,
+                    target,
+                    input: data,
+                };
+                let event = EventKind::OperationRequest { operation, input };
+                (uuid::Uuid::new_v4().to_string(), work, event, Budget::Llm)
+            }
+            Named::Protocol(hash) => {
+                let request = Request {
+                    protocol: ProtocolRef::Protocol(hash),
+                    hash_dialect: HashDialect::Hex,
+                    sources: Vec::new(),
+                    body: match &input {
+                        Value::String(text) => Body::Text(text.clone()),
+                        other => Body::Json(other.clone()),
+                    },
+                    multiround: false,
+                };
+                let budget = if state.node.serves_with_routine(&request) {
+                    Budget::Routine
+                } else {
+                    Budget::Llm
+                };
+                let work = Work::Request {
+                    request,
+                    conversation_id: None,
+                };
+                let event = EventKind::OperationRequest { operation, input };
+                (uuid::Uuid::new_v4().to_string(), work, event, budget)
+            }
+        },
     };
     state.edge.check_rate(&client, budget)?;
     let permit = state.admit()?;
@@ -299,6 +326,32 @@ async fn admit(
         client,
         permit,
     }))
+}
+
+/// A task operation's input: its target (checked against the node's rules) and the task's data
+/// (checked against the task's input schema), or `422`.
+fn task_input(
+    state: &AppState,
+    task: &agora_node::Task,
+    input: &Value,
+) -> Result<(String, Value), ApiError> {
+    let target = input
+        .get("target")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            unprocessable(format!(
+                "the input of {:?} is {{\"target\": <an agent's Agora URL>, \"input\": <the task's input>}}",
+                task.name
+            ))
+        })?;
+    state.task_targets.check(target).map_err(unprocessable)?;
+    let data = input.get("input").cloned().unwrap_or(Value::Null);
+    task.check_input(&data).map_err(|problems| {
+        unprocessable(format!(
+            "the input does not match the task's input schema: {problems}"
+        ))
+    })?;
+    Ok((target.to_string(), data))
 }
 
 fn unprocessable(message: impl Into<String>) -> ApiError {
@@ -411,6 +464,23 @@ async fn answer(
                 Err(FollowUpError::NotFound) => Err(thread_not_found()),
             }
         }
+        Work::Task {
+            task,
+            target,
+            input,
+        } => match node
+            .run_task_observed(&target, &task, &input, observer)
+            .await
+        {
+            Ok(run) => Ok(Reply::success(Body::Json(run.outcome.output))),
+            Err(error) => {
+                tracing::warn!(%error, task = %task.name, "an Agent Protocol task run failed");
+                Ok(Reply::failure(
+                    ErrorCode::HandlerFailed,
+                    error.public_message(),
+                ))
+            }
+        },
     }
 }
 

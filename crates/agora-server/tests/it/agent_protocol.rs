@@ -16,7 +16,7 @@ use agora_llm::ChatRequest;
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{Tool, ToolError, ToolSpec};
 use agora_testkit::{
-    NodeBuilder, ScriptedLlm, TestServer, last_user_message, temp_dir, weather_tool,
+    NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, temp_dir, weather_tool,
 };
 use serde_json::{Value, json};
 
@@ -899,4 +899,176 @@ async fn a_thread_survives_a_restart_but_its_runs_events_do_not() {
         format!("{:?}", last.messages).contains("heliotrope"),
         "the stored conversation carries the first turn across the restart"
     );
+}
+
+/// Alice: an Agent Protocol agent with the weather task (a temperature), an admin token, and
+/// task targets on loopback allowed. Her scripted LLM asks for London's weather and reads the
+/// first number of the reply back.
+async fn task_agent(admin_token: Option<&str>) -> (TestServer, tempfile::TempDir) {
+    let dir = temp_dir();
+    let llm = ScriptedLlm::new(|request: &ChatRequest| match schema_name(request) {
+        Some("task_output") => {
+            let last = last_user_message(request);
+            let reply = last.split("Reply: ").nth(1).unwrap_or_default();
+            let number: f64 = reply
+                .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+                .find_map(|t| t.trim_end_matches('.').parse().ok())
+                .unwrap();
+            Ok(json!({"temperature": number}).to_string())
+        }
+        None => Ok("What will the weather be in London on 2024-09-27?".to_string()),
+        other => panic!("Alice got an unexpected request {other:?}"),
+    });
+    let mut builder = NodeBuilder::new(llm, dir.path()).config(|c| {
+        c.tasks = vec![crate::fixtures::weather_task(
+            crate::fixtures::temperature_output(),
+        )];
+    });
+    if let Some(token) = admin_token {
+        builder = builder.admin_token(token);
+    }
+    let server = builder
+        .spawn_with(|served: agora_testkit::Served| {
+            Box::pin(async move {
+                let mut state = agora_server::AppState::new(
+                    served.node,
+                    served.admin_token,
+                    served.max_body_bytes,
+                    64,
+                );
+                state.task_targets = Arc::new(agora_mcp::TargetRules {
+                    allowed_targets: Vec::new(),
+                    fetch: agora_fetch::FetchPolicy::default().allowing_loopback(),
+                });
+                let _ = agora_server::serve_state(served.listener, state, served.shutdown).await;
+            })
+        })
+        .await;
+    (server, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_an_operation_that_sends_to_its_target_with_the_token() {
+    let (bob, _bob_dir) = server(weather_llm()).await;
+    let (alice, _alice_dir) = task_agent(Some("secret-token")).await;
+    let agent = AGENT;
+
+    let (status, descriptor) = get(&alice, &format!("{agent}/describe")).await;
+    assert_eq!(status, 200, "{descriptor}");
+    let operation = descriptor["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "weather")
+        .cloned()
+        .unwrap_or_else(|| panic!("the task is an operation: {descriptor}"));
+    assert_eq!(operation["task"], "weather");
+    assert_eq!(
+        operation["input_schema"]["properties"]["input"]["required"],
+        json!(["location", "date"])
+    );
+    assert_eq!(
+        operation["output_schema"]["required"],
+        json!(["temperature"])
+    );
+
+    let run = json!({"operation": "weather", "input": {"target": bob.url,
+        "input": {"location": "London, UK", "date": "2024-09-27"}}});
+    let path = format!("{agent}/run?wait=true");
+    // Without the token, or with a wrong one: refused, and nothing is sent.
+    for token in [None, Some("wrong")] {
+        let (status, error) = post_as(&alice, token, &path, &run).await;
+        assert_eq!(status, 401, "{error}");
+    }
+    assert!(alice.node.store().llm_calls(None).await.unwrap().is_empty());
+
+    let (status, completed) = post_as(&alice, Some("secret-token"), &path, &run).await;
+    assert_eq!(status, 200, "{completed}");
+    assert_eq!(completed["finish_reason"], "success", "{completed}");
+    assert_eq!(
+        completed["output"]["temperature"].as_f64(),
+        london_forecast()["temperature_c"].as_f64(),
+        "Bob's tool's figure, read back by Alice: {completed}"
+    );
+    let run_id = completed["run_id"].as_str().unwrap();
+    let (_, events) = get(&alice, &format!("{agent}/get_events?run_id={run_id}")).await;
+    assert_eq!(
+        types(&events),
+        [
+            "RunStarted",
+            "OperationRequest",
+            "CompletionCall",
+            "CompletionResult",
+            "CompletionCall",
+            "CompletionResult",
+            "TextOutput",
+            "RunCompleted"
+        ],
+        "Alice's two LLM calls (write the message, read the reply): {events}"
+    );
+    check_base(&events, run_id, completed["thread_id"].as_str().unwrap());
+    let alice_calls = alice.node.store().llm_calls(None).await.unwrap();
+    assert_eq!(alice_calls.len(), 2, "the ledger has what the events show");
+    assert!(
+        !bob.node.store().llm_calls(None).await.unwrap().is_empty(),
+        "Bob answered with his LLM"
+    );
+}
+
+#[tokio::test]
+async fn a_task_operation_refuses_bad_targets_and_input_and_needs_a_configured_token() {
+    let (alice, _dir) = task_agent(Some("secret-token")).await;
+    let path = &format!("{AGENT}/run?wait=true");
+    let data = json!({"location": "London, UK", "date": "2024-09-27"});
+    for (input, why) in [
+        (
+            json!({"target": "http://10.1.2.3/", "input": data}),
+            "private address",
+        ),
+        (
+            json!({"target": "ftp://example.org/", "input": data}),
+            "not http(s)",
+        ),
+        (json!({"input": data}), "no target"),
+        (
+            json!({"target": "http://127.0.0.1:9/", "input": {"location": "London"}}),
+            "no date",
+        ),
+    ] {
+        let (status, error) = post_as(
+            &alice,
+            Some("secret-token"),
+            path,
+            &json!({"operation": "weather", "input": input}),
+        )
+        .await;
+        assert_eq!(status, 422, "{why}: {error}");
+        assert!(error["error"].as_str().is_some(), "{why}: {error}");
+    }
+    // An unreachable target: the run ends in error, with a sentence and no OS error.
+    let (status, completed) = post_as(
+        &alice,
+        Some("secret-token"),
+        path,
+        &json!({"operation": "weather", "input": {"target": "http://127.0.0.1:9/", "input": data}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{completed}");
+    assert_eq!(completed["finish_reason"], "error", "{completed}");
+    let error = completed["error"].as_str().unwrap();
+    assert!(error.contains("could not reach"), "{error}");
+    assert!(
+        !error.to_lowercase().contains("connection refused"),
+        "{error}"
+    );
+
+    let (alice, _dir) = task_agent(None).await;
+    let (status, error) = post_as(
+        &alice,
+        Some("anything"),
+        path,
+        &json!({"operation": "weather", "input": {"target": "http://127.0.0.1:9/", "input": data}}),
+    )
+    .await;
+    assert_eq!(status, 403, "no token configured: tasks are off: {error}");
 }
