@@ -125,6 +125,11 @@ pub struct ResponderConfig {
     pub program_attempts: u32,
     /// Most tokens for one program.
     pub max_program_tokens: u32,
+    /// Check a protocol answer before it is sent, and send it back to the LLM once for each of:
+    /// numbers that no tool returned when no tool was called (they come from nowhere), and a
+    /// request's envelope dropped (the payload alone; see [`crate::envelope`]). Each costs one
+    /// more LLM call, only when it fires.
+    pub check_answers: bool,
 }
 
 impl Default for ResponderConfig {
@@ -137,6 +142,7 @@ impl Default for ResponderConfig {
             code_as_action: false,
             program_attempts: 3,
             max_program_tokens: 600,
+            check_answers: true,
         }
     }
 }

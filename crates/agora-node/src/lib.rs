@@ -13,6 +13,7 @@ pub mod checker;
 pub use agora_store::clock;
 pub mod config;
 mod conversation;
+mod envelope;
 pub mod focus;
 pub mod negotiation;
 mod node;

@@ -7,7 +7,18 @@
 //! OpenAI-compatible endpoint. The loop is bounded: after
 //! `max_tool_calls` calls only the final answer is allowed. A protocol request's first answer
 //! given before every tool its rules name ([`Focus::rule_tools`]) was called is sent back once,
-//! with a reminder to call them.
+//! with a reminder to call them; so is one with numbers from nowhere (no tool called, and they
+//! are in neither the request, the documents nor the description:
+//! `programmer::grounding::unlooked_number`). A protocol answer that drops the request's
+//! envelope ([`crate::envelope`]) is sent back once more, asking for the whole message, and one
+//! in a JSON exchange with member names the documents never mention (a tool's `temperature_c`
+//! for the protocol's `temperature`) once more again. All but the rules' tools are
+//! `check_answers` (on by default).
+//!
+//! Measured on Qwen2.5-Coder-1.5B (temperature 0) with the seed message protocols
+//! (`agora-server`'s example `seed_protocols_on_the_local_model`): without these checks, each of
+//! the four first answers was the forecast alone, with figures no tool gave (15.0 °C where the
+//! tool said 4.0). Told once to look it up and once to give the whole message, the model did both.
 
 use agora_llm::{ChatRequest, Message, ToolDefinition};
 use agora_protocol::VerifiedDocument;
@@ -141,7 +152,7 @@ impl Responder<'_> {
             Subject::Protocol(_) => json!({}),
         };
         let mut tool_calls: Vec<ToolCall> = Vec::new();
-        let mut reminded = false;
+        let mut reminded = Reminded::default();
         loop {
             let tools_allowed = tool_calls.len() < self.config.max_tool_calls;
             if !tools_allowed {
@@ -161,19 +172,19 @@ impl Responder<'_> {
             })?;
             let tool = step.get("tool").and_then(Value::as_str).unwrap_or_default();
             if tool == FINAL {
-                if tools_allowed
-                    && !reminded
-                    && let Some(reminder) = self.reminder(subject, &tool_calls)
-                {
-                    // Once per request: a small model skips the rule's tools (the committed
-                    // run's taxi fares had no weather or traffic surcharge looked up), or
-                    // answers with no tool at all (ski rentals never looked up).
-                    reminded = true;
+                let value = step.get("answer").cloned().unwrap_or(Value::Null);
+                if let Some(reminder) = self.reminder(
+                    subject,
+                    message,
+                    &value,
+                    &tool_calls,
+                    tools_allowed,
+                    &mut reminded,
+                ) {
                     messages.push(Message::assistant(response.content.trim().to_string()));
                     messages.push(Message::user(reminder));
                     continue;
                 }
-                let value = step.get("answer").cloned().unwrap_or(Value::Null);
                 return Ok(Answer { value, tool_calls });
             }
             if !tools_allowed {
@@ -267,24 +278,125 @@ impl Responder<'_> {
         }
     }
 
-    /// What to tell the model when it answers a protocol request too early: the tools its rules
-    /// name (see [`Focus::rule_tools`]) that no call has used yet. Nothing for natural language
-    /// (its focus is everything, so no rule is known to apply).
-    fn reminder(&self, subject: Subject<'_>, calls: &[ToolCall]) -> Option<String> {
-        if let Subject::Natural = subject {
+    /// What to tell the model when its protocol answer is not ready to send, each kind once per
+    /// request (`reminded`): nothing for natural language (its focus is everything, so no rule
+    /// is known to apply, and its answer is prose).
+    /// - Too early (while tools may be called): the tools its rules name (see
+    ///   [`Focus::rule_tools`]) that no call has used yet (the committed run's taxi fares had no
+    ///   weather or traffic surcharge looked up), or numbers from nowhere with no tool called
+    ///   (ski rentals never looked up; forecasts made up).
+    /// - In other words: in a JSON exchange, member names the documents never mention (asked
+    ///   first: the model renames members of a small answer, and then keeps the names when it
+    ///   wraps them, but leaves names inside JSON text alone).
+    /// - Out of its envelope: the answer is not in the frame of the request's messages.
+    fn reminder(
+        &self,
+        subject: Subject<'_>,
+        message: &str,
+        answer: &Value,
+        calls: &[ToolCall],
+        tools_allowed: bool,
+        reminded: &mut Reminded,
+    ) -> Option<String> {
+        let Subject::Protocol(document) = subject else {
+            return None;
+        };
+        if tools_allowed && !reminded.too_early {
+            let unused: Vec<String> = self
+                .focus
+                .rule_tools
+                .iter()
+                .filter(|tool| !calls.iter().any(|call| &&call.tool == tool))
+                .cloned()
+                .collect();
+            if !unused.is_empty() {
+                reminded.too_early = true;
+                return Some(remind(&unused));
+            }
+            if self.config.check_answers
+                && let Some(number) = self.unlooked_number(document, message, answer, calls)
+            {
+                reminded.too_early = true;
+                let tools: Vec<&str> = self.focus.tools.iter().map(|s| s.name.as_str()).collect();
+                return Some(format!(
+                    "Not yet: {number} in your answer is in no tool result and not in the \
+                     request. Look the data up with a tool ({}) first, then give the final \
+                     answer with the tool's figures.",
+                    tools.join(", ")
+                ));
+            }
+        }
+        if !self.config.check_answers {
             return None;
         }
-        let unused: Vec<String> = self
-            .focus
-            .rule_tools
-            .iter()
-            .filter(|tool| !calls.iter().any(|call| &&call.tool == tool))
-            .cloned()
-            .collect();
-        if !unused.is_empty() {
-            return Some(remind(&unused));
+        let request: Value = serde_json::from_str(message).ok()?;
+        if !reminded.members && json_exchange(document, message) {
+            let mut documents = document.text().to_string();
+            for referenced in self.references {
+                documents.push_str(referenced.text());
+            }
+            let unknown = crate::envelope::unknown_members(&documents, answer);
+            if !unknown.is_empty() {
+                reminded.members = true;
+                let renames: Vec<String> = unknown
+                    .iter()
+                    .filter_map(|member| {
+                        crate::envelope::documents_name_for(&documents, member)
+                            .map(|name| format!("{name} for {member}"))
+                    })
+                    .collect();
+                let renames = if renames.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", renames.join(", "))
+                };
+                return Some(format!(
+                    "Not yet: the protocol document names no member {}. Write the data under \
+                     the document's member names{renames}, as its example reply shows, and give \
+                     the whole reply again.",
+                    unknown.join(", ")
+                ));
+            }
+        }
+        if !reminded.envelope
+            && crate::envelope::envelope_of(document.text(), &request).is_some()
+            && !crate::envelope::keeps_envelope(&request, answer)
+        {
+            reminded.envelope = true;
+            return Some(format!(
+                "Not yet: your answer is not a whole message of the protocol. Its messages have \
+                 the members {}, as the protocol document's examples show. Give the final \
+                 answer again: the whole reply message, every member filled in as the document \
+                 says for a reply to this request.",
+                crate::envelope::describe_frame(&request)
+            ));
         }
         None
+    }
+
+    /// A number in `answer` from nowhere (see `programmer::grounding::unlooked_number`).
+    fn unlooked_number(
+        &self,
+        document: &VerifiedDocument,
+        message: &str,
+        answer: &Value,
+        calls: &[ToolCall],
+    ) -> Option<String> {
+        let mut documents = document.text().to_string();
+        for referenced in self.references {
+            documents.push_str(referenced.text());
+        }
+        let sources = crate::programmer::grounding::Sources {
+            request: message,
+            results: calls
+                .iter()
+                .filter_map(|c| c.result.as_ref().ok())
+                .collect(),
+            tools_offered: !self.focus.tools.is_empty(),
+            document: &documents,
+            description: &self.focus.description,
+        };
+        crate::programmer::grounding::unlooked_number(answer, &sources)
     }
 
     /// Calls a tool on offer (another name is unknown here, even if the node has it), and tells
@@ -396,6 +508,17 @@ impl Responder<'_> {
         variants.push(final_step);
         json!({"anyOf": variants})
     }
+}
+
+/// The reminders already given for one request.
+#[derive(Debug, Default)]
+struct Reminded {
+    /// To call the rules' tools, or to look up numbers from nowhere.
+    too_early: bool,
+    /// To give the whole message of an envelope protocol.
+    envelope: bool,
+    /// To use the document's member names.
+    members: bool,
 }
 
 /// The reminder given once when an answer comes before the rules' tools were called.

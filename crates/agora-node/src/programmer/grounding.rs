@@ -93,6 +93,29 @@ pub(crate) fn ungrounded(reply: &Value, sources: &Sources<'_>) -> Option<String>
     None
 }
 
+/// A number in `reply` that none of `sources` holds, when tools were on offer and none was
+/// called successfully: the answer made it up (a small model answers a forecast without looking
+/// it up). Numbers are compared by value (and without their sign) with the runs of digits and
+/// dots in the sources' texts.
+pub(crate) fn unlooked_number(reply: &Value, sources: &Sources<'_>) -> Option<String> {
+    if !sources.tools_offered || !sources.results.is_empty() {
+        return None;
+    }
+    let mut leaves = Vec::new();
+    collect_leaves(None, reply, &mut leaves);
+    let mut known: Vec<f64> = Vec::new();
+    for text in [sources.request, sources.document, sources.description] {
+        known.extend(
+            text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter_map(|token| token.trim_matches('.').parse::<f64>().ok()),
+        );
+    }
+    leaves.iter().find_map(|(_, leaf)| {
+        let number = leaf.as_f64()?;
+        (!known.iter().any(|k| (k - number.abs()).abs() < 1e-9)).then(|| number.to_string())
+    })
+}
+
 /// Every scalar leaf of `value`, with the name of the member holding it.
 fn collect_leaves<'v>(
     name: Option<&'v str>,
@@ -134,7 +157,7 @@ fn numbers_named(value: &Value, name: &str, out: &mut Vec<f64>) {
 
 /// Whether two member names name the same quantity: a word of four letters or more in common,
 /// words split at `_`, `-` and camelCase.
-fn same_quantity(a: &str, b: &str) -> bool {
+pub(crate) fn same_quantity(a: &str, b: &str) -> bool {
     fn words(name: &str) -> Vec<String> {
         let mut words = Vec::new();
         let mut current = String::new();
@@ -189,6 +212,31 @@ mod tests {
         assert!(ungrounded(&hours, &sources("{}", vec![], true)).is_none());
         let rows = json!([{"SkiId": "A1"}]);
         assert!(ungrounded(&reply, &sources("{}", vec![&rows], true)).is_none());
+    }
+
+    #[test]
+    fn a_number_from_nowhere_is_found_only_when_no_tool_was_called() {
+        let forecast = json!({"header": {"version": "1.0"}, "body": {"temperature": 15.5}});
+        let reason = unlooked_number(&forecast, &sources("{}", vec![], true));
+        assert_eq!(reason.as_deref(), Some("15.5"));
+        // A number the request, document or description holds is not made up.
+        let request = r#"{"nights": 15.5}"#;
+        assert_eq!(
+            unlooked_number(&forecast, &sources(request, vec![], true)),
+            None
+        );
+        let hours = json!({"opens": 9, "closes": 17});
+        assert_eq!(unlooked_number(&hours, &sources("{}", vec![], true)), None);
+        // Once a tool was called, or with no tool to call, this check says nothing.
+        let rows = json!([{"t": 1}]);
+        assert_eq!(
+            unlooked_number(&forecast, &sources("{}", vec![&rows], true)),
+            None
+        );
+        assert_eq!(
+            unlooked_number(&forecast, &sources("{}", vec![], false)),
+            None
+        );
     }
 
     #[test]

@@ -544,3 +544,115 @@ async fn an_answer_before_the_rules_tool_is_sent_back_once() {
     assert_eq!(reply.body.unwrap().to_text(), "Sunny, I think.");
     assert_eq!(llm.call_count(), before + 1);
 }
+
+const DSL_PD: &str = include_str!("../../../../protocols/agent-dsl-weather.md");
+
+/// A query of the agent message DSL (seed 000) for London.
+fn dsl_query() -> Body {
+    Body::Text(
+        json!({"header": {"version": "1.0", "sender": "alice", "receiver": "bob",
+            "type": "QUERY", "id": "msg-1", "timestamp": "2024-09-26T10:00:00Z",
+            "content_type": "application/json", "conversation_id": "conv-1"},
+            "body": r#"{"location": "London, UK", "date": "2024-09-27"}"#})
+        .to_string(),
+    )
+}
+
+/// The mistakes the local 1.5B model makes under the seed envelope protocols, in the order it
+/// made them (see `agora_node::responder`): a forecast from nowhere, then the tool's member
+/// names, then the payload without its envelope. Each reminder gets the next answer.
+fn careless(request: &ChatRequest) -> Turn {
+    let last = last_user_message(request);
+    if schema_name(request) == Some("suitability") {
+        return Ok(r#"{"reason": "weather", "suitable": "yes"}"#.into());
+    }
+    let forecast = expected_forecast();
+    let tools_names = json!({"temperature_c": forecast["temperature_c"],
+        "precipitation_mm": forecast["precipitation_mm"], "condition": forecast["condition"]});
+    let named = json!({"temperature": forecast["temperature_c"],
+        "precipitation": forecast["precipitation_mm"], "weatherCondition": forecast["condition"]});
+    let answer = |value: Value| Ok(json!({"tool": "final_answer", "answer": value}).to_string());
+    if last.starts_with("Request body:") {
+        answer(json!({"temperature_c": 15.5, "precipitation_mm": 10.0, "condition": "rainy"}))
+    } else if last.starts_with("Not yet: 15.5 in your answer is in no tool result") {
+        Ok(json!({"tool": "weather_forecast",
+            "arguments": {"location": "London, UK", "date": "2024-09-27"}})
+        .to_string())
+    } else if last.starts_with("Result of weather_forecast") {
+        answer(tools_names)
+    } else if last.starts_with("Not yet: the protocol document names no member temperature_c") {
+        assert!(
+            last.contains("temperature for temperature_c")
+                && last.contains("weatherCondition for condition"),
+            "the document's names are suggested: {last}"
+        );
+        answer(named)
+    } else if last.starts_with("Not yet: your answer is not a whole message") {
+        assert!(
+            last.contains("header (an object), body (a string)"),
+            "{last}"
+        );
+        answer(
+            json!({"header": {"version": "1.0", "sender": "bob", "receiver": "alice",
+            "type": "RESPONSE", "id": "msg-2", "timestamp": "2024-09-26T10:00:01Z",
+            "content_type": "application/json", "reply_to": "msg-1",
+            "conversation_id": "conv-1"}, "body": named.to_string()}),
+        )
+    } else {
+        panic!("an unexpected step: {last}")
+    }
+}
+
+/// A protocol answer is checked before it is sent: numbers from nowhere, member names the
+/// document never uses, and a payload out of the request's envelope are each sent back once.
+#[tokio::test]
+async fn a_protocol_answer_from_nowhere_misnamed_or_out_of_its_envelope_is_sent_back() {
+    let llm = ScriptedLlm::new(careless);
+    let dir = temp_dir();
+    let node = weather_node_with(llm.clone(), dir.path(), |c| {
+        c.description = "Bob is a weather service.".into();
+    })
+    .await;
+    let reply = node.handle(inline(DSL_PD, dsl_query())).await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    let message: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
+    assert_eq!(message["header"]["type"], "RESPONSE", "{message}");
+    let body: Value = serde_json::from_str(message["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["temperature"], expected_forecast()["temperature_c"]);
+    let steps: Vec<String> = llm
+        .calls()
+        .iter()
+        .filter(|c| schema_name(c) == Some("step"))
+        .map(|c| last_user_message(c).to_string())
+        .collect();
+    let expected = [
+        "Request body:",
+        "Not yet: 15.5 in your answer is in no tool result",
+        "Result of weather_forecast:",
+        "Not yet: the protocol document names no member temperature_c",
+        "Not yet: your answer is not a whole message",
+    ];
+    assert_eq!(steps.len(), expected.len(), "{steps:#?}");
+    for (step, start) in steps.iter().zip(expected) {
+        assert!(step.starts_with(start), "{start:?}: {steps:#?}");
+    }
+
+    // With the checks off, the first answer is sent as it is.
+    let llm = ScriptedLlm::new(careless);
+    let dir = temp_dir();
+    let node = weather_node_with(llm.clone(), dir.path(), |c| {
+        c.description = "Bob is a weather service.".into();
+        c.responder.check_answers = false;
+    })
+    .await;
+    let reply = node.handle(inline(DSL_PD, dsl_query())).await;
+    let answer: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
+    assert_eq!(answer["temperature_c"], 15.5);
+    assert_eq!(
+        llm.calls()
+            .iter()
+            .filter(|c| schema_name(c) == Some("step"))
+            .count(),
+        1
+    );
+}

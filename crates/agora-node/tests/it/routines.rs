@@ -72,7 +72,7 @@ async fn weather(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routi
 /// it is asked about suitability (a routine implies the protocol is allowed).
 fn fallback_llm() -> Arc<ScriptedLlm> {
     ScriptedLlm::new(|request| match schema_name(request) {
-        Some("step") => Ok(json!({"tool": "final_answer", "answer": {"from": "llm"}}).to_string()),
+        Some("step") => Ok(json!({"tool": "final_answer", "answer": {"weatherCondition": "llm"}}).to_string()),
         other => panic!("unexpected LLM request {other:?}"),
     })
 }
@@ -224,7 +224,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
 
     let reply = node.handle(weather_request(london())).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
-    assert_eq!(reply.body, Some(Body::Json(json!({"from": "llm"}))));
+    assert_eq!(reply.body, Some(Body::Json(json!({"weatherCondition": "llm"}))));
     // The responder only: no suitability check on the way back.
     assert_eq!(llm.call_count(), 1);
     assert_eq!(llm_categories(&node).await, ["conversation"]);
@@ -258,7 +258,7 @@ async fn a_routine_past_its_deadline_falls_back() {
     slow.limits.timeout = Duration::from_millis(20);
     node.add_routine(slow).await.unwrap();
     let reply = node.handle(weather_request(london())).await;
-    assert_eq!(reply.body, Some(Body::Json(json!({"from": "llm"}))));
+    assert_eq!(reply.body, Some(Body::Json(json!({"weatherCondition": "llm"}))));
     let error = node
         .routines()
         .find("slow")
@@ -348,7 +348,7 @@ async fn one_routine_answers_a_protocol_at_a_time() {
     node.disable_routine("first").await.unwrap();
     assert_eq!(
         answer(node.clone(), text.clone()).await,
-        json!({"from": "llm"}).to_string()
+        json!({"weatherCondition": "llm"}).to_string()
     );
     assert_eq!(last_request(&node).await.path, RequestPath::Llm);
 
@@ -408,7 +408,7 @@ async fn changes_from_another_process_are_picked_up_by_the_sync() {
     let reply = node.handle(weather_request(Body::Text("x".into()))).await;
     assert_eq!(
         reply.body.unwrap().to_text(),
-        json!({"from": "llm"}).to_string()
+        json!({"weatherCondition": "llm"}).to_string()
     );
     let report = node.sync_routines().await.unwrap();
     assert!(report.changed);
@@ -428,7 +428,7 @@ async fn changes_from_another_process_are_picked_up_by_the_sync() {
     let reply = node.handle(weather_request(Body::Text("x".into()))).await;
     assert_eq!(
         reply.body.unwrap().to_text(),
-        json!({"from": "llm"}).to_string()
+        json!({"weatherCondition": "llm"}).to_string()
     );
 }
 
@@ -506,7 +506,7 @@ async fn a_node_without_an_engine_keeps_routines_but_does_not_run_them() {
     let reply = node.handle(weather_request(Body::Text("x".into()))).await;
     assert_eq!(
         reply.body.unwrap().to_text(),
-        json!({"from": "llm"}).to_string()
+        json!({"weatherCondition": "llm"}).to_string()
     );
     assert!(matches!(
         node.add_routine(spec("other", "echo", &[])).await,

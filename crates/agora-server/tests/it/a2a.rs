@@ -38,7 +38,7 @@ pub(crate) fn llm() -> std::sync::Arc<ScriptedLlm> {
         _ => {
             let asked = agora_testkit::last_user_message(request);
             let answer = if asked.contains("\"city\"") {
-                json!({"temperature": 21, "conditions": "sunny"})
+                json!({"temperature": 21, "weatherCondition": "sunny"})
             } else {
                 json!(format!("You asked: {asked}"))
             };
@@ -233,7 +233,7 @@ async fn a_data_part_with_a_protocol_hash_is_answered_under_that_protocol() {
     assert_eq!(answer["role"], "ROLE_AGENT", "{sent}");
     assert_eq!(
         answer["parts"][0]["data"],
-        json!({"temperature": 21, "conditions": "sunny"})
+        json!({"temperature": 21, "weatherCondition": "sunny"})
     );
     let requests = server.node.store().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 1);

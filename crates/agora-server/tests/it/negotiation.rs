@@ -102,6 +102,9 @@ async fn receiver(llm: Arc<ScriptedLlm>, dir: &std::path::Path) -> TestServer {
             c.name = "bob".into();
             c.description = "Bob gives weather forecasts.".into();
             c.tools = vec![agora_testkit::weather_tool()];
+            // The script answers a fixed forecast without looking it up: the negotiation is
+            // under test here, not the answer, which the answer checks would send back.
+            c.responder.check_answers = false;
         })
         .spawn()
         .await

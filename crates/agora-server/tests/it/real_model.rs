@@ -106,3 +106,61 @@ async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protoco
     let calls = alice.store().llm_calls(None).await.unwrap();
     assert_eq!(calls.len(), 4, "two querier calls per task run");
 }
+
+/// The seed protocols answered by the LLM alone (no routine): an OSNAP `task_request` under
+/// `osnap-weather-task.md` (which takes the weather protocol's forecast by reference) gets the
+/// `status_update` the document prescribes, addressed back, with the weather tool's forecast under
+/// the document's names. The responder's answer checks get it there (see
+/// `agora_node::responder`); the other seed messages are measured, not tested, by the example
+/// `seed_protocols_on_the_local_model`, because this model still gets their details wrong.
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_answers_an_osnap_task_request_with_no_routine() {
+    let dir = temp_dir();
+    let server = real_model_bob(dir.path()).spawn().await;
+    let weather = server.node.add_document(WEATHER_PD, &[]).await.unwrap();
+    assert_eq!(weather.hash(), ProtocolHash::of(WEATHER_PD.as_bytes()));
+    let text = include_str!("../../../../protocols/osnap-weather-task.md");
+    let hash = ProtocolHash::of(text.as_bytes());
+    server
+        .node
+        .set_operator_decision(&hash, true, "a weather protocol")
+        .await
+        .unwrap();
+    let (location, date) = ("Lisbon, Portugal", "2025-03-14");
+    let message = json!({"sender_agent_id": "alice", "receiver_agent_id": "bob",
+        "message_type": "task_request",
+        "payload": {"task_id": "task-2", "task_name": "weather_forecast",
+            "task_data": {"location": location, "date": date}}});
+    let (status, reply) = server
+        .post(
+            "/",
+            &json!({"protocolHash": hash.to_base64(),
+            "protocolSources": [data_uri::encode(text)], "body": message.to_string()}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["status"], "success", "{reply}");
+    let answer: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+    eprintln!("answer: {answer}");
+    assert_eq!(answer["message_type"], "status_update", "{answer}");
+    assert_eq!(answer["receiver_agent_id"], "alice", "{answer}");
+    assert_eq!(answer["payload"]["task_id"], "task-2", "{answer}");
+    assert_eq!(answer["payload"]["task_status"], "completed", "{answer}");
+    let forecast = WeatherForecastTool::new(7).forecast(location, date);
+    let result = &answer["payload"]["task_result"];
+    assert_eq!(
+        result["temperature"].as_f64(),
+        forecast["temperature_c"].as_f64(),
+        "{answer}"
+    );
+    assert_eq!(
+        result["precipitation"].as_f64(),
+        forecast["precipitation_mm"].as_f64(),
+        "{answer}"
+    );
+    assert_eq!(
+        result["weatherCondition"], forecast["condition"],
+        "{answer}"
+    );
+}
