@@ -10,8 +10,9 @@
 //! type, allowed values and description in place of its value (shown the arguments' JSON Schema,
 //! the model passed the schema itself as the arguments). A program that fails to build, throws,
 //! replies outside the protocol (not a JSON object where the exchange is JSON, or against the
-//! document's reply schema) or loses a value (a `null` the document never mentions: JavaScript's
-//! `NaN`) gets the error back (with a hint for the JavaScript errors a small model does not
+//! document's reply schema), loses a value (a `null` the document never mentions: JavaScript's
+//! `NaN`), or, with `responder.check_answers`, leaves the request's envelope or uses member names
+//! the document never mentions ([`crate::envelope`]) gets the error back (with a hint for the JavaScript errors a small model does not
 //! understand alone: a tool called as a function, a `const` changed), up to `program_attempts` programs; a program the model repeats
 //! starts the conversation over once. When every attempt fails, the tool loop
 //! ([`crate::responder`]) answers as before.
@@ -161,7 +162,13 @@ impl Actor<'_> {
             let problem = match outcome {
                 Ok(reply) => match check_reply(&reply, json_reply, reply_schema.as_ref())
                     .and_then(|value| no_lost_value(value, document.text()))
-                {
+                    .and_then(|value| {
+                        if self.config.check_answers {
+                            in_the_documents_terms(value, body, document.text(), json_reply)
+                        } else {
+                            Ok(value)
+                        }
+                    }) {
                     Ok(value) => {
                         tracing::info!(attempt, tools = calls.len(), "a program answered");
                         return Ok(Acted {
@@ -336,6 +343,53 @@ fn check_reply(
     Ok(value)
 }
 
+/// The reply, unless it leaves the request's envelope or uses member names the document never
+/// mentions (the responder's answer checks, `responder.check_answers`; see [`crate::envelope`]).
+fn in_the_documents_terms(
+    value: Value,
+    body: &str,
+    document: &str,
+    json_reply: bool,
+) -> Result<Value, String> {
+    if !json_reply {
+        return Ok(value);
+    }
+    if let Ok(request) = serde_json::from_str::<Value>(body)
+        && crate::envelope::envelope_of(document, &request).is_some()
+        && !crate::envelope::keeps_envelope(&request, &value)
+    {
+        return Err(format!(
+            "Your code returned {}, which is not a whole message of the protocol: its messages \
+             have the members {}, as the protocol document's examples show. Return the whole \
+             reply message, every member filled in as the document says for a reply.",
+            clip_to(&value.to_string(), MAX_SHOWN_CHARS),
+            crate::envelope::describe_frame(&request)
+        ));
+    }
+    let unknown = crate::envelope::unknown_members(document, &value);
+    if !unknown.is_empty() {
+        let renames: Vec<String> = unknown
+            .iter()
+            .filter_map(|member| {
+                crate::envelope::documents_name_for(document, member)
+                    .map(|name| format!("{name} for {member}"))
+            })
+            .collect();
+        return Err(format!(
+            "Your code returned {}, with members the protocol document never names: {}. \
+             Return the data under the document's member names{}.",
+            clip_to(&value.to_string(), MAX_SHOWN_CHARS),
+            unknown.join(", "),
+            if renames.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", renames.join(", "))
+            }
+        ));
+    }
+    Ok(value)
+}
+
 /// The reply, unless it has a `null` member and the document never speaks of null: JavaScript
 /// writes a computation gone wrong (`NaN`, from a missing value) as `null`.
 fn no_lost_value(value: Value, document: &str) -> Result<Value, String> {
@@ -435,6 +489,32 @@ mod tests {
         assert_eq!(
             check_reply("sunny", false, None),
             Ok(Value::String("sunny".into()))
+        );
+    }
+
+    #[test]
+    fn a_reply_out_of_the_envelope_or_in_other_words_goes_back_to_the_model() {
+        let document = "```json\n{\"header\": {\"type\": \"QUERY\"}, \"body\": \"{}\"}\n```\n\
+                        The body: `temperature` (number).";
+        let body = r#"{"header": {"type": "QUERY"}, "body": "{}"}"#;
+        let payload = serde_json::json!({"temperature": 4.0});
+        let problem = in_the_documents_terms(payload, body, document, true).unwrap_err();
+        assert!(
+            problem.contains("header (an object), body (a string)"),
+            "{problem}"
+        );
+        let misnamed = serde_json::json!({"header": {"type": "RESPONSE"},
+            "body": "{\"temperature_c\": 4.0}"});
+        let problem = in_the_documents_terms(misnamed, body, document, true).unwrap_err();
+        assert!(
+            problem.contains("(temperature for temperature_c)"),
+            "{problem}"
+        );
+        let right = serde_json::json!({"header": {"type": "RESPONSE"},
+            "body": "{\"temperature\": 4.0}"});
+        assert_eq!(
+            in_the_documents_terms(right.clone(), body, document, true),
+            Ok(right)
         );
     }
 

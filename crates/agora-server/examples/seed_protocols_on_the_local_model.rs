@@ -35,6 +35,11 @@
 //!   - `osnap-weather`: a `response` (the document's answer to a `request`) instead of the
 //!     `status_update` a `task_request` gets.
 //!
+//! - With the checks and code as action (`--code-as-action`; the program's reply gets the same
+//!   checks): also **1 of 4**. The DSL program reads `request.body.location` from the body's
+//!   JSON text (a string), calls the tool with no arguments, and repeats itself when told; the
+//!   tool loop then answers as above. The OSNAP program answers error 1004.
+//!
 //! With their human-written routines the same messages are answered correctly with no LLM call
 //! (`tests/it/seed_protocols.rs`). The PDs are 3–7 KB each, with several message types and error
 //! tables: more than this model follows in every detail.

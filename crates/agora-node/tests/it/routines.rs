@@ -72,7 +72,9 @@ async fn weather(body: String, tools: Arc<dyn ToolHost>) -> Result<String, Routi
 /// it is asked about suitability (a routine implies the protocol is allowed).
 fn fallback_llm() -> Arc<ScriptedLlm> {
     ScriptedLlm::new(|request| match schema_name(request) {
-        Some("step") => Ok(json!({"tool": "final_answer", "answer": {"weatherCondition": "llm"}}).to_string()),
+        Some("step") => {
+            Ok(json!({"tool": "final_answer", "answer": {"weatherCondition": "llm"}}).to_string())
+        }
         other => panic!("unexpected LLM request {other:?}"),
     })
 }
@@ -224,7 +226,10 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
 
     let reply = node.handle(weather_request(london())).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
-    assert_eq!(reply.body, Some(Body::Json(json!({"weatherCondition": "llm"}))));
+    assert_eq!(
+        reply.body,
+        Some(Body::Json(json!({"weatherCondition": "llm"})))
+    );
     // The responder only: no suitability check on the way back.
     assert_eq!(llm.call_count(), 1);
     assert_eq!(llm_categories(&node).await, ["conversation"]);
@@ -258,7 +263,10 @@ async fn a_routine_past_its_deadline_falls_back() {
     slow.limits.timeout = Duration::from_millis(20);
     node.add_routine(slow).await.unwrap();
     let reply = node.handle(weather_request(london())).await;
-    assert_eq!(reply.body, Some(Body::Json(json!({"weatherCondition": "llm"}))));
+    assert_eq!(
+        reply.body,
+        Some(Body::Json(json!({"weatherCondition": "llm"})))
+    );
     let error = node
         .routines()
         .find("slow")
