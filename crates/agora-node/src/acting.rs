@@ -368,23 +368,12 @@ fn in_the_documents_terms(
     }
     let unknown = crate::envelope::unknown_members(document, &value);
     if !unknown.is_empty() {
-        let renames: Vec<String> = unknown
-            .iter()
-            .filter_map(|member| {
-                crate::envelope::documents_name_for(document, member)
-                    .map(|name| format!("{name} for {member}"))
-            })
-            .collect();
         return Err(format!(
             "Your code returned {}, with members the protocol document never names: {}. \
              Return the data under the document's member names{}.",
             clip_to(&value.to_string(), MAX_SHOWN_CHARS),
             unknown.join(", "),
-            if renames.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", renames.join(", "))
-            }
+            crate::envelope::suggested_names(document, &unknown)
         ));
     }
     Ok(value)

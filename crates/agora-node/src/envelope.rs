@@ -159,6 +159,22 @@ pub(crate) fn documents_name_for(documents: &str, member: &str) -> Option<String
         .map(String::from)
 }
 
+/// The document's names for `unknown` members, as a parenthesis for the model: ` (temperature
+/// for temperature_c, weatherCondition for condition)`; empty when the documents have none.
+pub(crate) fn suggested_names(documents: &str, unknown: &[String]) -> String {
+    let renames: Vec<String> = unknown
+        .iter()
+        .filter_map(|member| {
+            documents_name_for(documents, member).map(|name| format!("{name} for {member}"))
+        })
+        .collect();
+    if renames.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", renames.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -202,6 +218,12 @@ mod tests {
             Some("weatherCondition")
         );
         assert_eq!(documents_name_for(documents, "wind_kmh"), None);
+        let unknown = ["temperature_c".to_string(), "wind_kmh".to_string()];
+        assert_eq!(
+            suggested_names(documents, &unknown),
+            " (temperature for temperature_c)"
+        );
+        assert_eq!(suggested_names(documents, &unknown[1..]), "");
     }
 
     #[test]

@@ -338,18 +338,7 @@ impl Responder<'_> {
             let unknown = crate::envelope::unknown_members(&documents, answer);
             if !unknown.is_empty() {
                 reminded.members = true;
-                let renames: Vec<String> = unknown
-                    .iter()
-                    .filter_map(|member| {
-                        crate::envelope::documents_name_for(&documents, member)
-                            .map(|name| format!("{name} for {member}"))
-                    })
-                    .collect();
-                let renames = if renames.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", renames.join(", "))
-                };
+                let renames = crate::envelope::suggested_names(&documents, &unknown);
                 return Some(format!(
                     "Not yet: the protocol document names no member {}. Write the data under \
                      the document's member names{renames}, as its example reply shows, and give \
