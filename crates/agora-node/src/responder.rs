@@ -331,10 +331,7 @@ impl Responder<'_> {
         }
         let request: Value = serde_json::from_str(message).ok()?;
         if !reminded.members && json_exchange(document, message) {
-            let mut documents = document.text().to_string();
-            for referenced in self.references {
-                documents.push_str(referenced.text());
-            }
+            let documents = self.documents(document);
             let unknown = crate::envelope::unknown_members(&documents, answer);
             if !unknown.is_empty() {
                 reminded.members = true;
@@ -363,6 +360,15 @@ impl Responder<'_> {
         None
     }
 
+    /// The texts of `document` and the documents it references, as one string to search.
+    fn documents(&self, document: &VerifiedDocument) -> String {
+        let mut documents = document.text().to_string();
+        for referenced in self.references {
+            documents.push_str(referenced.text());
+        }
+        documents
+    }
+
     /// A number in `answer` from nowhere (see `programmer::grounding::unlooked_number`).
     fn unlooked_number(
         &self,
@@ -371,10 +377,7 @@ impl Responder<'_> {
         answer: &Value,
         calls: &[ToolCall],
     ) -> Option<String> {
-        let mut documents = document.text().to_string();
-        for referenced in self.references {
-            documents.push_str(referenced.text());
-        }
+        let documents = self.documents(document);
         let sources = crate::programmer::grounding::Sources {
             request: message,
             results: calls

@@ -490,6 +490,15 @@ async fn native_tool_calling_when_the_backend_supports_it() {
     assert_eq!(llm.call_count(), 2);
 }
 
+/// The last user message of each responder step the LLM was asked, in order.
+fn step_messages(llm: &ScriptedLlm) -> Vec<String> {
+    llm.calls()
+        .iter()
+        .filter(|c| schema_name(c) == Some("step"))
+        .map(|c| last_user_message(c).to_string())
+        .collect()
+}
+
 /// A protocol answer given before the tool its rules name was called is sent back once with a
 /// reminder; a natural-language answer is not (its focus is everything).
 #[tokio::test]
@@ -525,12 +534,7 @@ async fn an_answer_before_the_rules_tool_is_sent_back_once() {
     assert_eq!(reply.status, Status::Success, "{reply:?}");
     let answer: Value = serde_json::from_str(&reply.body.unwrap().to_text()).unwrap();
     assert_eq!(answer["temperature"], expected_forecast()["temperature_c"]);
-    let steps: Vec<String> = llm
-        .calls()
-        .iter()
-        .filter(|c| schema_name(c) == Some("step"))
-        .map(|c| last_user_message(c).to_string())
-        .collect();
+    let steps = step_messages(&llm);
     assert_eq!(steps.len(), 3, "{steps:?}");
     assert!(
         steps[1].starts_with("Not yet: the rules for this request use weather_forecast"),
@@ -619,12 +623,7 @@ async fn a_protocol_answer_from_nowhere_misnamed_or_out_of_its_envelope_is_sent_
     assert_eq!(message["header"]["type"], "RESPONSE", "{message}");
     let body: Value = serde_json::from_str(message["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["temperature"], expected_forecast()["temperature_c"]);
-    let steps: Vec<String> = llm
-        .calls()
-        .iter()
-        .filter(|c| schema_name(c) == Some("step"))
-        .map(|c| last_user_message(c).to_string())
-        .collect();
+    let steps = step_messages(&llm);
     let expected = [
         "Request body:",
         "Not yet: 15.5 in your answer is in no tool result",
