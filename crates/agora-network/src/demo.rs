@@ -142,6 +142,10 @@ impl Llm for ReplayGuard {
                 .last()
                 .map(|m| m.content.chars().take(200).collect::<String>())
                 .unwrap_or_default();
+            // The whole request, for finding what made the run diverge from its recording.
+            if let Ok(path) = std::env::var("AGORA_DEBUG_MISS") {
+                let _ = std::fs::write(path, serde_json::to_string(request).unwrap_or_default());
+            }
             *missed = Some(format!(
                 "the cassette holds no answer for a call ({error}); it asked: {asked}"
             ));
@@ -222,12 +226,19 @@ pub async fn open_llm(
 pub fn demo_routine_engine(
     dir: &Path,
     query_timeout: Duration,
+    today: &str,
 ) -> anyhow::Result<Arc<dyn RoutineEngine>> {
+    // Routines see noon of the screenplay's day (the `currentDate` mock's date) on their wall
+    // clock, whatever the host's clock says, so that replays take the recorded paths.
+    let noon: jiff::Timestamp = format!("{today}T12:00:00Z")
+        .parse()
+        .with_context(|| format!("the network's date {today:?} is not YYYY-MM-DD"))?;
     build_routine_engine(
         &RoutineRuntimeSettings {
             artifact_dir: Some(dir.with_extension("artifacts")),
             // A server's tools ask other agents, which may take as long as a query.
             max_tool_wait_secs: Some(query_timeout.as_secs().max(1)),
+            fixed_wall_clock_unix_secs: u64::try_from(noon.as_second()).ok(),
             ..RoutineRuntimeSettings::default()
         },
         "sqlite://:memory:",
@@ -259,7 +270,7 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
     let opened = open_llm(&demo.llm, demo.record.clone(), demo.query_timeout).await?;
     std::fs::create_dir_all(&demo.dir)
         .with_context(|| format!("creating {}", demo.dir.display()))?;
-    let routine_engine = demo_routine_engine(&demo.dir, demo.query_timeout)?;
+    let routine_engine = demo_routine_engine(&demo.dir, demo.query_timeout, &spec.today)?;
     let result = run_screenplay(
         spec,
         &entries,

@@ -100,7 +100,7 @@ async fn start(
         bail!("a worker needs the local model's URL: the coordinator starts the model");
     }
     let opened = open_llm(&choice, None, timeout).await?;
-    let routine_engine = demo_routine_engine(&run.dir, timeout)?;
+    let routine_engine = demo_routine_engine(&run.dir, timeout, &spec.today)?;
     let options = NetworkOptions {
         dir: run.dir.clone(),
         mode: run.mode,

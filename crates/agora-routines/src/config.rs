@@ -38,6 +38,12 @@ pub struct RuntimeConfig {
     /// asks another agent may take seconds, and bounds itself (HTTP and query timeouts); this is
     /// the backstop.
     pub max_tool_wait: Duration,
+    /// The wall clock routines see (`Date` in JavaScript, `clock_gettime` in C), as time since
+    /// the Unix epoch. `None`: the host's clock. A fixed clock makes a routine's answer a
+    /// function of its request and tool results alone, which replayed runs (the network demo)
+    /// need: a routine that read the hour from `Date` took another branch in a replay than in
+    /// its recording.
+    pub fixed_wall_clock: Option<Duration>,
 }
 
 impl Default for RuntimeConfig {
@@ -53,6 +59,7 @@ impl Default for RuntimeConfig {
             js_engine: None,
             epoch_tick: Duration::from_millis(10),
             max_tool_wait: Duration::from_secs(120),
+            fixed_wall_clock: None,
         }
     }
 }

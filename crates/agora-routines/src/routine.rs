@@ -19,6 +19,13 @@
 //! - **capabilities**: the only host function with effects is `call-tool`, backed by the
 //!   `ToolHost` the node passes in (already restricted to the routine's granted tools). WASI is
 //!   linked with an empty context: no files, environment, arguments, stdio or network.
+//! - **the wall clock** is the host's, or fixed (`RuntimeConfig::fixed_wall_clock`) where runs
+//!   must replay.
+//! - **randomness** is a function of the request ([`request_randomness`]): a routine's
+//!   `Math.random` (or C's `getentropy`) draws the same bytes for the same request body, so a
+//!   routine's answer depends only on the request and its tool results. A replayed run then
+//!   takes the same path as its recording: a code-as-action program that booked a random hour
+//!   made the 1000-query recording diverge from its replay at query 245.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -180,11 +187,16 @@ impl LoadedRoutine for WasmRoutine {
                 _ => return Err(RoutineError::Busy),
             };
         let limit_bytes = limits.memory_bytes.min(self.shared.max_memory_bytes);
-        let wasi = WasiCtx::builder()
-            .allow_tcp(false)
+        let mut wasi = WasiCtx::builder();
+        wasi.allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .build();
+            .secure_random(request_randomness(body))
+            .insecure_random(request_randomness(body));
+        if let Some(since_epoch) = self.shared.fixed_wall_clock {
+            wasi.wall_clock(FixedWallClock(since_epoch));
+        }
+        let wasi = wasi.build();
         let started = Instant::now();
         let tool_clock = Arc::new(ToolClock::default());
         let mut store = Store::new(
@@ -322,4 +334,25 @@ fn trap_message(trap: Trap, error: &wasmtime::Error) -> String {
     } else {
         format!("{trap} (in {})", frames.join(" <- "))
     }
+}
+
+/// A wall clock that always reads the same time (`RuntimeConfig::fixed_wall_clock`).
+struct FixedWallClock(Duration);
+
+impl wasmtime_wasi::HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.0
+    }
+}
+
+/// The WASI random source of a run on `body`: the SHA-256 of the body, cycled. Not secret and
+/// not meant to be; a routine has no use for secrets, and the same request must draw the same
+/// bytes (see the module docs).
+fn request_randomness(body: &str) -> wasmtime_wasi::random::Deterministic {
+    use sha2::{Digest, Sha256};
+    wasmtime_wasi::random::Deterministic::new(Sha256::digest(body.as_bytes()).to_vec())
 }

@@ -429,6 +429,10 @@ pub struct RoutineRuntimeSettings {
     /// do not count against a routine's own deadline; tools bound themselves, this is the
     /// backstop.
     pub max_tool_wait_secs: Option<u64>,
+    /// A fixed wall clock for routines, in seconds since the Unix epoch (default: none, the
+    /// host's clock). For reproducible runs: the network demo sets its screenplay's day, so a
+    /// routine reading `Date` answers the same in a replay as in its recording.
+    pub fixed_wall_clock_unix_secs: Option<u64>,
 }
 
 impl Default for RoutineRuntimeSettings {
@@ -439,6 +443,7 @@ impl Default for RoutineRuntimeSettings {
             max_concurrent: None,
             sync_interval_ms: 3000,
             max_tool_wait_secs: None,
+            fixed_wall_clock_unix_secs: None,
         }
     }
 }

@@ -192,6 +192,9 @@ pub fn build_routine_engine(
     if let Some(secs) = settings.max_tool_wait_secs {
         config.max_tool_wait = std::time::Duration::from_secs(secs);
     }
+    config.fixed_wall_clock = settings
+        .fixed_wall_clock_unix_secs
+        .map(std::time::Duration::from_secs);
     let runtime = WasmRuntime::new(config).context("starting the routine runtime")?;
     Ok(Arc::new(runtime))
 }

@@ -189,7 +189,7 @@ async fn without_an_engine_javascript_cannot_be_built() {
 }
 
 #[tokio::test]
-async fn requests_get_their_own_randomness_and_console_is_harmless() {
+async fn randomness_is_the_requests_own_and_console_is_harmless() {
     let runtime = runtime();
     // The top level runs before the snapshot: neither its console output nor its random draws
     // may leak into requests.
@@ -200,26 +200,53 @@ async fn requests_get_their_own_randomness_and_console_is_harmless() {
          return { atBuild, now: Date.now(), draws: [Math.random(), Math.random()] };\n}\n",
     )
     .await;
-    let first = parse(
-        &routine
-            .run("{}", tools(), limits(1000, 16))
-            .await
-            .expect("answers"),
-    );
-    let second = parse(
-        &routine
-            .run("{}", tools(), limits(1000, 16))
-            .await
-            .expect("answers"),
-    );
+    let answer = |body: &'static str| {
+        let routine = &routine;
+        async move {
+            parse(
+                &routine
+                    .run(body, tools(), limits(1000, 16))
+                    .await
+                    .expect("answers"),
+            )
+        }
+    };
+    let first = answer("{}").await;
+    let again = answer("{}").await;
+    let other = answer("{\"a\":1}").await;
+    assert_eq!(first["atBuild"], other["atBuild"], "the top level ran once");
     assert_eq!(
-        first["atBuild"], second["atBuild"],
-        "the top level ran once"
+        first["draws"], again["draws"],
+        "the same request draws the same numbers"
     );
     assert_ne!(
-        first["draws"], second["draws"],
-        "Math.random is not frozen by the snapshot"
+        first["draws"], other["draws"],
+        "another request draws others: Math.random is not frozen by the snapshot"
     );
+    assert_ne!(first["draws"][0], first["draws"][1]);
     assert_ne!(first["draws"][0], first["atBuild"]);
     assert!(first["now"].as_f64().expect("Date.now() is a number") > 1.7e12);
+}
+
+#[tokio::test]
+async fn a_fixed_wall_clock_is_what_routines_see() {
+    let ten_am = std::time::Duration::from_secs(1_726_999_200); // 2024-09-22T10:00:00Z
+    let runtime = WasmRuntime::new(RuntimeConfig {
+        fixed_wall_clock: Some(ten_am),
+        ..common::config()
+    })
+    .expect("runtime");
+    let routine = load_js(
+        &runtime,
+        "function handle(body) { return { now: Date.now(), hour: new Date().getUTCHours() }; }",
+    )
+    .await;
+    let answer = parse(
+        &routine
+            .run("{}", tools(), limits(1000, 16))
+            .await
+            .expect("answers"),
+    );
+    assert_eq!(answer["now"], json!(1_726_999_200_000_i64));
+    assert_eq!(answer["hour"], json!(10));
 }
