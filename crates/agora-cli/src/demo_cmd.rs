@@ -14,7 +14,7 @@ use agora_network::spec::{
     NetworkSpec, counts_by_server_task, embedded_screenplay, parse_screenplay,
 };
 use agora_network::weather::{self as demo, WeatherDemo};
-use agora_network::{Mode, RunRecord};
+use agora_network::{Mode, RunRecord, Sample};
 use agora_server::LlmSettings;
 use anyhow::Context;
 use anyhow::bail;
@@ -90,6 +90,15 @@ pub enum DemoCommand {
         /// the protocol databases and the runner here. Not with --record.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
         processes: u16,
+        /// Run a stratified sample of the screenplay: of each (server, task) pair's queries,
+        /// this many drawn at random, or all of them when it has no more (every sync kept).
+        /// `--queries` then counts the sample's queries. For an NL-only measure of the whole
+        /// screenplay; the report extrapolates it per pair as an ESTIMATE.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        sample_per_pair: Option<u64>,
+        /// The seed of `--sample-per-pair`'s draw.
+        #[arg(long, default_value_t = 1, requires = "sample_per_pair")]
+        sample_seed: u64,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -280,6 +289,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             query_timeout_secs,
             no_progress,
             processes,
+            sample_per_pair,
+            sample_seed,
         } => {
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
@@ -299,6 +310,10 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                 processes: usize::from(processes),
                 worker_program: None,
                 screenplay,
+                sample: sample_per_pair.map(|per_pair| Sample {
+                    per_pair: usize::try_from(per_pair).unwrap_or(usize::MAX),
+                    seed: sample_seed,
+                }),
             })
             .await?;
             write_run(&out, &run)?;

@@ -118,7 +118,7 @@ pub fn discrete_power_law(n: usize, shape: f64, min: u64, total: u64) -> Vec<u64
 }
 
 /// SplitMix64: a small, fixed, seedable stream.
-struct Draws(u64);
+pub(crate) struct Draws(pub(crate) u64);
 
 impl Draws {
     fn next(&mut self) -> u64 {
@@ -138,7 +138,7 @@ impl Draws {
         items[self.int(0, items.len() as i64 - 1) as usize]
     }
 
-    fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.int(0, i as i64) as usize;
             items.swap(i, j);

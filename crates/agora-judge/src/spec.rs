@@ -326,9 +326,93 @@ pub fn counts_by_server_task(entries: &[Entry]) -> BTreeMap<(String, String), u6
     counts
 }
 
+/// A stratified sample of a screenplay: of each (server, task)'s queries, `per_pair` drawn at
+/// random (a SplitMix64 stream of `seed`), or all of them when it has no more. Every sync is
+/// kept, and the queries keep their order and their screenplay indices, so a run of the sample
+/// meets them as the whole screenplay would, minus the others.
+///
+/// This is how the NL-only mode covers the whole screenplay without running all of it: every
+/// pair is measured, by at least `per_pair` queries or by all of its own, and the report
+/// extrapolates per pair (marked ESTIMATE, with its spread).
+pub fn stratified_sample(entries: &[Entry], per_pair: usize, seed: u64) -> Vec<Entry> {
+    let mut by_pair: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for entry in entries {
+        if let Entry::Query(query) = entry {
+            by_pair
+                .entry((query.server.as_str(), query.task.as_str()))
+                .or_default()
+                .push(query.index);
+        }
+    }
+    let mut draws = crate::generator::Draws(seed);
+    let mut kept = std::collections::BTreeSet::new();
+    for mut indices in by_pair.into_values() {
+        if indices.len() > per_pair {
+            draws.shuffle(&mut indices);
+            indices.truncate(per_pair);
+        }
+        kept.extend(indices);
+    }
+    entries
+        .iter()
+        .filter(|entry| match entry {
+            Entry::Query(query) => kept.contains(&query.index),
+            Entry::Sync(_) => true,
+        })
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stratified_sample_takes_each_pair_up_to_its_quota_in_screenplay_order() {
+        let entries = embedded_screenplay().expect("screenplay");
+        let counts = counts_by_server_task(&entries);
+        let sample = stratified_sample(&entries, 20, 7);
+        let sampled = counts_by_server_task(&sample);
+        assert_eq!(sampled.len(), counts.len(), "every pair is sampled");
+        for (pair, &count) in &counts {
+            assert_eq!(sampled[pair], count.min(20), "{pair:?}");
+        }
+        let syncs = |entries: &[Entry]| {
+            entries
+                .iter()
+                .filter(|e| matches!(e, Entry::Sync(_)))
+                .count()
+        };
+        assert_eq!(syncs(&sample), syncs(&entries), "every sync is kept");
+        let indices: Vec<usize> = sample
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Query(q) => Some(q.index),
+                Entry::Sync(_) => None,
+            })
+            .collect();
+        assert!(indices.windows(2).all(|w| w[0] < w[1]), "screenplay order");
+        let by_index: BTreeMap<usize, &Entry> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Query(q) => Some((q.index, e)),
+                Entry::Sync(_) => None,
+            })
+            .collect();
+        for entry in &sample {
+            if let Entry::Query(query) = entry {
+                assert_eq!(by_index[&query.index], entry, "queries are unchanged");
+            }
+        }
+        // The big pairs are drawn over the whole screenplay, not its beginning.
+        assert!(indices.iter().any(|&i| i > 900), "{indices:?}");
+        assert_eq!(stratified_sample(&entries, 20, 7), sample, "seeded");
+        assert_ne!(
+            stratified_sample(&entries, 20, 8),
+            sample,
+            "another seed, another draw"
+        );
+    }
 
     #[test]
     fn the_embedded_network_and_screenplay_are_the_papers() {

@@ -13,9 +13,9 @@ use agora_server::{LlmBackend, LlmSettings, RoutineRuntimeSettings, build_routin
 use anyhow::{Context, bail};
 
 use crate::hosting::WorkerLaunch;
-use crate::record::{Mode, RunRecord};
+use crate::record::{Mode, RunRecord, Sample};
 use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
-use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay};
+use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay, stratified_sample};
 
 /// Which LLM answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +80,9 @@ pub struct NetworkDemo {
     pub worker_program: Option<PathBuf>,
     /// The screenplay file to run (the committed format); the embedded paper's when none.
     pub screenplay: Option<PathBuf>,
+    /// Run a stratified sample of the screenplay instead of all of it (`queries` then counts
+    /// the sample's queries).
+    pub sample: Option<Sample>,
 }
 
 impl NetworkDemo {
@@ -93,6 +96,7 @@ impl NetworkDemo {
     ) -> RunOptions {
         RunOptions {
             queries: self.queries,
+            sample: self.sample,
             mode: self.mode,
             dir: self.dir.clone(),
             seed: self.seed,
@@ -259,6 +263,10 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
                 .with_context(|| format!("reading {}", path.display()))?;
             parse_screenplay(&text).with_context(|| format!("parsing {}", path.display()))?
         }
+    };
+    let entries = match demo.sample {
+        Some(sample) => stratified_sample(&entries, sample.per_pair.max(1), sample.seed),
+        None => entries,
     };
     let checkpoint = demo
         .checkpoint

@@ -28,4 +28,4 @@ pub mod weather;
 pub mod worker;
 
 pub use agora_judge as judge;
-pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
+pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};

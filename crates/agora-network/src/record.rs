@@ -154,6 +154,19 @@ pub struct RunRecord {
     pub network: NetworkStats,
     /// Wall time of the whole run (start-up included), in seconds.
     pub wall_secs: f64,
+    /// Set when the run covered a stratified sample of the screenplay, not a prefix of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Sample>,
+}
+
+/// A stratified sample of the screenplay (`agora_judge::spec::stratified_sample`): each
+/// (server, task) pair's queries, `per_pair` of them drawn with `seed`, or all it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Queries drawn per pair (a pair with fewer runs all of its own).
+    pub per_pair: usize,
+    /// The draw's seed.
+    pub seed: u64,
 }
 
 impl RunRecord {

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use agora_judge::{RULES, Verdict};
 
-use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
+use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
 
 /// The paper's total cost of the NL-only counterfactual over the whole screenplay, in USD.
 pub const PAPER_NL_ONLY_COST_USD: f64 = 36.23;
@@ -129,15 +129,22 @@ pub struct ModeTotals {
     pub stored_totals_differ: bool,
 }
 
-/// NL-only/Agora cost over the common prefix of the two runs.
+/// NL-only/Agora cost over the queries both runs have.
 #[derive(Debug, Clone, Serialize)]
 pub struct CostRatio {
-    /// Queries compared: the shorter run's length.
-    pub prefix_queries: usize,
-    /// Agora cost over the prefix.
+    /// Queries compared: those both runs recorded (by screenplay index).
+    pub shared_queries: usize,
+    /// Whether those are the screenplay's first `shared_queries` (both runs ran a prefix);
+    /// not when one run is a sample.
+    pub prefix: bool,
+    /// Agora cost over the shared queries.
     pub agora_cost_usd: f64,
-    /// NL-only cost over the prefix.
+    /// NL-only cost over the shared queries.
     pub nl_only_cost_usd: f64,
+    /// Agora's correct answers among the shared queries.
+    pub agora_correct: usize,
+    /// NL-only's correct answers among the shared queries.
+    pub nl_only_correct: usize,
     /// `nl_only_cost_usd / agora_cost_usd`; absent when Agora cost nothing.
     pub ratio: Option<f64>,
     /// The paper's ratio over the whole screenplay.
@@ -176,6 +183,8 @@ pub struct CategoryShare {
 pub struct NlOnlyEstimate {
     /// Always `ESTIMATE`: extrapolated from the recorded NL-only queries.
     pub figures: &'static str,
+    /// The NL-only run's stratified sample, when it was one (else it is a prefix).
+    pub sample: Option<Sample>,
     /// Queries of the whole screenplay.
     pub screenplay_queries: u64,
     /// NL-only queries recorded (the samples).
@@ -190,6 +199,20 @@ pub struct NlOnlyEstimate {
     pub unsampled_pairs: usize,
     /// The estimate: Σ mean(pair) × count(pair).
     pub estimated_cost_usd: f64,
+    /// Half-width of the cost estimate's 95 % interval (1.96 standard errors, summed over the
+    /// pairs' sampling variances with the finite-population correction; pairs with one
+    /// sample, or none, add nothing, so with gaps this understates the spread).
+    pub cost_spread_usd: f64,
+    /// Correct answers over the whole screenplay: Σ correct share(pair) × count(pair)
+    /// (pairs without a sample count none).
+    pub estimated_correct: f64,
+    /// Half-width of its 95 % interval, as for the cost.
+    pub correct_spread: f64,
+    /// `estimated_cost_usd / estimated_correct`.
+    pub estimated_cost_per_correct_usd: Option<f64>,
+    /// The Agora run's measured cost per correct answer over this estimate's, when the Agora
+    /// run covered the whole screenplay.
+    pub agora_cost_per_correct_vs_nl_only: Option<f64>,
     /// The estimate over the Agora run's measured cost, when that run covered the whole
     /// screenplay (an estimate over a measurement).
     pub estimated_ratio_vs_agora: Option<f64>,
@@ -208,6 +231,10 @@ pub struct PairEstimate {
     pub screenplay_queries: u64,
     /// Recorded NL-only queries for this pair.
     pub samples: usize,
+    /// Of those, judged correct.
+    pub correct: usize,
+    /// `correct / samples × screenplay_queries` (0 without samples).
+    pub estimated_correct: f64,
     /// Mean cost used (the pair's, or the overall mean when it has no sample).
     pub mean_usd: f64,
     /// Sample standard deviation (at least two samples).
@@ -434,22 +461,32 @@ fn ratio_or_zero(numerator: f64, denominator: f64) -> f64 {
 }
 
 fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
-    let prefix_queries = agora.queries.len().min(nl_only.queries.len());
-    if prefix_queries == 0 {
+    let indices =
+        |run: &RunRecord| -> BTreeSet<usize> { run.queries.iter().map(|q| q.index).collect() };
+    let shared: BTreeSet<usize> = indices(agora)
+        .intersection(&indices(nl_only))
+        .copied()
+        .collect();
+    if shared.is_empty() {
         return None;
     }
-    let prefix_cost = |run: &RunRecord| -> f64 {
-        run.queries[..prefix_queries]
-            .iter()
-            .map(|q| q.llm.cost_usd)
-            .sum()
+    let shared_queries = shared.len();
+    let prefix = shared.iter().copied().eq(0..shared_queries);
+    let over_shared = |run: &RunRecord| -> (f64, usize) {
+        let queries = run.queries.iter().filter(|q| shared.contains(&q.index));
+        let cost = queries.clone().map(|q| q.llm.cost_usd).sum();
+        let correct = queries.filter(|q| q.verdict_word() == "correct").count();
+        (cost, correct)
     };
-    let agora_cost_usd = prefix_cost(agora);
-    let nl_only_cost_usd = prefix_cost(nl_only);
+    let (agora_cost_usd, agora_correct) = over_shared(agora);
+    let (nl_only_cost_usd, nl_only_correct) = over_shared(nl_only);
     Some(CostRatio {
-        prefix_queries,
+        shared_queries,
+        prefix,
         agora_cost_usd,
         nl_only_cost_usd,
+        agora_correct,
+        nl_only_correct,
         ratio: (agora_cost_usd > 0.0).then(|| nl_only_cost_usd / agora_cost_usd),
         paper_ratio: PAPER_NL_ONLY_COST_USD / PAPER_AGORA_COST_USD,
     })
@@ -523,35 +560,56 @@ fn nl_only_estimate(
     if measured_queries == 0 || measured_queries as u64 >= screenplay_queries {
         return None;
     }
-    let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    let mut samples: BTreeMap<(&str, &str), Vec<(f64, bool)>> = BTreeMap::new();
     for query in &nl_only.queries {
         samples
             .entry((query.server.as_str(), query.task.as_str()))
             .or_default()
-            .push(query.llm.cost_usd);
+            .push((query.llm.cost_usd, query.verdict_word() == "correct"));
     }
     let measured_cost_usd: f64 = nl_only.queries.iter().map(|q| q.llm.cost_usd).sum();
     let overall_mean_usd = measured_cost_usd / measured_queries as f64;
     let pairs: Vec<PairEstimate> = counts
         .iter()
         .map(|((server, task), &count)| {
-            let costs = samples
+            let measured = samples
                 .get(&(server.as_str(), task.as_str()))
                 .map_or(&[][..], Vec::as_slice);
-            pair_estimate(server, task, count, costs, overall_mean_usd)
+            pair_estimate(server, task, count, measured, overall_mean_usd)
         })
         .collect();
+    // Variances of the two totals (see the fields' docs), per pair with ≥ 2 samples.
+    let (mut cost_variance, mut correct_variance) = (0.0, 0.0);
+    for pair in pairs.iter().filter(|p| p.samples >= 2) {
+        let (n, big_n) = (pair.samples as f64, pair.screenplay_queries as f64);
+        let scale = big_n * big_n * (1.0 - n / big_n).max(0.0) / n;
+        cost_variance += scale * pair.std_usd.unwrap_or(0.0).powi(2);
+        let share = pair.correct as f64 / n;
+        correct_variance += scale * share * (1.0 - share) * n / (n - 1.0);
+    }
+    let estimated_correct: f64 = pairs.iter().map(|p| p.estimated_correct).sum();
     let unsampled = pairs.iter().filter(|p| p.samples == 0);
     let unsampled_pairs = unsampled.clone().count();
     let unsampled_queries = unsampled.map(|p| p.screenplay_queries).sum();
     let estimated_cost_usd: f64 = pairs.iter().map(|p| p.estimated_cost_usd).sum();
-    let estimated_ratio_vs_agora = agora
-        .filter(|run| run.queries.len() as u64 == screenplay_queries)
+    let whole_agora = agora.filter(|run| run.queries.len() as u64 == screenplay_queries);
+    let estimated_ratio_vs_agora = whole_agora
         .map(|run| run.queries.iter().map(|q| q.llm.cost_usd).sum::<f64>())
         .filter(|&cost| cost > 0.0)
         .map(|cost| estimated_cost_usd / cost);
+    let estimated_cost_per_correct_usd =
+        (estimated_correct > 0.0).then(|| estimated_cost_usd / estimated_correct);
+    let agora_cost_per_correct_vs_nl_only = whole_agora
+        .and_then(|run| {
+            let correct = run.correct();
+            let cost: f64 = run.queries.iter().map(|q| q.llm.cost_usd).sum();
+            (correct > 0).then(|| cost / correct as f64)
+        })
+        .zip(estimated_cost_per_correct_usd)
+        .map(|(agora, nl_only)| agora / nl_only);
     Some(NlOnlyEstimate {
         figures: "ESTIMATE",
+        sample: nl_only.sample,
         screenplay_queries,
         measured_queries,
         measured_cost_usd,
@@ -559,6 +617,11 @@ fn nl_only_estimate(
         unsampled_queries,
         unsampled_pairs,
         estimated_cost_usd,
+        cost_spread_usd: 1.96 * cost_variance.sqrt(),
+        estimated_correct,
+        correct_spread: 1.96 * correct_variance.sqrt(),
+        estimated_cost_per_correct_usd,
+        agora_cost_per_correct_vs_nl_only,
         estimated_ratio_vs_agora,
         pairs,
     })
@@ -568,9 +631,11 @@ fn pair_estimate(
     server: &str,
     task: &str,
     count: u64,
-    costs: &[f64],
+    measured: &[(f64, bool)],
     overall_mean_usd: f64,
 ) -> PairEstimate {
+    let costs: Vec<f64> = measured.iter().map(|(cost, _)| *cost).collect();
+    let correct = measured.iter().filter(|(_, correct)| *correct).count();
     let n = costs.len();
     let mean_usd = if n == 0 {
         overall_mean_usd
@@ -586,6 +651,12 @@ fn pair_estimate(
         task: task.to_owned(),
         screenplay_queries: count,
         samples: n,
+        correct,
+        estimated_correct: if n == 0 {
+            0.0
+        } else {
+            correct as f64 / n as f64 * count as f64
+        },
         mean_usd,
         std_usd,
         min_usd: costs.iter().copied().reduce(f64::min),
@@ -975,10 +1046,14 @@ fn ratio_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     let Some(ratio) = &summary.cost_ratio else {
         return Ok(());
     };
+    let which = if ratio.prefix {
+        format!("the first {} queries", ratio.shared_queries)
+    } else {
+        format!("the {} queries both runs have", ratio.shared_queries)
+    };
     writeln!(
         md,
-        "## 3. Cost ratio NL-only / Agora (measured over the first {} queries)\n",
-        ratio.prefix_queries
+        "## 3. Cost ratio NL-only / Agora (measured over {which})\n"
     )?;
     let ours = ratio.ratio.map_or_else(
         || "undefined (Agora cost nothing)".to_owned(),
@@ -987,22 +1062,30 @@ fn ratio_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     writeln!(
         md,
         "| | NL-only | Agora | ratio |\n|---|---|---|---|\n\
-         | ours, first {} queries (measured) | {} | {} | {} |\n\
+         | ours, {which} (measured) | {} | {} | {} |\n\
+         | correct answers there (measured) | {} | {} | |\n\
          | paper, whole screenplay | ${:.2} | ${:.2} | {:.2}× |\n",
-        ratio.prefix_queries,
         usd(ratio.nl_only_cost_usd),
         usd(ratio.agora_cost_usd),
         ours,
+        ratio.nl_only_correct,
+        ratio.agora_correct,
         PAPER_NL_ONLY_COST_USD,
         PAPER_AGORA_COST_USD,
         ratio.paper_ratio,
     )?;
+    let compared = if ratio.prefix {
+        "the common prefix of the screenplay"
+    } else {
+        "the same screenplay queries, matched by index; the Agora run met them with the history \
+         of every query before them, the NL-only sample with the history of the sample's"
+    };
     writeln!(
         md,
-        "Both runs are compared over the queries both have (the common prefix of the \
-         screenplay). The paper's ratio is over its whole 1000-query screenplay; in Agora mode \
-         the cost per query depends on how far protocols and routines have taken over (see the \
-         curves), so a ratio over a prefix need not match a ratio over the whole screenplay.\n"
+        "Both runs are compared over the queries both have ({compared}). The paper's ratio is \
+         over its whole 1000-query screenplay; in Agora mode the cost per query depends on how \
+         far protocols and routines have taken over (see the curves), so a ratio over part of \
+         the screenplay need not match a ratio over the whole of it.\n"
     )?;
     Ok(())
 }
@@ -1011,13 +1094,23 @@ fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     let Some(estimate) = &summary.nl_only_estimate else {
         return Ok(());
     };
+    let drawn = match estimate.sample {
+        Some(sample) => format!(
+            "a stratified sample ({} queries per (server, task) pair drawn with seed {}, or all \
+             of a pair's when it has no more)",
+            sample.per_pair, sample.seed
+        ),
+        None => "a prefix".to_owned(),
+    };
     writeln!(
         md,
         "## 4. NL-only cost of the whole screenplay: ESTIMATE\n\n\
-         The NL-only run recorded {} of the screenplay's {} queries (measured cost {}). \
-         **ESTIMATE**: for each (server, task), the mean measured NL-only cost of its recorded \
-         queries times its number of queries in the screenplay. {} pair(s) without any sample \
-         ({} queries) use the overall mean of {} per query.\n",
+         The NL-only run recorded {} of the screenplay's {} queries, {drawn} (measured cost \
+         {}). **ESTIMATE**: for each (server, task), the mean measured NL-only cost (and share \
+         of correct answers) of its recorded queries times its number of queries in the \
+         screenplay; ± is the 95 % interval's half-width from the pairs' sampling variances. \
+         {} pair(s) without any sample ({} queries) use the overall mean of {} per query and \
+         count no correct answer.\n",
         estimate.measured_queries,
         estimate.screenplay_queries,
         usd(estimate.measured_cost_usd),
@@ -1028,13 +1121,29 @@ fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     writeln!(
         md,
         "| | queries | NL-only cost |\n|---|---|---|\n\
-         | measured prefix | {} | {} |\n| **ESTIMATE**, whole screenplay | {} | {} |\n\
+         | measured | {} | {} |\n| **ESTIMATE**, whole screenplay | {} | {} ± {} |\n\
          | paper, whole screenplay | 1000 | ${:.2} |\n",
         estimate.measured_queries,
         usd(estimate.measured_cost_usd),
         estimate.screenplay_queries,
         usd(estimate.estimated_cost_usd),
+        usd(estimate.cost_spread_usd),
         PAPER_NL_ONLY_COST_USD,
+    )?;
+    writeln!(
+        md,
+        "**ESTIMATE** of NL-only's correct answers over the whole screenplay: {:.0} ± {:.0} of \
+         {} ({}), so {} per correct answer.\n",
+        estimate.estimated_correct,
+        estimate.correct_spread,
+        estimate.screenplay_queries,
+        percent(ratio_or_zero(
+            estimate.estimated_correct,
+            estimate.screenplay_queries as f64
+        )),
+        estimate
+            .estimated_cost_per_correct_usd
+            .map_or_else(|| "nothing".to_owned(), usd),
     )?;
     if let Some(agora) = &summary.agora {
         writeln!(
@@ -1054,10 +1163,17 @@ fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
             PAPER_NL_ONLY_COST_USD / PAPER_AGORA_COST_USD
         )?;
     }
+    if let Some(ratio) = estimate.agora_cost_per_correct_vs_nl_only {
+        writeln!(
+            md,
+            "Agora's measured cost per correct answer is **{ratio:.2}× (ESTIMATE)** the NL-only \
+             estimate's (the goal is at most 0.20×).\n"
+        )?;
+    }
     writeln!(
         md,
-        "| server | task | screenplay queries | samples | mean | std | min–max | estimate |\n\
-         |---|---|---|---|---|---|---|---|"
+        "| server | task | screenplay queries | samples | correct | mean | std | min–max | \
+         estimate |\n|---|---|---|---|---|---|---|---|---|"
     )?;
     for pair in &estimate.pairs {
         let mean = if pair.samples == 0 {
@@ -1071,11 +1187,12 @@ fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
         };
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             pair.server,
             pair.task,
             pair.screenplay_queries,
             pair.samples,
+            pair.correct,
             mean,
             pair.std_usd.map_or_else(|| "—".to_owned(), usd),
             range,

@@ -25,13 +25,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
 use crate::network::{NetworkOptions, TaskQuery};
-use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord};
+use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
 use crate::spec::{Entry, NetworkSpec};
 
 /// How to run.
 pub struct RunOptions {
     /// Queries of the screenplay to run (the first N).
     pub queries: usize,
+    /// Set when `entries` are a stratified sample of the screenplay (for the record).
+    pub sample: Option<Sample>,
     /// Thresholds.
     pub mode: Mode,
     /// Where the network's stores go (emptied first).
@@ -285,6 +287,7 @@ async fn run_record(
             sender_routines: counts.sender_routines,
         },
         wall_secs: started.elapsed().as_secs_f64(),
+        sample: options.sample,
     };
     run.recompute_totals();
     run.judge(spec);

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use agora_llm::ReplayLlm;
 use agora_network::RunRecord;
+use agora_network::demo::demo_routine_engine;
 use agora_network::run::{RunOptions, run_screenplay};
-use agora_network::spec::{NetworkSpec, embedded_screenplay};
-use agora_server::{RoutineRuntimeSettings, build_routine_engine};
+use agora_network::spec::{NetworkSpec, embedded_screenplay, stratified_sample};
 
 fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network")
@@ -37,21 +37,27 @@ async fn replay(mode: &str) {
     let cassette = dir.join(format!("cassettes/{mode}.jsonl"));
     let llm = Arc::new(ReplayLlm::open(&cassette).unwrap());
     let work = tempfile::tempdir().unwrap();
-    let engine = build_routine_engine(
-        &RoutineRuntimeSettings {
-            artifact_dir: Some(work.path().join("artifacts")),
-            ..RoutineRuntimeSettings::default()
-        },
-        "sqlite://:memory:",
+    let spec = Arc::new(NetworkSpec::embedded().unwrap());
+    // The demo's own routine runtime: the routines' wall clock is the screenplay's day.
+    let engine = demo_routine_engine(
+        &work.path().join("network"),
+        Duration::from_secs(120),
+        &spec.today,
     )
     .unwrap();
+    let entries = embedded_screenplay().unwrap();
+    let entries = match recorded.sample {
+        Some(sample) => stratified_sample(&entries, sample.per_pair, sample.seed),
+        None => entries,
+    };
     let replayed = run_screenplay(
-        Arc::new(NetworkSpec::embedded().unwrap()),
-        &embedded_screenplay().unwrap(),
+        spec,
+        &entries,
         llm,
         Some(engine),
         RunOptions {
             queries: recorded.queries.len(),
+            sample: recorded.sample,
             mode: recorded.mode,
             dir: work.path().join("network"),
             seed: 42,

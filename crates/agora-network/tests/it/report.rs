@@ -61,6 +61,7 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
         by_category: BTreeMap::new(),
         network,
         wall_secs: 12.5,
+        sample: None,
     };
     record.recompute_totals();
     record
@@ -187,7 +188,7 @@ fn report_of_two_runs() {
 
     // The ratio is over the first 20 queries.
     let ratio = summary.cost_ratio.as_ref().unwrap();
-    assert_eq!(ratio.prefix_queries, 20);
+    assert_eq!(ratio.shared_queries, 20);
     let agora_prefix: f64 = agora.queries[..20].iter().map(|q| q.llm.cost_usd).sum();
     assert!(close(ratio.agora_cost_usd, agora_prefix));
     assert!(close(ratio.nl_only_cost_usd, nl_only.totals.cost_usd));
@@ -312,7 +313,7 @@ fn report_of_two_runs() {
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(json["cost_ratio"]["prefix_queries"], 20);
+    assert_eq!(json["cost_ratio"]["shared_queries"], 20);
 }
 
 #[test]
@@ -409,5 +410,107 @@ fn report_leads_with_correctness() {
             .next()
             .unwrap()
             .ends_with("agora_correct_share_ma,nl_only_correct_share_ma")
+    );
+}
+
+/// An NL-only stratified sample against an Agora run of the whole screenplay: the ratio is over
+/// the queries both have (not a prefix), and the estimate extrapolates cost and correct answers
+/// per pair, with the 95 % half-widths of both.
+#[test]
+fn a_sampled_nl_only_run_is_extrapolated_per_pair_with_its_spread() {
+    use agora_judge::Verdict;
+    let mut agora = agora_run();
+    for q in &mut agora.queries {
+        q.verdict = Some(Verdict::Correct);
+    }
+    // Weather (20 in the screenplay): 4 samples at 0.02, 0.02, 0.04, 0.04, two correct.
+    // Booking (10): 2 samples at 0.03, both correct.
+    let sampled = [(0, 0.03, true), (1, 0.02, true), (2, 0.02, false)]
+        .into_iter()
+        .chain([(3, 0.03, true), (4, 0.04, true), (29, 0.04, false)]);
+    let queries = sampled
+        .map(|(i, cost, correct)| {
+            let mut q = query(i, true, &[("conversation", 1, cost)]);
+            q.verdict = Some(if correct {
+                Verdict::Correct
+            } else {
+                Verdict::Wrong("no".into())
+            });
+            q
+        })
+        .collect();
+    let mut nl_only = run(Mode::NlOnly, queries, NetworkStats::default());
+    nl_only.sample = Some(agora_network::Sample {
+        per_pair: 4,
+        seed: 9,
+    });
+    let counts = BTreeMap::from([
+        (("s1".to_owned(), "weather".to_owned()), 20),
+        (("s2".to_owned(), "booking".to_owned()), 10),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "sampled".to_owned(),
+        agora: Some(&agora),
+        nl_only: Some(&nl_only),
+        screenplay_counts: counts,
+    };
+    let summary = write_report(dir.path(), &input).unwrap();
+
+    let ratio = summary.cost_ratio.as_ref().unwrap();
+    assert_eq!(ratio.shared_queries, 6);
+    assert!(!ratio.prefix);
+    let agora_shared: f64 = agora
+        .queries
+        .iter()
+        .filter(|q| [0, 1, 2, 3, 4, 29].contains(&q.index))
+        .map(|q| q.llm.cost_usd)
+        .sum();
+    assert!(close(ratio.agora_cost_usd, agora_shared));
+    assert!(close(ratio.nl_only_cost_usd, 0.18));
+    assert_eq!((ratio.agora_correct, ratio.nl_only_correct), (6, 4));
+
+    let estimate = summary.nl_only_estimate.as_ref().unwrap();
+    assert_eq!(estimate.sample, nl_only.sample);
+    assert!(close(
+        estimate.estimated_cost_usd,
+        20.0 * 0.03 + 10.0 * 0.03
+    ));
+    assert!(close(estimate.estimated_correct, 20.0 * 0.5 + 10.0));
+    // Weather's cost variance: 20² × (1 − 4/20) / 4 × s², s² = 4 × 0.01² / 3; booking's is 0.
+    let cost_variance = 80.0 * (4.0 * 0.0001 / 3.0);
+    assert!(close(
+        estimate.cost_spread_usd,
+        1.96 * f64::sqrt(cost_variance)
+    ));
+    // Weather's correct-count variance: 80 × p(1 − p) × n/(n − 1) with p = 1/2; booking's is 0.
+    assert!(close(
+        estimate.correct_spread,
+        1.96 * f64::sqrt(80.0 * 0.25 * 4.0 / 3.0)
+    ));
+    assert!(close(
+        estimate.estimated_cost_per_correct_usd.unwrap(),
+        0.9 / 20.0
+    ));
+    assert!(close(
+        estimate.agora_cost_per_correct_vs_nl_only.unwrap(),
+        agora.totals.cost_usd / 30.0 / (0.9 / 20.0)
+    ));
+    assert!(close(
+        estimate.estimated_ratio_vs_agora.unwrap(),
+        0.9 / agora.totals.cost_usd
+    ));
+    let weather = estimate.pairs.iter().find(|p| p.task == "weather").unwrap();
+    assert_eq!((weather.samples, weather.correct), (4, 2));
+
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("the 6 queries both runs have"), "{md}");
+    assert!(
+        md.contains("a stratified sample (4 queries per (server, task) pair drawn with seed 9"),
+        "{md}"
+    );
+    assert!(
+        md.contains("correct answers over the whole screenplay: 20 ± 10 of 30"),
+        "{md}"
     );
 }

@@ -432,6 +432,7 @@ async fn run(
         Some(routine_engine),
         RunOptions {
             queries: usize::MAX,
+            sample: None,
             mode: Mode::Agora,
             dir: dir.join("network"),
             seed: 7,
