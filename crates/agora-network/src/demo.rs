@@ -131,6 +131,8 @@ pub fn write_run(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
 struct ReplayGuard {
     inner: Arc<dyn Llm>,
     missed: Mutex<Option<String>>,
+    /// Where the first missed call is written (`<cassette>.missed.json`).
+    missed_file: PathBuf,
 }
 
 #[async_trait::async_trait]
@@ -147,11 +149,15 @@ impl Llm for ReplayGuard {
                 .map(|m| m.content.chars().take(200).collect::<String>())
                 .unwrap_or_default();
             // The whole request, for finding what made the run diverge from its recording.
-            if let Ok(path) = std::env::var("AGORA_DEBUG_MISS") {
-                let _ = std::fs::write(path, serde_json::to_string(request).unwrap_or_default());
-            }
+            // The whole request goes next to the cassette: diffing it against the recorded
+            // calls shows where a run left its recording.
+            let written = serde_json::to_string(request)
+                .ok()
+                .and_then(|json| std::fs::write(&self.missed_file, json).ok())
+                .map(|()| format!(" (the whole call: {})", self.missed_file.display()))
+                .unwrap_or_default();
             *missed = Some(format!(
-                "the cassette holds no answer for a call ({error}); it asked: {asked}"
+                "the cassette holds no answer for a call ({error}); it asked: {asked}{written}"
             ));
         }
         result
@@ -206,10 +212,11 @@ pub async fn open_llm(
     };
     let (mut llm, description, local_server) = build_llm(&settings).await?;
     let mut halt: Option<Halt> = None;
-    if matches!(choice, LlmChoice::Replay(_)) {
+    if let LlmChoice::Replay(cassette) = choice {
         let guard = Arc::new(ReplayGuard {
             inner: llm,
             missed: Mutex::new(None),
+            missed_file: cassette.with_extension("missed.json"),
         });
         let watched = guard.clone();
         halt = Some(Arc::new(move || {

@@ -99,6 +99,15 @@ fn a_cassette_missing_a_call_fails_the_run() {
     let replay = format!("replay:{}", empty.display());
     let stderr = failed_demo(dir.path(), &["--queries", "1", "--llm", &replay]);
     assert!(stderr.contains("the cassette holds no answer"), "{stderr}");
+    // The call it lacks is written whole beside the cassette, for diffing against the recording.
+    let missed = dir.path().join("empty.missed.json");
+    assert!(stderr.contains(&missed.display().to_string()), "{stderr}");
+    let call: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&missed).unwrap()).unwrap();
+    assert!(
+        call["messages"].as_array().is_some_and(|m| !m.is_empty()),
+        "{call}"
+    );
 }
 
 /// The per-query facts a replay must reproduce: outcome, ladder rung, LLM calls and tokens.
