@@ -148,7 +148,6 @@ impl Llm for ReplayGuard {
                 .last()
                 .map(|m| m.content.chars().take(200).collect::<String>())
                 .unwrap_or_default();
-            // The whole request, for finding what made the run diverge from its recording.
             // The whole request goes next to the cassette: diffing it against the recorded
             // calls shows where a run left its recording.
             let written = serde_json::to_string(request)

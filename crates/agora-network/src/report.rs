@@ -1108,7 +1108,8 @@ fn estimate_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
          The NL-only run recorded {} of the screenplay's {} queries, {drawn} (measured cost \
          {}). **ESTIMATE**: for each (server, task), the mean measured NL-only cost (and share \
          of correct answers) of its recorded queries times its number of queries in the \
-         screenplay; ± is the 95 % interval's half-width from the pairs' sampling variances. \
+         screenplay; ± is the 95 % interval's half-width from the pairs' sampling variances \
+         (a pair with one sample or none adds nothing to it, so for a prefix it understates). \
          {} pair(s) without any sample ({} queries) use the overall mean of {} per query and \
          count no correct answer.\n",
         estimate.measured_queries,

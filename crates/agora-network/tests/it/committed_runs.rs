@@ -117,16 +117,31 @@ async fn the_committed_nl_only_run_replays_to_its_numbers() {
     replay("nl-only").await;
 }
 
-/// The committed report (`reports/local/`) was built from the committed run records: its totals
-/// are theirs. Together with the replays above, this ties the report to the cassettes.
+/// The agora mode on the whole 1000-query screenplay (recorded in sittings: `--record` resumes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 1000 recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_whole_screenplay_agora_run_replays_to_its_numbers() {
+    replay("agora-screenplay").await;
+}
+
+/// The committed reports were built from the committed run records: `reports/local/` from the
+/// first 100 queries of both modes, `reports/screenplay/` from the whole screenplay in agora mode
+/// (with the same NL-only record). Their totals are the records'. Together with the replays
+/// above, this ties the reports to the cassettes.
 #[test]
-fn the_committed_report_carries_the_committed_runs_totals() {
+fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("reports/local/summary.json")).unwrap(),
-    )
-    .unwrap();
-    for (mode, key) in [("agora", "agora"), ("nl-only", "nl_only")] {
+    for (report, agora) in [("local", "agora"), ("screenplay", "agora-screenplay")] {
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("reports/{report}/summary.json"))).unwrap(),
+        )
+        .unwrap();
+        report_carries_totals(&dir, &summary, &[(agora, "agora"), ("nl-only", "nl_only")]);
+    }
+}
+
+fn report_carries_totals(dir: &Path, summary: &serde_json::Value, runs: &[(&str, &str)]) {
+    for &(mode, key) in runs {
         let run: RunRecord = serde_json::from_str(
             &std::fs::read_to_string(dir.join(format!("runs/{mode}.json"))).unwrap(),
         )
