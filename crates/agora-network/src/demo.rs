@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use crate::hosting::WorkerLaunch;
 use crate::record::{Mode, RunRecord, Sample};
 use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
-use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay, stratified_sample};
+use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay};
 
 /// Which LLM answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -271,7 +271,7 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
         }
     };
     let entries = match demo.sample {
-        Some(sample) => stratified_sample(&entries, sample.per_pair.max(1), sample.seed),
+        Some(sample) => sample.draw(&entries),
         None => entries,
     };
     let checkpoint = demo

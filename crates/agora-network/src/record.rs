@@ -169,6 +169,13 @@ pub struct Sample {
     pub seed: u64,
 }
 
+impl Sample {
+    /// The sample's entries of the screenplay `entries`.
+    pub fn draw(&self, entries: &[crate::spec::Entry]) -> Vec<crate::spec::Entry> {
+        crate::spec::stratified_sample(entries, self.per_pair.max(1), self.seed)
+    }
+}
+
 impl RunRecord {
     /// Recomputes `totals` and `by_category` from the query records.
     pub fn recompute_totals(&mut self) {

@@ -475,7 +475,7 @@ fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
     let over_shared = |run: &RunRecord| -> (f64, usize) {
         let queries = run.queries.iter().filter(|q| shared.contains(&q.index));
         let cost = queries.clone().map(|q| q.llm.cost_usd).sum();
-        let correct = queries.filter(|q| q.verdict_word() == "correct").count();
+        let correct = queries.filter(|q| q.correct()).count();
         (cost, correct)
     };
     let (agora_cost_usd, agora_correct) = over_shared(agora);
@@ -565,7 +565,7 @@ fn nl_only_estimate(
         samples
             .entry((query.server.as_str(), query.task.as_str()))
             .or_default()
-            .push((query.llm.cost_usd, query.verdict_word() == "correct"));
+            .push((query.llm.cost_usd, query.correct()));
     }
     let measured_cost_usd: f64 = nl_only.queries.iter().map(|q| q.llm.cost_usd).sum();
     let overall_mean_usd = measured_cost_usd / measured_queries as f64;
@@ -592,19 +592,21 @@ fn nl_only_estimate(
     let unsampled_pairs = unsampled.clone().count();
     let unsampled_queries = unsampled.map(|p| p.screenplay_queries).sum();
     let estimated_cost_usd: f64 = pairs.iter().map(|p| p.estimated_cost_usd).sum();
-    let whole_agora = agora.filter(|run| run.queries.len() as u64 == screenplay_queries);
+    // The Agora run's measured cost and correct answers, when it covered the whole screenplay.
+    let whole_agora = agora
+        .filter(|run| run.queries.len() as u64 == screenplay_queries)
+        .map(|run| {
+            let cost: f64 = run.queries.iter().map(|q| q.llm.cost_usd).sum();
+            (cost, run.correct())
+        });
     let estimated_ratio_vs_agora = whole_agora
-        .map(|run| run.queries.iter().map(|q| q.llm.cost_usd).sum::<f64>())
+        .map(|(cost, _)| cost)
         .filter(|&cost| cost > 0.0)
         .map(|cost| estimated_cost_usd / cost);
     let estimated_cost_per_correct_usd =
         (estimated_correct > 0.0).then(|| estimated_cost_usd / estimated_correct);
     let agora_cost_per_correct_vs_nl_only = whole_agora
-        .and_then(|run| {
-            let correct = run.correct();
-            let cost: f64 = run.queries.iter().map(|q| q.llm.cost_usd).sum();
-            (correct > 0).then(|| cost / correct as f64)
-        })
+        .and_then(|(cost, correct)| (correct > 0).then(|| cost / correct as f64))
         .zip(estimated_cost_per_correct_usd)
         .map(|(agora, nl_only)| agora / nl_only);
     Some(NlOnlyEstimate {

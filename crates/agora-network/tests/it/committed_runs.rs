@@ -21,7 +21,7 @@ use agora_llm::ReplayLlm;
 use agora_network::RunRecord;
 use agora_network::demo::demo_routine_engine;
 use agora_network::run::{RunOptions, run_screenplay};
-use agora_network::spec::{NetworkSpec, embedded_screenplay, stratified_sample};
+use agora_network::spec::{NetworkSpec, embedded_screenplay};
 
 fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network")
@@ -47,7 +47,7 @@ async fn replay(mode: &str) {
     .unwrap();
     let entries = embedded_screenplay().unwrap();
     let entries = match recorded.sample {
-        Some(sample) => stratified_sample(&entries, sample.per_pair, sample.seed),
+        Some(sample) => sample.draw(&entries),
         None => entries,
     };
     let replayed = run_screenplay(
