@@ -5,7 +5,7 @@
 //! per (server, task) pair, per rung of the sender's ladder and per answering side, the cost
 //! per correct answer, the judge's rule for each task type and a plot of the share correct over
 //! the screenplay. "Succeeded" means judged correct; an output valid against the task's schema
-//! is "schema-valid". Then: totals per mode, Agora's cost split by
+//! is "schema-valid". Then the Agora mode's goals (`goals`), totals per mode, Agora's cost split by
 //! category, the NL-only/Agora cost ratio, an NL-only estimate for the whole screenplay when the
 //! counterfactual run was cut short, per-query curves, the network's final state and success per
 //! task. Every figure of the paper is printed next to ours, and every number says whether it was
@@ -16,6 +16,8 @@
 //! Costs are taken as recorded (`cost_usd`, priced by the run at the price table's rates); the
 //! report only restates that table. Totals are recomputed from the query records so that the
 //! CSV, the curves and the totals always agree; a record whose stored totals disagree is flagged.
+
+pub mod goals;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -80,6 +82,8 @@ pub struct ReportSummary {
     pub agora_categories: Option<CategoryShares>,
     /// NL-only cost of the whole screenplay, estimated from the recorded NL-only queries.
     pub nl_only_estimate: Option<NlOnlyEstimate>,
+    /// The Agora run's routine answers and wrong answers per pair, for its goals.
+    pub goals: Option<goals::Goals>,
 }
 
 /// One mode's totals, summed over its query records.
@@ -395,6 +399,7 @@ fn summarize(input: &ReportInput) -> ReportSummary {
         cost_ratio,
         agora_categories: input.agora.map(category_shares),
         nl_only_estimate,
+        goals: input.agora.map(goals::goals),
     }
 }
 
@@ -460,22 +465,48 @@ fn ratio_or_zero(numerator: f64, denominator: f64) -> f64 {
     }
 }
 
-fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
+/// The screenplay indices of the queries both runs have (a prefix, or a sample's).
+fn shared_indices(agora: &RunRecord, nl_only: &RunRecord) -> BTreeSet<usize> {
     let indices =
         |run: &RunRecord| -> BTreeSet<usize> { run.queries.iter().map(|q| q.index).collect() };
-    let shared: BTreeSet<usize> = indices(agora)
+    indices(agora)
         .intersection(&indices(nl_only))
         .copied()
-        .collect();
+        .collect()
+}
+
+/// `run`'s queries at the screenplay indices `shared`.
+fn on<'a>(run: &'a RunRecord, shared: &BTreeSet<usize>) -> Vec<&'a QueryRecord> {
+    run.queries
+        .iter()
+        .filter(|q| shared.contains(&q.index))
+        .collect()
+}
+
+/// How a report names the queries both runs have.
+fn shared_description(shared: &BTreeSet<usize>) -> String {
+    describe_shared(shared.len(), shared.iter().copied().eq(0..shared.len()))
+}
+
+fn describe_shared(queries: usize, prefix: bool) -> String {
+    if prefix {
+        format!("the first {queries} queries")
+    } else {
+        format!("the {queries} queries both runs have (matched by screenplay index)")
+    }
+}
+
+fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
+    let shared = shared_indices(agora, nl_only);
     if shared.is_empty() {
         return None;
     }
     let shared_queries = shared.len();
     let prefix = shared.iter().copied().eq(0..shared_queries);
     let over_shared = |run: &RunRecord| -> (f64, usize) {
-        let queries = run.queries.iter().filter(|q| shared.contains(&q.index));
-        let cost = queries.clone().map(|q| q.llm.cost_usd).sum();
-        let correct = queries.filter(|q| q.correct()).count();
+        let queries = on(run, &shared);
+        let cost = queries.iter().map(|q| q.llm.cost_usd).sum();
+        let correct = queries.iter().filter(|q| q.correct()).count();
         (cost, correct)
     };
     let (agora_cost_usd, agora_correct) = over_shared(agora);
@@ -921,6 +952,9 @@ fn markdown(input: &ReportInput, summary: &ReportSummary, plots: &Plots) -> Resu
         )?;
     }
     correctness_section(&mut md, input, summary, plots)?;
+    if let Some(goals) = &summary.goals {
+        goals::section(&mut md, summary, goals)?;
+    }
     totals_section(&mut md, summary)?;
     categories_section(&mut md, summary)?;
     ratio_section(&mut md, summary)?;
@@ -1048,11 +1082,7 @@ fn ratio_section(md: &mut String, summary: &ReportSummary) -> Result<()> {
     let Some(ratio) = &summary.cost_ratio else {
         return Ok(());
     };
-    let which = if ratio.prefix {
-        format!("the first {} queries", ratio.shared_queries)
-    } else {
-        format!("the {} queries both runs have", ratio.shared_queries)
-    };
+    let which = describe_shared(ratio.shared_queries, ratio.prefix);
     writeln!(
         md,
         "## 3. Cost ratio NL-only / Agora (measured over {which})\n"
@@ -1418,15 +1448,16 @@ fn correctness_section(
         md.push('\n');
     }
     md.push('\n');
-    let prefix = match (input.agora, input.nl_only) {
-        (Some(a), Some(n)) => a.queries.len().min(n.queries.len()),
-        _ => 0,
+    let shared = match (input.agora, input.nl_only) {
+        (Some(a), Some(n)) => shared_indices(a, n),
+        _ => BTreeSet::new(),
     };
-    if let (Some(agora), Some(nl_only), true) = (input.agora, input.nl_only, prefix > 0) {
-        let a = Tally::of(&agora.queries[..prefix]);
-        let n = Tally::of(&nl_only.queries[..prefix]);
+    if let (Some(agora), Some(nl_only), false) = (input.agora, input.nl_only, shared.is_empty()) {
+        let (agora_shared, nl_only_shared) = (on(agora, &shared), on(nl_only, &shared));
+        let a = Tally::of(agora_shared.iter().copied());
+        let n = Tally::of(nl_only_shared.iter().copied());
         let cost =
-            |run: &RunRecord| -> f64 { run.queries[..prefix].iter().map(|q| q.llm.cost_usd).sum() };
+            |queries: &[&QueryRecord]| -> f64 { queries.iter().map(|q| q.llm.cost_usd).sum() };
         let per_correct = |cost: f64, correct: usize| {
             if correct == 0 {
                 "—".to_owned()
@@ -1436,15 +1467,16 @@ fn correctness_section(
         };
         writeln!(
             md,
-            "Over the first {prefix} queries, which both modes ran: agora {} correct ({} per \
-             correct answer), nl-only {} correct ({} per correct answer).\n",
+            "Over {}, which both modes ran: agora {} correct ({} per correct answer), nl-only \
+             {} correct ({} per correct answer).\n",
+            shared_description(&shared),
             a.correct,
-            per_correct(cost(agora), a.correct),
+            per_correct(cost(&agora_shared), a.correct),
             n.correct,
-            per_correct(cost(nl_only), n.correct),
+            per_correct(cost(&nl_only_shared), n.correct),
         )?;
     }
-    pairs_table(md, input, prefix)?;
+    pairs_table(md, input, &shared)?;
     for (title, key) in [
         (
             "rung of the sender's ladder (`natural`, `protocol`, `routine`)",
@@ -1507,15 +1539,15 @@ fn correctness_section(
     Ok(())
 }
 
-/// Verdicts per (server, task), per mode, and on the prefix both modes ran.
-fn pairs_table(md: &mut String, input: &ReportInput, prefix: usize) -> Result<()> {
+/// Verdicts per (server, task), per mode, and on the queries both modes ran.
+fn pairs_table(md: &mut String, input: &ReportInput, shared: &BTreeSet<usize>) -> Result<()> {
     let mut pairs: BTreeMap<(&str, &str), [Tally; 4]> = BTreeMap::new();
     for (slot, run) in [(0, input.agora), (1, input.nl_only)] {
         let Some(run) = run else { continue };
-        for (i, q) in run.queries.iter().enumerate() {
+        for q in &run.queries {
             let tallies = pairs.entry((&q.server, &q.task)).or_default();
             tallies[slot].add(q);
-            if i < prefix {
+            if shared.contains(&q.index) {
                 tallies[slot + 2].add(q);
             }
         }
@@ -1523,9 +1555,10 @@ fn pairs_table(md: &mut String, input: &ReportInput, prefix: usize) -> Result<()
     writeln!(
         md,
         "Per (server, task): correct/queries, wrong, failed, unjudged in each mode's whole run; \
-         then correct/queries of each mode over the first {prefix} queries (both ran them).\n\n\
-         | server | task | agora | wrong | failed | unjudged | nl-only | wrong | failed | unjudged | first {prefix}: agora | nl-only |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|"
+         then correct/queries of each mode over {} (both ran them).\n\n\
+         | server | task | agora | wrong | failed | unjudged | nl-only | wrong | failed | unjudged | both ran: agora | nl-only |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|",
+        shared_description(shared),
     )?;
     for ((server, task), t) in pairs {
         let head = |t: &Tally| {

@@ -21,13 +21,28 @@ use agora_llm::ReplayLlm;
 use agora_network::RunRecord;
 use agora_network::demo::demo_routine_engine;
 use agora_network::run::{RunOptions, run_screenplay};
-use agora_network::spec::{NetworkSpec, embedded_screenplay};
+use agora_network::spec::{Entry, NetworkSpec, embedded_screenplay};
+
+/// The screenplay a committed run played.
+#[derive(Clone, Copy)]
+enum Screenplay {
+    /// The paper's 1000 queries (embedded in the binary).
+    Paper,
+}
+
+impl Screenplay {
+    fn entries(self, _spec: &NetworkSpec) -> Vec<Entry> {
+        match self {
+            Self::Paper => embedded_screenplay().unwrap(),
+        }
+    }
+}
 
 fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network")
 }
 
-async fn replay(mode: &str) {
+async fn replay(mode: &str, screenplay: Screenplay) {
     let dir = demo_dir();
     let record_path = dir.join(format!("runs/{mode}.json"));
     let Ok(text) = std::fs::read_to_string(&record_path) else {
@@ -45,7 +60,7 @@ async fn replay(mode: &str) {
         &spec.today,
     )
     .unwrap();
-    let entries = embedded_screenplay().unwrap();
+    let entries = screenplay.entries(&spec);
     let entries = match recorded.sample {
         Some(sample) => sample.draw(&entries),
         None => entries,
@@ -108,35 +123,46 @@ async fn replay(mode: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_agora_run_replays_to_its_numbers() {
-    replay("agora").await;
+    replay("agora", Screenplay::Paper).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_nl_only_run_replays_to_its_numbers() {
-    replay("nl-only").await;
+    replay("nl-only", Screenplay::Paper).await;
 }
 
 /// The agora mode on the whole 1000-query screenplay (recorded in sittings: `--record` resumes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays 1000 recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_whole_screenplay_agora_run_replays_to_its_numbers() {
-    replay("agora-screenplay").await;
+    replay("agora-screenplay", Screenplay::Paper).await;
+}
+
+/// The NL-only mode on a stratified sample of the whole screenplay (20 queries per pair, seed 1):
+/// the record's `sample` selects the same 355 queries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
+async fn the_committed_nl_only_sample_replays_to_its_numbers() {
+    replay("nl-only-sample", Screenplay::Paper).await;
 }
 
 /// The committed reports were built from the committed run records: `reports/local/` from the
 /// first 100 queries of both modes, `reports/screenplay/` from the whole screenplay in agora mode
-/// (with the same NL-only record). Their totals are the records'. Together with the replays
+/// and the NL-only stratified sample. Their totals are the records'. Together with the replays
 /// above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    for (report, agora) in [("local", "agora"), ("screenplay", "agora-screenplay")] {
+    for (report, agora, nl_only) in [
+        ("local", "agora", "nl-only"),
+        ("screenplay", "agora-screenplay", "nl-only-sample"),
+    ] {
         let summary: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join(format!("reports/{report}/summary.json"))).unwrap(),
         )
         .unwrap();
-        report_carries_totals(&dir, &summary, &[(agora, "agora"), ("nl-only", "nl_only")]);
+        report_carries_totals(&dir, &summary, &[(agora, "agora"), (nl_only, "nl_only")]);
     }
 }
 

@@ -505,12 +505,102 @@ fn a_sampled_nl_only_run_is_extrapolated_per_pair_with_its_spread() {
 
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("the 6 queries both runs have"), "{md}");
+    // The correctness comparison is over the same queries too, not the Agora run's first six
+    // (those cost $0.0100 each).
+    assert!(
+        md.contains(
+            "Over the 6 queries both runs have (matched by screenplay index), which both modes \
+             ran: agora 6 correct ($0.0088 per correct answer), nl-only 4 correct ($0.0450 per \
+             correct answer)."
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("| s1 | weather | 20/20 | 0 | 0 | 0 | 2/4 | 2 | 0 | 0 | 4/4 | 2/4 |"),
+        "{md}"
+    );
     assert!(
         md.contains("a stratified sample (4 queries per (server, task) pair drawn with seed 9"),
         "{md}"
     );
     assert!(
         md.contains("correct answers over the whole screenplay: 20 ± 10 of 30"),
+        "{md}"
+    );
+}
+
+/// The goals section: the share correct, every pair's routine answers against 95 % (over the run
+/// and its last 30 %), and the pairs holding the share back with their most frequent reason.
+#[test]
+fn the_goals_name_the_routines_and_pairs_that_miss_them() {
+    use agora_judge::Verdict;
+    let mut agora = agora_run();
+    for q in &mut agora.queries {
+        let i = q.index;
+        q.answered_by = Some(if i >= 10 { "routine" } else { "llm" }.to_owned());
+        q.verdict = Some(match i {
+            0 | 3 => Verdict::Wrong("no price".into()),
+            1 | 2 => Verdict::Wrong("wrong temperature".into()),
+            12 => Verdict::Wrong("price 36, expected 30".into()),
+            24 => Verdict::Wrong("price 35, expected 30".into()),
+            27 => Verdict::Wrong("price 31, expected 30".into()),
+            _ => Verdict::Correct,
+        });
+    }
+    let nl_only = nl_only_run();
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "goals".to_owned(),
+        agora: Some(&agora),
+        nl_only: Some(&nl_only),
+        screenplay_counts: counts(),
+    };
+    let summary = write_report(dir.path(), &input).unwrap();
+
+    let goals = summary.goals.as_ref().unwrap();
+    let routines: Vec<_> = goals
+        .routines
+        .iter()
+        .map(|p| {
+            (
+                p.task.as_str(),
+                p.correct,
+                p.answered,
+                p.late_correct,
+                p.late_answered,
+            )
+        })
+        .collect();
+    // Routines answer queries 10..30; the last 30 % is 21..30.
+    assert_eq!(
+        routines,
+        [("weather", 14, 14, 6, 6), ("booking", 3, 6, 1, 3)]
+    );
+    let booking = &goals.held_back[0];
+    assert_eq!(
+        (booking.task.as_str(), booking.not_correct, booking.queries),
+        ("booking", 5, 10)
+    );
+    assert_eq!((booking.by_llm, booking.by_routine), (2, 3));
+    assert_eq!(
+        (booking.reason.as_str(), booking.reason_count),
+        ("price ##, expected ##", 3)
+    );
+
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    for line in [
+        "| at least 80.0 % of all queries judged correct | 76.7 % (23/30, measured) | **no** |",
+        "| correct at least as often as NL-only | 15 against 0 over the 20 queries both ran (measured) | yes |",
+        "| every pair's routine answers at least 95.0 % correct | 1 of 2 pairs (measured) | **no** |",
+        "| s1 | weather | 14/14 | 100.0 % | 6/6 | yes |",
+        "| s2 | booking | 3/6 | 50.0 % | 1/3 | **no** |",
+        "| s2 | booking | 5/10 | 2 | 3 | 3× price ##, expected ## |",
+        "| s1 | weather | 2/20 | 2 | 0 | 2× wrong temperature |",
+    ] {
+        assert!(md.contains(line), "missing {line}\n{md}");
+    }
+    assert!(
+        md.contains("| NL-only / Agora cost at least 4.7× |"),
         "{md}"
     );
 }

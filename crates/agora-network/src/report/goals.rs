@@ -1,0 +1,314 @@
+//! The goals the Agora mode is held to, read off the run records: the share of answers judged
+//! correct, correctness and cost against NL-only (from the NL-only estimate of the whole
+//! screenplay when there is one, else over the queries both runs have), and every (server,
+//! task)'s routine answers. Then the pairs that hold the share correct back, most wrong answers
+//! first, each with its most frequent reason, so that a report says where a goal is missed and
+//! with which verdicts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::{ReportSummary, percent};
+use crate::record::RunRecord;
+
+/// Share of all queries the Agora mode answers correctly.
+pub const CORRECT_SHARE: f64 = 0.80;
+/// NL-only cost over Agora cost (the paper's $36.23 / $7.67, rounded).
+pub const COST_RATIO: f64 = 4.7;
+/// Agora's cost per correct answer over NL-only's, at most.
+pub const COST_PER_CORRECT_VS_NL_ONLY: f64 = 0.20;
+/// Share of a pair's routine-answered queries judged correct.
+pub const ROUTINE_SHARE: f64 = 0.95;
+/// The late part of a run, for a pair's routines as they stand at its end: the last 30 %.
+const LATE_FRACTION: f64 = 0.3;
+/// Pairs listed as holding the share correct back.
+const HELD_BACK_ROWS: usize = 10;
+
+/// One (server, task)'s answers by the server's routines.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RoutinePair {
+    /// The server.
+    pub server: String,
+    /// The task.
+    pub task: String,
+    /// Queries a routine of the server answered.
+    pub answered: usize,
+    /// Of those, judged correct.
+    pub correct: usize,
+    /// Routine-answered queries in the run's last 30 %.
+    pub late_answered: usize,
+    /// Of those, judged correct.
+    pub late_correct: usize,
+}
+
+impl RoutinePair {
+    /// Whether its routines meet [`ROUTINE_SHARE`] over the whole run.
+    pub fn meets_goal(&self) -> bool {
+        self.correct as f64 >= ROUTINE_SHARE * self.answered as f64
+    }
+}
+
+/// One (server, task) with answers that were not judged correct.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HeldBack {
+    /// The server.
+    pub server: String,
+    /// The task.
+    pub task: String,
+    /// Its queries in the run.
+    pub queries: usize,
+    /// Those not judged correct (wrong, failed or unjudged).
+    pub not_correct: usize,
+    /// Of those, answered by the server's LLM.
+    pub by_llm: usize,
+    /// Of those, answered by a routine of the server.
+    pub by_routine: usize,
+    /// The most frequent reason, digits masked as `#` so that one rule's verdicts group.
+    pub reason: String,
+    /// How many verdicts gave it.
+    pub reason_count: usize,
+}
+
+/// The Agora run's routine answers and wrong answers per pair.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Goals {
+    /// Pairs a server routine answered, most routine answers first.
+    pub routines: Vec<RoutinePair>,
+    /// Pairs with answers not judged correct, most first.
+    pub held_back: Vec<HeldBack>,
+}
+
+/// Reads the goals' per-pair figures off an Agora run.
+pub(super) fn goals(agora: &RunRecord) -> Goals {
+    let end = agora.queries.iter().map(|q| q.index + 1).max().unwrap_or(0);
+    let late_from = (end as f64 * (1.0 - LATE_FRACTION)).floor() as usize;
+    let mut routines: BTreeMap<(&str, &str), RoutinePair> = BTreeMap::new();
+    let mut held: BTreeMap<(&str, &str), Tallying> = BTreeMap::new();
+    for q in &agora.queries {
+        let key = (q.server.as_str(), q.task.as_str());
+        let by_routine = q.answered_by.as_deref() == Some("routine");
+        if by_routine {
+            let pair = routines.entry(key).or_insert_with(|| RoutinePair {
+                server: q.server.clone(),
+                task: q.task.clone(),
+                answered: 0,
+                correct: 0,
+                late_answered: 0,
+                late_correct: 0,
+            });
+            pair.answered += 1;
+            pair.correct += usize::from(q.correct());
+            if q.index >= late_from {
+                pair.late_answered += 1;
+                pair.late_correct += usize::from(q.correct());
+            }
+        }
+        let Tallying { row, reasons } = held.entry(key).or_insert_with(|| Tallying {
+            row: HeldBack {
+                server: q.server.clone(),
+                task: q.task.clone(),
+                queries: 0,
+                not_correct: 0,
+                by_llm: 0,
+                by_routine: 0,
+                reason: String::new(),
+                reason_count: 0,
+            },
+            reasons: BTreeMap::new(),
+        });
+        row.queries += 1;
+        if q.correct() {
+            continue;
+        }
+        row.not_correct += 1;
+        row.by_routine += usize::from(by_routine);
+        row.by_llm += usize::from(q.answered_by.as_deref() == Some("llm"));
+        let reason = q
+            .verdict
+            .as_ref()
+            .and_then(|v| v.reason())
+            .unwrap_or(q.verdict_word());
+        *reasons.entry(masked(reason)).or_default() += 1;
+    }
+    let mut routines: Vec<RoutinePair> = routines.into_values().collect();
+    routines.sort_by_key(|p| std::cmp::Reverse(p.answered));
+    let mut held_back: Vec<HeldBack> =
+        held.into_values()
+            .filter(|tallying| tallying.row.not_correct > 0)
+            .map(|Tallying { mut row, reasons }| {
+                // The most frequent reason; among equals, the first in order.
+                if let Some((reason, count)) = reasons.into_iter().fold(
+                    None,
+                    |best: Option<(String, usize)>, (reason, count)| match best {
+                        Some((_, top)) if top >= count => best,
+                        _ => Some((reason, count)),
+                    },
+                ) {
+                    row.reason = reason;
+                    row.reason_count = count;
+                }
+                row
+            })
+            .collect();
+    held_back.sort_by_key(|row| std::cmp::Reverse(row.not_correct));
+    Goals {
+        routines,
+        held_back,
+    }
+}
+
+/// A pair's row while its verdicts are counted, with every reason's count.
+struct Tallying {
+    row: HeldBack,
+    reasons: BTreeMap<String, usize>,
+}
+
+/// A verdict's reason with its digits masked and its length bounded.
+fn masked(reason: &str) -> String {
+    reason
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .take(100)
+        .collect()
+}
+
+fn met(yes: bool) -> &'static str {
+    if yes { "yes" } else { "**no**" }
+}
+
+/// The goals table, the routines per pair, and the pairs holding the share correct back.
+pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -> Result<()> {
+    let Some(agora) = &summary.agora else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "## Goals (Agora mode)\n\n| goal | ours | met |\n|---|---|---|\n| at least {} of \
+         all queries judged correct | {} ({}/{}, measured) | {} |",
+        percent(CORRECT_SHARE),
+        percent(agora.correct_rate),
+        agora.correct,
+        agora.queries,
+        met(agora.correct_rate >= CORRECT_SHARE),
+    )?;
+    let estimate = summary
+        .nl_only_estimate
+        .as_ref()
+        .filter(|e| e.estimated_ratio_vs_agora.is_some());
+    if let Some(estimate) = estimate {
+        let queries = estimate.screenplay_queries.max(1) as f64;
+        let nl_only = estimate.estimated_correct / queries;
+        writeln!(
+            md,
+            "| correct at least as often as NL-only | {} against {} ± {} (ESTIMATE) | {} |",
+            percent(agora.correct_rate),
+            percent(nl_only),
+            percent(estimate.correct_spread / queries),
+            met(agora.correct_rate >= nl_only),
+        )?;
+    } else if let Some(ratio) = &summary.cost_ratio {
+        writeln!(
+            md,
+            "| correct at least as often as NL-only | {} against {} over the {} queries both \
+             ran (measured) | {} |",
+            ratio.agora_correct,
+            ratio.nl_only_correct,
+            ratio.shared_queries,
+            met(ratio.agora_correct >= ratio.nl_only_correct),
+        )?;
+    }
+    let (cost_ratio, per_correct, figures) = match estimate {
+        Some(estimate) => (
+            estimate.estimated_ratio_vs_agora,
+            estimate.agora_cost_per_correct_vs_nl_only,
+            "ESTIMATE",
+        ),
+        None => match &summary.cost_ratio {
+            Some(ratio) => {
+                let per_correct =
+                    |cost: f64, correct: usize| (correct > 0).then(|| cost / correct as f64);
+                let relative = per_correct(ratio.agora_cost_usd, ratio.agora_correct)
+                    .zip(per_correct(ratio.nl_only_cost_usd, ratio.nl_only_correct))
+                    .map(|(agora, nl_only)| agora / nl_only);
+                (ratio.ratio, relative, "measured over the queries both ran")
+            }
+            None => (None, None, ""),
+        },
+    };
+    if let Some(ratio) = cost_ratio {
+        writeln!(
+            md,
+            "| NL-only / Agora cost at least {COST_RATIO}× | {ratio:.2}× ({figures}) | {} |",
+            met(ratio >= COST_RATIO),
+        )?;
+    }
+    if let Some(relative) = per_correct {
+        writeln!(
+            md,
+            "| Agora's cost per correct answer at most {COST_PER_CORRECT_VS_NL_ONLY:.2}× \
+             NL-only's | {relative:.2}× ({figures}) | {} |",
+            met(relative <= COST_PER_CORRECT_VS_NL_ONLY),
+        )?;
+    }
+    let meeting = goals.routines.iter().filter(|p| p.meets_goal()).count();
+    writeln!(
+        md,
+        "| every pair's routine answers at least {} correct | {meeting} of {} pairs \
+         (measured) | {} |\n",
+        percent(ROUTINE_SHARE),
+        goals.routines.len(),
+        met(meeting == goals.routines.len()),
+    )?;
+    writeln!(
+        md,
+        "Answers by the servers' routines, per (server, task), over the whole run and over its \
+         last {:.0} % (closer to the routines active at the end):\n\n| server | task | correct / \
+         answered | share | last {:.0} % | at least {} |\n|---|---|---|---|---|---|",
+        LATE_FRACTION * 100.0,
+        LATE_FRACTION * 100.0,
+        percent(ROUTINE_SHARE),
+    )?;
+    for pair in &goals.routines {
+        let late = if pair.late_answered == 0 {
+            "—".to_owned()
+        } else {
+            format!("{}/{}", pair.late_correct, pair.late_answered)
+        };
+        writeln!(
+            md,
+            "| {} | {} | {}/{} | {} | {late} | {} |",
+            pair.server,
+            pair.task,
+            pair.correct,
+            pair.answered,
+            percent(pair.correct as f64 / pair.answered.max(1) as f64),
+            met(pair.meets_goal()),
+        )?;
+    }
+    writeln!(
+        md,
+        "\nThe pairs holding the share correct back, most answers not judged correct first \
+         (by whom they were answered, and the most frequent reason, digits masked):\n\n| server \
+         | task | not correct / queries | by the server's LLM | by its routine | most frequent \
+         reason |\n|---|---|---|---|---|---|"
+    )?;
+    for row in goals.held_back.iter().take(HELD_BACK_ROWS) {
+        writeln!(
+            md,
+            "| {} | {} | {}/{} | {} | {} | {}× {} |",
+            row.server,
+            row.task,
+            row.not_correct,
+            row.queries,
+            row.by_llm,
+            row.by_routine,
+            row.reason_count,
+            row.reason.replace('|', "\\|"),
+        )?;
+    }
+    md.push('\n');
+    Ok(())
+}
