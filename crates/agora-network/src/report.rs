@@ -483,9 +483,14 @@ fn on<'a>(run: &'a RunRecord, shared: &BTreeSet<usize>) -> Vec<&'a QueryRecord> 
         .collect()
 }
 
+/// Whether the queries both runs have are the screenplay's first ones (both ran a prefix).
+fn is_prefix(shared: &BTreeSet<usize>) -> bool {
+    shared.iter().copied().eq(0..shared.len())
+}
+
 /// How a report names the queries both runs have.
 fn shared_description(shared: &BTreeSet<usize>) -> String {
-    describe_shared(shared.len(), shared.iter().copied().eq(0..shared.len()))
+    describe_shared(shared.len(), is_prefix(shared))
 }
 
 fn describe_shared(queries: usize, prefix: bool) -> String {
@@ -502,7 +507,7 @@ fn cost_ratio(agora: &RunRecord, nl_only: &RunRecord) -> Option<CostRatio> {
         return None;
     }
     let shared_queries = shared.len();
-    let prefix = shared.iter().copied().eq(0..shared_queries);
+    let prefix = is_prefix(&shared);
     let over_shared = |run: &RunRecord| -> (f64, usize) {
         let queries = on(run, &shared);
         let cost = queries.iter().map(|q| q.llm.cost_usd).sum();
