@@ -162,6 +162,13 @@ async fn the_committed_generated_screenplay_agora_run_replays_to_its_numbers() {
     replay("agora-seed2", SEED2).await;
 }
 
+/// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
+async fn the_committed_generated_screenplay_nl_only_sample_replays_to_its_numbers() {
+    replay("nl-only-seed2-sample", SEED2).await;
+}
+
 /// `agora demo network generate --seed 2 --queries 300`.
 const SEED2: Screenplay = Screenplay::Generated {
     seed: 2,
@@ -170,7 +177,8 @@ const SEED2: Screenplay = Screenplay::Generated {
 
 /// The committed reports were built from the committed run records: `reports/local/` from the
 /// first 100 queries of both modes, `reports/screenplay/` from the whole screenplay in agora mode
-/// and the NL-only stratified sample, `reports/seed2/` from the generated screenplay. Their totals are the records'. Together with the replays
+/// and the NL-only stratified sample, `reports/seed2/` from both modes on the generated
+/// screenplay (NL-only sampled). Their totals are the records'. Together with the replays
 /// above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
@@ -181,7 +189,13 @@ fn the_committed_reports_carry_the_committed_runs_totals() {
             "screenplay",
             &[("agora-screenplay", "agora"), ("nl-only-sample", "nl_only")],
         ),
-        ("seed2", &[("agora-seed2", "agora")]),
+        (
+            "seed2",
+            &[
+                ("agora-seed2", "agora"),
+                ("nl-only-seed2-sample", "nl_only"),
+            ],
+        ),
     ];
     for (report, runs) in reports {
         let summary: serde_json::Value = serde_json::from_str(
