@@ -934,6 +934,15 @@ fn usd(value: f64) -> String {
     format!("${value:.4}")
 }
 
+/// `part/whole` as a table cell, `—` when there is nothing to count.
+fn fraction(part: usize, whole: usize) -> String {
+    if whole == 0 {
+        "—".to_owned()
+    } else {
+        format!("{part}/{whole}")
+    }
+}
+
 fn percent(value: f64) -> String {
     format!("{:.1} %", value * 100.0)
 }
@@ -1566,13 +1575,7 @@ fn pairs_table(md: &mut String, input: &ReportInput, shared: &BTreeSet<usize>) -
         shared_description(shared),
     )?;
     for ((server, task), t) in pairs {
-        let head = |t: &Tally| {
-            if t.queries == 0 {
-                "—".to_owned()
-            } else {
-                format!("{}/{}", t.correct, t.queries)
-            }
-        };
+        let head = |t: &Tally| fraction(t.correct, t.queries);
         writeln!(
             md,
             "| {server} | {task} | {} | {} | {} | {} |",

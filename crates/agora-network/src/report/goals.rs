@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::{ReportSummary, percent};
+use super::{ReportSummary, fraction, percent, ratio_or_zero};
 use crate::record::RunRecord;
 
 /// Share of all queries the Agora mode answers correctly.
@@ -28,7 +28,7 @@ const LATE_FRACTION: f64 = 0.3;
 const HELD_BACK_ROWS: usize = 10;
 
 /// One (server, task)'s answers by the server's routines.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct RoutinePair {
     /// The server.
     pub server: String,
@@ -52,7 +52,7 @@ impl RoutinePair {
 }
 
 /// One (server, task) with answers that were not judged correct.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct HeldBack {
     /// The server.
     pub server: String,
@@ -94,10 +94,7 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
             let pair = routines.entry(key).or_insert_with(|| RoutinePair {
                 server: q.server.clone(),
                 task: q.task.clone(),
-                answered: 0,
-                correct: 0,
-                late_answered: 0,
-                late_correct: 0,
+                ..RoutinePair::default()
             });
             pair.answered += 1;
             pair.correct += usize::from(q.correct());
@@ -110,12 +107,7 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
             row: HeldBack {
                 server: q.server.clone(),
                 task: q.task.clone(),
-                queries: 0,
-                not_correct: 0,
-                by_llm: 0,
-                by_routine: 0,
-                reason: String::new(),
-                reason_count: 0,
+                ..HeldBack::default()
             },
             reasons: BTreeMap::new(),
         });
@@ -135,24 +127,21 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
     }
     let mut routines: Vec<RoutinePair> = routines.into_values().collect();
     routines.sort_by_key(|p| std::cmp::Reverse(p.answered));
-    let mut held_back: Vec<HeldBack> =
-        held.into_values()
-            .filter(|tallying| tallying.row.not_correct > 0)
-            .map(|Tallying { mut row, reasons }| {
-                // The most frequent reason; among equals, the first in order.
-                if let Some((reason, count)) = reasons.into_iter().fold(
-                    None,
-                    |best: Option<(String, usize)>, (reason, count)| match best {
-                        Some((_, top)) if top >= count => best,
-                        _ => Some((reason, count)),
-                    },
-                ) {
-                    row.reason = reason;
-                    row.reason_count = count;
-                }
-                row
-            })
-            .collect();
+    let mut held_back: Vec<HeldBack> = held
+        .into_values()
+        .filter(|tallying| tallying.row.not_correct > 0)
+        .map(|Tallying { mut row, reasons }| {
+            // The most frequent reason; among equals, the first in order.
+            if let Some((reason, count)) = reasons
+                .into_iter()
+                .max_by(|(a, m), (b, n)| m.cmp(n).then_with(|| b.cmp(a)))
+            {
+                row.reason = reason;
+                row.reason_count = count;
+            }
+            row
+        })
+        .collect();
     held_back.sort_by_key(|row| std::cmp::Reverse(row.not_correct));
     Goals {
         routines,
@@ -272,11 +261,7 @@ pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -
         percent(ROUTINE_SHARE),
     )?;
     for pair in &goals.routines {
-        let late = if pair.late_answered == 0 {
-            "—".to_owned()
-        } else {
-            format!("{}/{}", pair.late_correct, pair.late_answered)
-        };
+        let late = fraction(pair.late_correct, pair.late_answered);
         writeln!(
             md,
             "| {} | {} | {}/{} | {} | {late} | {} |",
@@ -284,7 +269,7 @@ pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -
             pair.task,
             pair.correct,
             pair.answered,
-            percent(pair.correct as f64 / pair.answered.max(1) as f64),
+            percent(ratio_or_zero(pair.correct as f64, pair.answered as f64)),
             met(pair.meets_goal()),
         )?;
     }
