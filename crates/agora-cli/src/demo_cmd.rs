@@ -99,6 +99,10 @@ pub enum DemoCommand {
         /// The seed of `--sample-per-pair`'s draw.
         #[arg(long, default_value_t = 1, requires = "sample_per_pair")]
         sample_seed: u64,
+        /// Hold the servers' programs (code as action) to where their data comes from: the
+        /// request's dates, no made-up values (`responder.ground_programs`, off by default).
+        #[arg(long)]
+        ground_programs: bool,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -291,6 +295,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             processes,
             sample_per_pair,
             sample_seed,
+            ground_programs,
         } => {
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
@@ -314,6 +319,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     per_pair: usize::try_from(per_pair).unwrap_or(usize::MAX),
                     seed: sample_seed,
                 }),
+                ground_programs,
             })
             .await?;
             write_run(&out, &run)?;

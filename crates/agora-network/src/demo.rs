@@ -83,6 +83,9 @@ pub struct NetworkDemo {
     /// Run a stratified sample of the screenplay instead of all of it (`queries` then counts
     /// the sample's queries).
     pub sample: Option<Sample>,
+    /// Hold the servers' programs to where their data comes from
+    /// (`responder.ground_programs`; see `agora_node::acting`).
+    pub ground_programs: bool,
 }
 
 impl NetworkDemo {
@@ -107,6 +110,7 @@ impl NetworkDemo {
             propose_from_schema: false,
             // Measured on the first 100 queries: 67 correct against 56 without (see `network`).
             code_as_action: true,
+            ground_programs: self.ground_programs,
             halt,
             checkpoint,
         }

@@ -62,6 +62,10 @@ pub struct WorkerRun {
     /// The servers answer protocol requests with programs the LLM writes
     /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
     pub code_as_action: bool,
+    /// Code as action's programs are held to where their data comes from
+    /// (`responder.ground_programs`; off for a node by default).
+    #[serde(default)]
+    pub ground_programs: bool,
 }
 
 /// What one worker needs to build its share of the network.

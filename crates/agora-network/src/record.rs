@@ -157,6 +157,10 @@ pub struct RunRecord {
     /// Set when the run covered a stratified sample of the screenplay, not a prefix of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<Sample>,
+    /// Set when the servers' programs were held to where their data comes from
+    /// (`responder.ground_programs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ground_programs: bool,
 }
 
 /// A stratified sample of the screenplay (`agora_judge::spec::stratified_sample`): each

@@ -54,6 +54,9 @@ pub struct RunOptions {
     /// The servers answer protocol requests with programs the LLM writes
     /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
     pub code_as_action: bool,
+    /// Code as action's programs are held to where their data comes from
+    /// (`responder.ground_programs`; off for a node by default).
+    pub ground_programs: bool,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -90,6 +93,7 @@ pub async fn run_screenplay(
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
+            ground_programs: options.ground_programs,
         },
     )
     .await?;
@@ -116,6 +120,7 @@ pub async fn run_screenplay_in_workers(
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
+            ground_programs: options.ground_programs,
         },
     )
     .await?;
@@ -288,6 +293,7 @@ async fn run_record(
         },
         wall_secs: started.elapsed().as_secs_f64(),
         sample: options.sample,
+        ground_programs: options.ground_programs,
     };
     run.recompute_totals();
     run.judge(spec);

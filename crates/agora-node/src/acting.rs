@@ -32,6 +32,15 @@
 //! the second only in an `else`. The examination cannot catch a program whose own answers are its
 //! examples: their correctness is the program's.
 //!
+//! With `responder.ground_programs` (off by default; the committed network runs were recorded
+//! without it), programs are held to where their data comes from: the prompt says to give the
+//! tools the request's dates and to make no value up; a program that uses `Math.random` is sent
+//! back unrun (seed 2's hotel1 `bookRoom` programs drew room numbers at random, and the routine
+//! made from them answered 0 of 29 right); a tool call that passes a date an earlier tool call
+//! returned (today's, from a clock tool) while the request gives another is refused before it
+//! runs, so before the program writes anything (every recorded restaurant `bookTable` program
+//! asked for today's weekday); and the reply must be grounded ([`grounding::ungrounded`]).
+//!
 //! Building a program happens on the request path: about a second of Cranelift compile per
 //! program (ESTIMATE, from `agora-routines`' artifact cache docs), small beside the LLM call that
 //! wrote it (5–15 s on the local model).
@@ -51,7 +60,7 @@ use crate::focus::Focus;
 use crate::node::build_and_load;
 use crate::observer::{Observer, Step, ToolCaller};
 use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
-use crate::programmer::{exam, prompt};
+use crate::programmer::{exam, grounding, prompt};
 use crate::responder::{Answer, ToolCall, clip_to};
 use crate::routine_table::{GrantedTools, run_within};
 use crate::routines::{RoutineEngine, RoutineLimits, ToolHost};
@@ -62,20 +71,48 @@ const MAX_PD_CHARS: usize = 6000;
 /// Characters of one tool result or error shown in a repair.
 const MAX_SHOWN_CHARS: usize = 400;
 
-const RULES: &str = concat!(
-    "You are an expert JavaScript programmer. You write the code with which an \
+/// The rules up to the reply's: the task, the body and tool rules, doing what the agent's rules
+/// say, and where values come from.
+macro_rules! rules_head {
+    () => {
+        concat!(
+            "You are an expert JavaScript programmer. You write the code with which an \
 agent answers requests of a protocol. Write a function `handle(body)`: the agent runs it on the \
 request below and on every later request of the same protocol.\n\
 Rules:\n",
-    body_and_tool_rules!(),
-    "- Do what the agent's rules say, step by step, with the tools they name. Check each condition \
+            body_and_tool_rules!(),
+            "- Do what the agent's rules say, step by step, with the tools they name. Check each condition \
 with the tool it names.\n\
 - Read every value from the request or from a tool result. Never write a value of this request \
 into the code.\n\
-- Return the reply the protocol prescribes: for a JSON protocol, an object with the reply's \
+"
+        )
+    };
+}
+
+/// The reply's rule and the closing.
+macro_rules! rules_tail {
+    () => {
+        concat!(
+            "- Return the reply the protocol prescribes: for a JSON protocol, an object with the reply's \
 fields (it is sent as JSON); otherwise a string.\n\
 ",
-    plain_javascript_and_example!()
+            plain_javascript_and_example!()
+        )
+    };
+}
+
+const RULES: &str = concat!(rules_head!(), rules_tail!());
+
+/// [`RULES`] with the rules on dates and made-up values (`responder.ground_programs`).
+const GROUNDED_RULES: &str = concat!(
+    rules_head!(),
+    "- A date in the request is the date the request is about: give the tools that date, not \
+today's date.\n\
+- Never make a value up (no Math.random): a reply value comes from the request, a tool result, \
+or the agent's rules.\n\
+",
+    rules_tail!()
 );
 
 /// A program that answered a request.
@@ -122,7 +159,8 @@ impl Actor<'_> {
         document: &VerifiedDocument,
         body: &str,
     ) -> Result<Acted, ActError> {
-        let mut messages = first_messages(self.focus, document, body);
+        let ground = self.config.ground_programs;
+        let mut messages = first_messages(self.focus, document, body, ground);
         let reply_schema = exam::reply_schema(document.text())
             .and_then(|schema| jsonschema::validator_for(&schema).ok());
         let json_reply = crate::responder::json_exchange(document, body);
@@ -152,19 +190,38 @@ impl Actor<'_> {
                 continue;
             }
             tried.push(source.clone());
+            if ground && let Some(problem) = draws_random(&source) {
+                tracing::info!(attempt, %problem, "a program was sent back unrun");
+                messages = prompt::repair_messages(messages, &source, &problem);
+                last_problem = problem;
+                continue;
+            }
             let recorder = Arc::new(Recorder {
                 tools: GrantedTools::new(self.tools.clone(), &self.focus.tool_names()),
                 calls: Mutex::new(Vec::new()),
                 observer: context.observer(),
+                request_dates: if ground { dates_in(body) } else { Vec::new() },
+                refused: Mutex::new(None),
             });
             let outcome = self.run(&source, body, recorder.clone()).await;
             let calls = recorder.take();
+            let outcome = match recorder.refusal() {
+                Some(refusal) => Err(refusal),
+                None => outcome,
+            };
             let problem = match outcome {
                 Ok(reply) => match check_reply(&reply, json_reply, reply_schema.as_ref())
                     .and_then(|value| no_lost_value(value, document.text()))
                     .and_then(|value| {
                         if self.config.check_answers {
                             in_the_documents_terms(value, body, document.text(), json_reply)
+                        } else {
+                            Ok(value)
+                        }
+                    })
+                    .and_then(|value| {
+                        if ground {
+                            grounded(value, body, &calls, document.text(), self.focus)
                         } else {
                             Ok(value)
                         }
@@ -204,7 +261,12 @@ impl Actor<'_> {
 }
 
 /// The first request: the rules, then the agent, the protocol, the tools and the request.
-fn first_messages(focus: &Focus, document: &VerifiedDocument, body: &str) -> Vec<Message> {
+fn first_messages(
+    focus: &Focus,
+    document: &VerifiedDocument,
+    body: &str,
+    ground: bool,
+) -> Vec<Message> {
     let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
     let mut user = format!(
         "About this agent: {}\n\nProtocol document:\n<<<\n{}\n>>>\n\n",
@@ -218,7 +280,8 @@ fn first_messages(focus: &Focus, document: &VerifiedDocument, body: &str) -> Vec
         "Request body: {}\n\nWrite handle(body) now.",
         clip_to(body, MAX_PD_CHARS)
     ));
-    vec![Message::system(RULES), Message::user(user)]
+    let rules = if ground { GROUNDED_RULES } else { RULES };
+    vec![Message::system(rules), Message::user(user)]
 }
 
 /// The first request again, after the model repeated a failed program in its repair.
@@ -403,15 +466,136 @@ fn no_lost_value(value: Value, document: &str) -> Result<Value, String> {
     }
 }
 
+/// What the model is told when its program draws random numbers, or `None` when it does not.
+/// A service's answer is a function of the request and its data: a random room number or price
+/// is made up, and a routine copied from the program would make it up on every request.
+pub(crate) fn draws_random(source: &str) -> Option<String> {
+    source.contains("Math.random").then(|| {
+        "Your code makes a value up with Math.random. Read every value of the reply from the \
+         request or a tool result (look it up with the tools), never draw it at random."
+            .to_string()
+    })
+}
+
+/// The reply, unless its data comes from no tool result, request, document or description
+/// ([`grounding::ungrounded`]).
+fn grounded(
+    value: Value,
+    body: &str,
+    calls: &[ToolCall],
+    document: &str,
+    focus: &Focus,
+) -> Result<Value, String> {
+    let sources = grounding::Sources {
+        request: body,
+        results: calls
+            .iter()
+            .filter_map(|call| call.result.as_ref().ok())
+            .collect(),
+        tools_offered: !focus.tools.is_empty(),
+        document,
+        description: &focus.description,
+    };
+    match grounding::ungrounded(&value, &sources) {
+        None => Ok(value),
+        Some(reason) => Err(format!(
+            "Your code returned {}, but {reason}. Look the data up with the tools and return what \
+             they give.",
+            clip_to(&value.to_string(), MAX_SHOWN_CHARS)
+        )),
+    }
+}
+
+/// The `YYYY-MM-DD` dates in `text`, in order, without repeats.
+fn dates_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut dates: Vec<String> = Vec::new();
+    for start in 0..bytes.len().saturating_sub(9) {
+        let candidate = &bytes[start..start + 10];
+        let shape = candidate.iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+        let bounded = |at: Option<&u8>| at.is_none_or(|b| !b.is_ascii_digit());
+        if shape
+            && bounded(start.checked_sub(1).and_then(|i| bytes.get(i)))
+            && bounded(bytes.get(start + 10))
+        {
+            let date = String::from_utf8_lossy(candidate).into_owned();
+            if !dates.contains(&date) {
+                dates.push(date);
+            }
+        }
+    }
+    dates
+}
+
+/// Why a tool call is refused, if it is: the request gives dates, and the call passes another
+/// date that an earlier call's result held (today's date from a clock tool, most often), so the
+/// program answers about a day the request is not about.
+fn date_not_requested(
+    request_dates: &[String],
+    earlier: &[ToolCall],
+    tool: &str,
+    arguments: &str,
+) -> Option<String> {
+    if request_dates.is_empty() {
+        return None;
+    }
+    dates_in(arguments).into_iter().find_map(|date| {
+        if request_dates.contains(&date) {
+            return None;
+        }
+        let source = earlier.iter().find(|call| {
+            call.result
+                .as_ref()
+                .is_ok_and(|result| result.to_string().contains(&date))
+        })?;
+        Some(format!(
+            "callTool(\"{tool}\", {arguments}) was refused: it passes {date}, which \
+             {} returned, but the request is about {}. Give the tools the request's date \
+             (read it from the request).",
+            source.tool,
+            request_dates.join(" and ")
+        ))
+    })
+}
+
 /// The granted tools, with every call recorded for the example the answer leaves (and told to
 /// the request's observer, if it has one).
 struct Recorder {
     tools: GrantedTools,
     calls: Mutex<Vec<ToolCall>>,
     observer: Option<Arc<dyn Observer>>,
+    /// The request's dates, when calls are checked for them (`responder.ground_programs`).
+    request_dates: Vec<String>,
+    /// The first call refused (see [`date_not_requested`]); no later call runs.
+    refused: Mutex<Option<String>>,
 }
 
 impl Recorder {
+    fn refusal(&self) -> Option<String> {
+        match self.refused.lock() {
+            Ok(refused) => refused.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Refuses the call `name(arguments)` if it passes a date the request is not about (see
+    /// [`date_not_requested`]), remembering the refusal.
+    fn refuse(&self, name: &str, arguments: &str) -> Option<String> {
+        let calls = match self.calls.lock() {
+            Ok(calls) => calls.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let refusal = date_not_requested(&self.request_dates, &calls, name, arguments)?;
+        match self.refused.lock() {
+            Ok(mut refused) => *refused = Some(refusal.clone()),
+            Err(poisoned) => *poisoned.into_inner() = Some(refusal.clone()),
+        }
+        Some(refusal)
+    }
+
     fn take(&self) -> Vec<ToolCall> {
         match self.calls.lock() {
             Ok(mut calls) => std::mem::take(&mut *calls),
@@ -423,6 +607,13 @@ impl Recorder {
 #[async_trait::async_trait]
 impl ToolHost for Recorder {
     async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
+        // A refused call is not made (nor shown as made): the program fails with the refusal.
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        if let Some(refusal) = self.refuse(name, arguments) {
+            return Err(refusal);
+        }
         let arguments_value: Value = serde_json::from_str(arguments)
             .unwrap_or_else(|_| Value::String(arguments.to_string()));
         if let Some(observer) = &self.observer {
@@ -554,5 +745,79 @@ mod tests {
         );
         let text = explained("TypeError: 'price' is read-only", &[], &focus);
         assert!(text.contains("declared with let, not const"), "{text}");
+    }
+
+    #[test]
+    fn dates_are_found_whole_and_once() {
+        assert_eq!(
+            dates_in(r#"{"startDate":"2024-03-08","endDate":"2024-03-12","again":"2024-03-08"}"#),
+            ["2024-03-08", "2024-03-12"]
+        );
+        // Not a date: longer digit runs, or another shape.
+        assert!(dates_in("12024-03-081 2024/03/08 24-03-08").is_empty());
+        assert!(dates_in("").is_empty());
+    }
+
+    #[test]
+    fn a_call_with_a_date_a_tool_returned_is_refused_where_the_request_gives_another() {
+        let today = ToolCall {
+            tool: "currentDate".into(),
+            arguments: serde_json::json!({}),
+            result: Ok(serde_json::json!({"date": "2024-07-25"})),
+        };
+        let requested = vec!["2024-03-12".to_string()];
+        let arguments = r#"{"date":"2024-07-25"}"#;
+        let refusal = date_not_requested(
+            &requested,
+            std::slice::from_ref(&today),
+            "dayOfTheWeek",
+            arguments,
+        )
+        .unwrap();
+        assert!(refusal.contains("currentDate returned"), "{refusal}");
+        assert!(refusal.contains("2024-03-12"), "{refusal}");
+        // The request's own date, a date no tool returned (computed), or a request without
+        // dates: the call runs.
+        let own = r#"{"date":"2024-03-12"}"#;
+        assert_eq!(
+            date_not_requested(
+                &requested,
+                std::slice::from_ref(&today),
+                "dayOfTheWeek",
+                own
+            ),
+            None
+        );
+        let computed = r#"{"date":"2024-03-13"}"#;
+        assert_eq!(
+            date_not_requested(
+                &requested,
+                std::slice::from_ref(&today),
+                "dayOfTheWeek",
+                computed
+            ),
+            None
+        );
+        assert_eq!(
+            date_not_requested(&[], &[today], "dayOfTheWeek", arguments),
+            None
+        );
+    }
+
+    #[test]
+    fn a_program_that_draws_random_numbers_makes_its_data_up() {
+        let random =
+            "function handle(body) { return { roomNumber: Math.floor(Math.random() * 100) }; }";
+        assert!(draws_random(random).unwrap().contains("Math.random"));
+        let looked_up = "function handle(body) { return callTool(\"rooms\", {})[0]; }";
+        assert_eq!(draws_random(looked_up), None);
+    }
+
+    #[test]
+    fn a_grounded_prompt_adds_the_rules_on_dates_and_made_up_values() {
+        assert!(GROUNDED_RULES.starts_with(&RULES[..RULES.find("- Return the reply").unwrap()]));
+        assert!(GROUNDED_RULES.ends_with(&RULES[RULES.find("- Return the reply").unwrap()..]));
+        assert!(GROUNDED_RULES.contains("not today's date"));
+        assert!(!RULES.contains("today"));
     }
 }

@@ -130,6 +130,13 @@ pub struct ResponderConfig {
     /// request's envelope dropped (the payload alone; see [`crate::envelope`]). Each costs one
     /// more LLM call, only when it fires.
     pub check_answers: bool,
+    /// Hold code as action's programs to where their data comes from (see [`crate::acting`]):
+    /// the model is told to give the tools the request's dates and to make no value up; a
+    /// program that uses `Math.random` is sent back unrun; a tool call that passes a date an
+    /// earlier tool returned (today's) where the request gives another is refused, before the
+    /// program writes anything; and the programmer rejects a candidate that uses `Math.random`.
+    /// Off by default until the committed network runs are recorded with it.
+    pub ground_programs: bool,
 }
 
 impl Default for ResponderConfig {
@@ -143,6 +150,7 @@ impl Default for ResponderConfig {
             program_attempts: 3,
             max_program_tokens: 600,
             check_answers: true,
+            ground_programs: false,
         }
     }
 }

@@ -89,6 +89,7 @@ async fn replay(mode: &str, screenplay: Screenplay) {
             native_tools: false,
             propose_from_schema: false,
             code_as_action: true,
+            ground_programs: recorded.ground_programs,
             halt: None,
             checkpoint: None,
         },
@@ -164,6 +165,12 @@ async fn the_committed_generated_screenplay_agora_run_replays_to_its_numbers() {
 
 /// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 300 recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_generated_screenplay_grounded_agora_run_replays_to_its_numbers() {
+    replay("agora-seed2-grounded", SEED2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_generated_screenplay_nl_only_sample_replays_to_its_numbers() {
     replay("nl-only-seed2-sample", SEED2).await;
@@ -178,12 +185,13 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// The committed reports were built from the committed run records: `reports/local/` from the
 /// first 100 queries of both modes, `reports/screenplay/` from the whole screenplay in agora mode
 /// and the NL-only stratified sample, `reports/seed2/` from both modes on the generated
-/// screenplay (NL-only sampled). Their totals are the records'. Together with the replays
+/// screenplay (NL-only sampled), `reports/seed2-grounded/` from the same with the servers'
+/// programs grounded (`responder.ground_programs`). Their totals are the records'. Together with the replays
 /// above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 3] = [
+    let reports: [(&str, &[(&str, &str)]); 4] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
         (
             "screenplay",
@@ -193,6 +201,13 @@ fn the_committed_reports_carry_the_committed_runs_totals() {
             "seed2",
             &[
                 ("agora-seed2", "agora"),
+                ("nl-only-seed2-sample", "nl_only"),
+            ],
+        ),
+        (
+            "seed2-grounded",
+            &[
+                ("agora-seed2-grounded", "agora"),
                 ("nl-only-seed2-sample", "nl_only"),
             ],
         ),

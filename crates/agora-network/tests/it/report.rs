@@ -62,6 +62,7 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
         network,
         wall_secs: 12.5,
         sample: None,
+        ground_programs: false,
     };
     record.recompute_totals();
     record

@@ -136,6 +136,8 @@ pub(super) struct ReceiverBench {
     granted: Vec<String>,
     /// The protocol document's text (a value it names is no tool's to hard-code).
     document: String,
+    /// Reject a candidate that draws random numbers (`responder.ground_programs`).
+    ground: bool,
 }
 
 /// A receiver routine is written for a protocol.
@@ -192,6 +194,7 @@ impl JobSubject for ProtocolHash {
                     .and_then(|schema| jsonschema::validator_for(&schema).ok()),
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
                 document: document.text().to_string(),
+                ground: node.inner.config.responder.ground_programs,
                 examples,
             },
         })
@@ -224,6 +227,14 @@ impl JobSubject for ProtocolHash {
         let mut feedback = exam.feedback();
         let mut passed = exam.passed();
         if passed && let Some(problem) = exam::hard_coded(&source, &bench.examples, &bench.document)
+        {
+            report.push_str(&format!("; rejected: {problem}"));
+            feedback = problem;
+            passed = false;
+        }
+        if passed
+            && bench.ground
+            && let Some(problem) = crate::acting::draws_random(&source)
         {
             report.push_str(&format!("; rejected: {problem}"));
             feedback = problem;

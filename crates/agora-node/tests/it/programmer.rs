@@ -872,6 +872,144 @@ async fn a_program_repeated_in_its_repair_starts_the_conversation_over_once() {
     assert!(programmer.candidates.lock().unwrap().is_empty());
 }
 
+/// A program that draws its reply at random (the weather is made up); its source says so.
+const RANDOM: &str = "random\n  return { temperature: Math.round(Math.random() * 40) };";
+/// A program that passes the weather tool a date an earlier call returned, not the request's
+/// (as one passing today's date from a clock tool does).
+const STALE_DATE: &str = "stale date";
+/// "good", with a `Math.random` its answer does not use.
+const GOOD_BUT_RANDOM: &str = "good\n  const unused = Math.random();";
+
+/// Made up: 41 °C, rain, no tool called.
+async fn made_up(_body: String, _tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    Ok(json!({"temperature": 41, "precipitation": 3, "weatherCondition": "rainy"}).to_string())
+}
+
+/// The forecast of 2020-02-02 (the "clock"), then the forecast of the date that returned.
+async fn stale_date(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+    let request: Value = serde_json::from_str(&body).unwrap();
+    let clock = json!({"location": request["location"], "date": "2020-02-02"});
+    let clock: Value = serde_json::from_str(
+        &tools
+            .call_tool("weather_forecast", &clock.to_string())
+            .await
+            .map_err(RoutineError::Failed)?,
+    )
+    .unwrap();
+    let arguments = json!({"location": request["location"], "date": clock["date"]});
+    let forecast: Value = serde_json::from_str(
+        &tools
+            .call_tool("weather_forecast", &arguments.to_string())
+            .await
+            .map_err(RoutineError::Failed)?,
+    )
+    .unwrap();
+    Ok(json!({
+        "temperature": forecast["temperature_c"],
+        "precipitation": forecast["precipitation_mm"],
+        "weatherCondition": forecast["condition"],
+    })
+    .to_string())
+}
+
+/// A code-as-action node whose programs are grounded (`responder.ground_programs`) or not.
+async fn grounding_node(dir: &std::path::Path, llm: Arc<ScriptedLlm>, ground: bool) -> Node {
+    let engine = engine()
+        .routine(RANDOM, made_up)
+        .routine(STALE_DATE, stale_date)
+        .routine(GOOD_BUT_RANDOM, good);
+    node_with(llm, engine, dir, |c| {
+        c.thresholds.implementation = 5;
+        c.responder.code_as_action = true;
+        c.responder.program_attempts = 2;
+        c.responder.ground_programs = ground;
+    })
+    .await
+}
+
+/// The system prompt of the first code-as-action call.
+fn first_program_prompt(llm: &ScriptedLlm) -> String {
+    llm.calls()
+        .iter()
+        .find(|request| is_programmer_call(request))
+        .map(|request| system_prompt(request).to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grounded_node_sends_back_a_program_that_makes_its_reply_up_or_uses_another_date() {
+    let truth = forecast_of("Paris", 1);
+    for bad in [RANDOM, STALE_DATE] {
+        // Not grounded: the bad program answers, with its own numbers.
+        let dir = temp_dir();
+        let scripted = llm(&Programmer::with(&[bad]));
+        let node = grounding_node(dir.path(), scripted.clone(), false).await;
+        let reply: Value =
+            serde_json::from_str(&ask(&node, "Paris", 1).await.body.unwrap().to_text()).unwrap();
+        assert_ne!(
+            reply["temperature"], truth["temperature_c"],
+            "{bad}: {reply}"
+        );
+        assert_eq!(conversation_calls(&node).await, 1, "{bad}");
+        assert!(!first_program_prompt(&scripted).contains("today's date"));
+
+        // Grounded: it goes back to the model, and the repair, "good", answers with the
+        // forecast of the requested day.
+        let dir = temp_dir();
+        let programmer = Programmer::with(&[bad, "good"]);
+        let scripted = llm(&programmer);
+        let node = grounding_node(dir.path(), scripted.clone(), true).await;
+        let reply: Value =
+            serde_json::from_str(&ask(&node, "Paris", 1).await.body.unwrap().to_text()).unwrap();
+        assert_eq!(
+            reply["temperature"], truth["temperature_c"],
+            "{bad}: {reply}"
+        );
+        assert_eq!(conversation_calls(&node).await, 2, "{bad}");
+        assert!(programmer.candidates.lock().unwrap().is_empty(), "{bad}");
+        assert!(first_program_prompt(&scripted).contains("not today's date"));
+        // The example kept is the good program's: one call, for the requested day.
+        let examples = node.store().examples(&hash(), 10).await.unwrap();
+        let calls = examples[0].tool_calls.as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{bad}: {calls:?}");
+        assert_eq!(calls[0]["arguments"]["date"], "2024-09-01", "{bad}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grounded_examination_rejects_a_candidate_that_draws_random_numbers() {
+    for ground in [false, true] {
+        let dir = temp_dir();
+        // The tool loop answers (no code as action); the job's first candidate is right but
+        // draws a random number, which only a grounded examination rejects.
+        let programmer = Programmer::with(&[GOOD_BUT_RANDOM, "good"]);
+        let node = node_with(
+            llm(&programmer),
+            engine().routine(GOOD_BUT_RANDOM, good),
+            dir.path(),
+            |c| {
+                c.thresholds.implementation = 2;
+                c.responder.ground_programs = ground;
+            },
+        )
+        .await;
+        ask(&node, "Paris", 1).await;
+        ask(&node, "Lima", 2).await;
+        node.programmer_idle().await;
+        let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+        if ground {
+            assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+            assert_report(&attempts[0], |report| {
+                report.starts_with("2/2 examples passed; rejected: Your code makes a value up")
+            });
+            assert_eq!(attempts[1].source.as_deref(), Some("good"));
+        } else {
+            assert_eq!(outcomes(&attempts), ["passed"]);
+            assert_eq!(attempts[0].source.as_deref(), Some(GOOD_BUT_RANDOM));
+        }
+    }
+}
+
 /// Two replicas of a node (two `Node`s on one store, as two processes on one PostgreSQL would
 /// be): replica A's job holds the job lease while its model works, so replica B, whose requests
 /// cross the threshold too, runs no second job. When A stops renewing (it died: here the clock
