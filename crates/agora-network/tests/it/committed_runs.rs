@@ -150,6 +150,12 @@ async fn the_committed_whole_screenplay_agora_run_replays_to_its_numbers() {
 /// The NL-only mode on a stratified sample of the whole screenplay (20 queries per pair, seed 1):
 /// the record's `sample` selects the same 355 queries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_grounded_agora_prefix_replays_to_its_numbers() {
+    replay("agora-grounded", Screenplay::Paper).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_nl_only_sample_replays_to_its_numbers() {
     replay("nl-only-sample", Screenplay::Paper).await;
