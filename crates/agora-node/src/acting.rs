@@ -38,8 +38,9 @@
 //! back unrun (seed 2's hotel1 `bookRoom` programs drew room numbers at random, and the routine
 //! made from them answered 0 of 29 right); a tool call that passes a date an earlier tool call
 //! returned (today's, from a clock tool) while the request gives another is refused before it
-//! runs, so before the program writes anything (every recorded restaurant `bookTable` program
-//! asked for today's weekday); and the reply must be grounded ([`grounding::ungrounded`]).
+//! runs, so before the program writes anything (each of the 36 first programs for a restaurant's
+//! `bookTable` in the committed cassettes passed `currentDate`'s date to `dayOfTheWeek`); and the
+//! reply must be grounded ([`grounding::ungrounded`]).
 //!
 //! Building a program happens on the request path: about a second of Cranelift compile per
 //! program (ESTIMATE, from `agora-routines`' artifact cache docs), small beside the LLM call that

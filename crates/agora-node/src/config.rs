@@ -134,8 +134,9 @@ pub struct ResponderConfig {
     /// the model is told to give the tools the request's dates and to make no value up; a
     /// program that uses `Math.random` is sent back unrun; a tool call that passes a date an
     /// earlier tool returned (today's) where the request gives another is refused, before the
-    /// program writes anything; and the programmer rejects a candidate that uses `Math.random`.
-    /// Off by default until the committed network runs are recorded with it.
+    /// program writes anything; a reply whose data comes from no tool goes back too; and the
+    /// programmer rejects a candidate that uses `Math.random`. Off by default until the committed
+    /// network runs are recorded with it.
     pub ground_programs: bool,
 }
 
