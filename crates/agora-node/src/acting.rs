@@ -49,7 +49,7 @@
 //! Not done: trying a program on scratch state first. A failed program's tool calls happened
 //! (a database write stays written) before the next program or the tool loop runs.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agora_llm::{ChatRequest, Message};
 use agora_protocol::VerifiedDocument;
@@ -487,17 +487,10 @@ fn grounded(
     document: &str,
     focus: &Focus,
 ) -> Result<Value, String> {
-    let sources = grounding::Sources {
-        request: body,
-        results: calls
-            .iter()
-            .filter_map(|call| call.result.as_ref().ok())
-            .collect(),
-        tools_offered: !focus.tools.is_empty(),
-        document,
-        description: &focus.description,
-    };
-    match grounding::ungrounded(&value, &sources) {
+    match grounding::ungrounded(
+        &value,
+        &grounding::Sources::of(body, calls, document, focus),
+    ) {
         None => Ok(value),
         Some(reason) => Err(format!(
             "Your code returned {}, but {reason}. Look the data up with the tools and return what \
@@ -509,26 +502,10 @@ fn grounded(
 
 /// The `YYYY-MM-DD` dates in `text`, in order, without repeats.
 fn dates_in(text: &str) -> Vec<String> {
-    let bytes = text.as_bytes();
-    let mut dates: Vec<String> = Vec::new();
-    for start in 0..bytes.len().saturating_sub(9) {
-        let candidate = &bytes[start..start + 10];
-        let shape = candidate.iter().enumerate().all(|(i, b)| match i {
-            4 | 7 => *b == b'-',
-            _ => b.is_ascii_digit(),
-        });
-        let bounded = |at: Option<&u8>| at.is_none_or(|b| !b.is_ascii_digit());
-        if shape
-            && bounded(start.checked_sub(1).and_then(|i| bytes.get(i)))
-            && bounded(bytes.get(start + 10))
-        {
-            let date = String::from_utf8_lossy(candidate).into_owned();
-            if !dates.contains(&date) {
-                dates.push(date);
-            }
-        }
-    }
-    dates
+    crate::responder::dates_in(text)
+        .into_iter()
+        .map(|(date, _)| date.to_string())
+        .collect()
 }
 
 /// Why a tool call is refused, if it is: the request gives dates, and the call passes another
@@ -576,24 +553,20 @@ struct Recorder {
 
 impl Recorder {
     fn refusal(&self) -> Option<String> {
-        match self.refused.lock() {
-            Ok(refused) => refused.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Refuses the call `name(arguments)` if it passes a date the request is not about (see
     /// [`date_not_requested`]), remembering the refusal.
     fn refuse(&self, name: &str, arguments: &str) -> Option<String> {
-        let calls = match self.calls.lock() {
-            Ok(calls) => calls.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+        let refusal = {
+            let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            date_not_requested(&self.request_dates, &calls, name, arguments)?
         };
-        let refusal = date_not_requested(&self.request_dates, &calls, name, arguments)?;
-        match self.refused.lock() {
-            Ok(mut refused) => *refused = Some(refusal.clone()),
-            Err(poisoned) => *poisoned.into_inner() = Some(refusal.clone()),
-        }
+        *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(refusal.clone());
         Some(refusal)
     }
 

@@ -378,16 +378,8 @@ impl Responder<'_> {
         calls: &[ToolCall],
     ) -> Option<String> {
         let documents = self.documents(document);
-        let sources = crate::programmer::grounding::Sources {
-            request: message,
-            results: calls
-                .iter()
-                .filter_map(|c| c.result.as_ref().ok())
-                .collect(),
-            tools_offered: !self.focus.tools.is_empty(),
-            document: &documents,
-            description: &self.focus.description,
-        };
+        let sources =
+            crate::programmer::grounding::Sources::of(message, calls, &documents, self.focus);
         crate::programmer::grounding::unlooked_number(answer, &sources)
     }
 
@@ -527,10 +519,24 @@ fn remind(unused: &[String]) -> String {
 /// The weekday of every `YYYY-MM-DD` date in `message`, as a line for the prompt ("" when it has
 /// none): a small model asked about a date otherwise guesses the weekday, or uses today's date.
 fn dates_named(message: &str) -> String {
-    let mut named: Vec<String> = Vec::new();
-    let bytes = message.as_bytes();
+    let named: Vec<String> = dates_in(message)
+        .into_iter()
+        .map(|(text, date)| format!("{text} is a {:?}", date.weekday()))
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!("\n\nDates in the request: {}.", named.join("; "))
+    }
+}
+
+/// The calendar dates written `YYYY-MM-DD` in `text` (not inside a longer run of digits), in
+/// order, each once, with their text.
+pub(crate) fn dates_in(text: &str) -> Vec<(&str, jiff::civil::Date)> {
+    let mut dates: Vec<(&str, jiff::civil::Date)> = Vec::new();
+    let bytes = text.as_bytes();
     for start in 0..bytes.len().saturating_sub(9) {
-        let Some(candidate) = message.get(start..start + 10) else {
+        let Some(candidate) = text.get(start..start + 10) else {
             continue;
         };
         let boundary = |at: usize| bytes.get(at).is_none_or(|b| !b.is_ascii_digit());
@@ -541,18 +547,13 @@ fn dates_named(message: &str) -> String {
         if !shaped || (start > 0 && !boundary(start - 1)) || !boundary(start + 10) {
             continue;
         }
-        if let Ok(date) = candidate.parse::<jiff::civil::Date>() {
-            let line = format!("{candidate} is a {:?}", date.weekday());
-            if !named.contains(&line) {
-                named.push(line);
-            }
+        if let Ok(date) = candidate.parse::<jiff::civil::Date>()
+            && !dates.iter().any(|(seen, _)| *seen == candidate)
+        {
+            dates.push((candidate, date));
         }
     }
-    if named.is_empty() {
-        String::new()
-    } else {
-        format!("\n\nDates in the request: {}.", named.join("; "))
-    }
+    dates
 }
 
 fn clip(text: &str) -> String {

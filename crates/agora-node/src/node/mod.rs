@@ -737,17 +737,8 @@ impl Node {
         let reply_body = reply_body(body, answer.value);
         let reply_text = reply_body.to_text();
         let grounded = |document: &VerifiedDocument| {
-            let sources = grounding::Sources {
-                request: &message,
-                results: answer
-                    .tool_calls
-                    .iter()
-                    .filter_map(|call| call.result.as_ref().ok())
-                    .collect(),
-                tools_offered: !focus.tools.is_empty(),
-                document: document.text(),
-                description: &focus.description,
-            };
+            let sources =
+                grounding::Sources::of(&message, &answer.tool_calls, document.text(), &focus);
             let reply = serde_json::from_str(&reply_text)
                 .unwrap_or_else(|_| Value::String(reply_text.clone()));
             match grounding::ungrounded(&reply, &sources) {

@@ -226,16 +226,17 @@ impl JobSubject for ProtocolHash {
         }
         let mut feedback = exam.feedback();
         let mut passed = exam.passed();
-        if passed && let Some(problem) = exam::hard_coded(&source, &bench.examples, &bench.document)
-        {
-            report.push_str(&format!("; rejected: {problem}"));
-            feedback = problem;
-            passed = false;
-        }
-        if passed
-            && bench.ground
-            && let Some(problem) = crate::acting::draws_random(&source)
-        {
+        // Passing every example is not enough for a candidate that hard-codes a tool's value,
+        // or (grounded) draws random numbers.
+        let rejected = || {
+            exam::hard_coded(&source, &bench.examples, &bench.document).or_else(|| {
+                bench
+                    .ground
+                    .then(|| crate::acting::draws_random(&source))
+                    .flatten()
+            })
+        };
+        if passed && let Some(problem) = rejected() {
             report.push_str(&format!("; rejected: {problem}"));
             feedback = problem;
             passed = false;

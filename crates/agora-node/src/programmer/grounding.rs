@@ -17,6 +17,9 @@
 
 use serde_json::Value;
 
+use crate::focus::Focus;
+use crate::responder::ToolCall;
+
 /// What a reply is judged against.
 pub(crate) struct Sources<'a> {
     /// The request body.
@@ -29,6 +32,28 @@ pub(crate) struct Sources<'a> {
     pub(crate) document: &'a str,
     /// The node's description (as the LLM saw it).
     pub(crate) description: &'a str,
+}
+
+impl<'a> Sources<'a> {
+    /// What an answer to `request` is judged against: the successful results of its `calls`,
+    /// and the document and focus it was answered under.
+    pub(crate) fn of(
+        request: &'a str,
+        calls: &'a [ToolCall],
+        document: &'a str,
+        focus: &'a Focus,
+    ) -> Self {
+        Self {
+            request,
+            results: calls
+                .iter()
+                .filter_map(|call| call.result.as_ref().ok())
+                .collect(),
+            tools_offered: !focus.tools.is_empty(),
+            document,
+            description: &focus.description,
+        }
+    }
 }
 
 /// Why `reply` is not grounded in `sources`; `None` when it is.
