@@ -103,6 +103,14 @@ pub enum DemoCommand {
         /// request's dates, no made-up values (`responder.ground_programs`, off by default).
         #[arg(long)]
         ground_programs: bool,
+        /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a
+        /// statement they do not match (off by default: a placeholder then matches NULL).
+        #[arg(long)]
+        sql_params: bool,
+        /// The fewest examples a server's programmer examines a first routine on
+        /// (`programmer.min_examples`; by default the paper's first use).
+        #[arg(long, default_value_t = 0)]
+        min_examples: u32,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -296,6 +304,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             sample_per_pair,
             sample_seed,
             ground_programs,
+            sql_params,
+            min_examples,
         } => {
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
@@ -320,6 +330,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     seed: sample_seed,
                 }),
                 ground_programs,
+                sql_params,
+                min_examples,
             })
             .await?;
             write_run(&out, &run)?;

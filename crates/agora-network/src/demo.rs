@@ -86,6 +86,12 @@ pub struct NetworkDemo {
     /// Hold the servers' programs to where their data comes from
     /// (`responder.ground_programs`; see `agora_node::acting`).
     pub ground_programs: bool,
+    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
+    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
+    pub sql_params: bool,
+    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
+    /// paper's first use; `programmer.min_examples`).
+    pub min_examples: u32,
 }
 
 impl NetworkDemo {
@@ -111,6 +117,8 @@ impl NetworkDemo {
             // Measured on the first 100 queries: 67 correct against 56 without (see `network`).
             code_as_action: true,
             ground_programs: self.ground_programs,
+            sql_params: self.sql_params,
+            min_examples: self.min_examples,
             halt,
             checkpoint,
         }

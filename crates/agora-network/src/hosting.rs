@@ -66,6 +66,14 @@ pub struct WorkerRun {
     /// (`responder.ground_programs`; off for a node by default).
     #[serde(default)]
     pub ground_programs: bool,
+    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
+    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
+    #[serde(default)]
+    pub sql_params: bool,
+    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
+    /// paper's first use; `programmer.min_examples`).
+    #[serde(default)]
+    pub min_examples: u32,
 }
 
 /// What one worker needs to build its share of the network.

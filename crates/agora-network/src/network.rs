@@ -24,6 +24,14 @@
 //! servers' routines from 52/136 to 74/132 correct (see `demo/network/reports/seed2-grounded`);
 //! on the paper's first 200 queries it gave 135 correct against 136, for $1.54 against $1.44.
 //!
+//! Stricter still (`--sql-params`: `run_sql_query` binds a `params` list and refuses a statement
+//! whose `?` placeholders it does not match; `--min-examples 3`: a first routine waits for 3
+//! examples), the first 181 queries of the same screenplay gave 93 correct against 88, for $3.92
+//! against $1.91: hotel1's `bookRoom` 2 → 9 of 31, restaurant3's `bookTable` 37 → 36 at 8× the
+//! cost, because its candidates failed examinations on three or more inconsistent examples (an
+//! `"error": ""` in one success reply and none in another) and the model kept answering (see
+//! `demo/network/reports/seed2-strict`). Both stay off by default.
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -99,6 +107,12 @@ pub struct NetworkOptions {
     /// Code as action's programs are held to where their data comes from
     /// (`responder.ground_programs`; off for a node by default).
     pub ground_programs: bool,
+    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
+    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
+    pub sql_params: bool,
+    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
+    /// paper's first use; `programmer.min_examples`).
+    pub min_examples: u32,
 }
 
 /// Which agents one process hosts: the servers (each with its helper) and the users whose
@@ -486,7 +500,13 @@ impl Agents {
                     .await
                     .with_context(|| format!("creating {}'s database", server.id))?;
                 service_dbs.push(database.clone());
-                tools.push(Arc::new(SqlTool::new(database, schema)));
+                let tool = SqlTool::new(database, schema);
+                let tool = if options.sql_params {
+                    tool.with_params()
+                } else {
+                    tool
+                };
+                tools.push(Arc::new(tool));
             }
             for tool in &server.tools {
                 match tool {
@@ -833,6 +853,7 @@ impl AgentBuilder<'_> {
         config.negotiation.propose_from_schema = self.options.propose_from_schema;
         config.responder.code_as_action = self.options.code_as_action;
         config.responder.ground_programs = self.options.ground_programs;
+        config.programmer.min_examples = self.options.min_examples;
         apply_mode(&mut config, self.options.mode);
         let store_url = sqlite_url(&self.dir, kind, id);
         let store = open_store(&store_url).await?;

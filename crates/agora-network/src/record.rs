@@ -161,6 +161,16 @@ pub struct RunRecord {
     /// (`responder.ground_programs`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ground_programs: bool,
+    /// Set when the servers' `run_sql_query` took `params` (`SqlTool::with_params`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sql_params: bool,
+    /// Set when a first routine needed more than one example (`programmer.min_examples`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_examples: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// A stratified sample of the screenplay (`agora_judge::spec::stratified_sample`): each

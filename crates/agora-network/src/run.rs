@@ -57,6 +57,12 @@ pub struct RunOptions {
     /// Code as action's programs are held to where their data comes from
     /// (`responder.ground_programs`; off for a node by default).
     pub ground_programs: bool,
+    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
+    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
+    pub sql_params: bool,
+    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
+    /// paper's first use; `programmer.min_examples`).
+    pub min_examples: u32,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -94,6 +100,8 @@ pub async fn run_screenplay(
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
             ground_programs: options.ground_programs,
+            sql_params: options.sql_params,
+            min_examples: options.min_examples,
         },
     )
     .await?;
@@ -121,6 +129,8 @@ pub async fn run_screenplay_in_workers(
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
             ground_programs: options.ground_programs,
+            sql_params: options.sql_params,
+            min_examples: options.min_examples,
         },
     )
     .await?;
@@ -294,6 +304,8 @@ async fn run_record(
         wall_secs: started.elapsed().as_secs_f64(),
         sample: options.sample,
         ground_programs: options.ground_programs,
+        sql_params: options.sql_params,
+        min_examples: options.min_examples,
     };
     run.recompute_totals();
     run.judge(spec);

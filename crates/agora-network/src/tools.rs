@@ -73,6 +73,9 @@ impl Tool for MockTool {
 pub struct SqlTool {
     spec: ToolSpec,
     database: ServiceDatabase,
+    /// Whether the tool takes `params` for the statement's `?` placeholders
+    /// ([`SqlTool::with_params`]).
+    params: bool,
 }
 
 impl SqlTool {
@@ -111,7 +114,28 @@ impl SqlTool {
                 returns: Some(json!({"type": "array", "items": {"type": "object"}})),
             },
             database,
+            params: false,
         }
+    }
+
+    /// The tool taking `params`, values for the statement's `?` placeholders in order, and
+    /// refusing a statement whose placeholders the values do not match. Without it, `params` is
+    /// not described and is ignored, and a placeholder matches NULL (so a lookup by `?` finds
+    /// no rows instead of failing): what the committed recordings were made with.
+    pub fn with_params(mut self) -> SqlTool {
+        self.params = true;
+        self.spec.parameters = json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "One SQL statement"},
+                "params": {
+                    "type": "array",
+                    "description": "Values for the statement's ? placeholders, in order"
+                }
+            },
+            "required": ["query"]
+        });
+        self
     }
 }
 
@@ -129,7 +153,22 @@ impl Tool for SqlTool {
                 tool: self.spec.name.clone(),
                 reason: "query is required and must be a string".into(),
             })?;
-        match self.database.run(query).await {
+        let ran = if self.params {
+            let params = match arguments.get("params") {
+                None | Some(Value::Null) => &[][..],
+                Some(Value::Array(values)) => values.as_slice(),
+                Some(_) => {
+                    return Err(ToolError::InvalidArguments {
+                        tool: self.spec.name.clone(),
+                        reason: "params must be an array of values, one per ? placeholder".into(),
+                    });
+                }
+            };
+            self.database.run_with(query, params).await
+        } else {
+            self.database.run(query).await
+        };
+        match ran {
             Ok(rows) => Ok(Value::Array(rows.into_iter().map(Value::Object).collect())),
             Err(error @ ServiceDbError::Refused(_)) => Err(ToolError::InvalidArguments {
                 tool: self.spec.name.clone(),
@@ -191,6 +230,7 @@ impl Tool for ExternalTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agora_store::ServiceTable;
 
     fn mock(kind: &str, name: &str) -> MockTool {
         let network = Arc::new(NetworkSpec::embedded().expect("network"));
@@ -201,6 +241,56 @@ mod tests {
             returns: None,
         };
         MockTool::new(spec, MockKind::parse(kind).expect("kind"), 42, network)
+    }
+
+    #[tokio::test]
+    async fn the_sql_tool_binds_params_only_where_it_offers_them() {
+        let dir = tempfile::tempdir().expect("dir");
+        let table = ServiceTable {
+            name: "Rooms".into(),
+            columns: vec![("RoomNumber".into(), "INTEGER".into())],
+            constraints: vec![],
+            rows: vec![
+                json!({"RoomNumber": 101})
+                    .as_object()
+                    .cloned()
+                    .expect("row"),
+            ],
+        };
+        let database = ServiceDatabase::create(&dir.path().join("h.db"), &[table])
+            .await
+            .expect("database");
+        let schema: DatabaseSpec = serde_json::from_value(json!({"tables": {"Rooms": {
+            "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
+        .expect("schema");
+        let lookup = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
+
+        let plain = SqlTool::new(database.clone(), &schema);
+        assert!(
+            plain.spec().parameters["properties"]
+                .get("params")
+                .is_none()
+        );
+        assert_eq!(plain.call(lookup.clone()).await.expect("rows"), json!([]));
+
+        let with_params = SqlTool::new(database, &schema).with_params();
+        assert!(with_params.spec().parameters["properties"]["params"].is_object());
+        assert_eq!(
+            with_params.call(lookup).await.expect("rows"),
+            json!([{"RoomNumber": 101}])
+        );
+        let unbound = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?"});
+        match with_params.call(unbound).await {
+            Err(ToolError::InvalidArguments { reason, .. }) => {
+                assert!(reason.contains("placeholder"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let not_a_list = json!({"query": "SELECT * FROM Rooms", "params": 101});
+        assert!(matches!(
+            with_params.call(not_a_list).await,
+            Err(ToolError::InvalidArguments { .. })
+        ));
     }
 
     #[test]

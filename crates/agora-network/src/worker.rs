@@ -112,6 +112,8 @@ async fn start(
         propose_from_schema: run.propose_from_schema,
         code_as_action: run.code_as_action,
         ground_programs: run.ground_programs,
+        sql_params: run.sql_params,
+        min_examples: run.min_examples,
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await

@@ -200,6 +200,12 @@ pub struct ProgrammerConfig {
     pub routine_timeout_ms: u64,
     /// Memory cap of an LLM-written routine, in bytes.
     pub routine_memory_bytes: u64,
+    /// The fewest LLM-answered examples a protocol's first routine is written and examined on,
+    /// whatever `thresholds.implementation` says (`0`: that threshold alone). A candidate that
+    /// passes one example can pass it with its logic inverted; but more examples also show the
+    /// examination the LLM's inconsistent replies, and jobs fail on them (measured in
+    /// `agora_network::network`).
+    pub min_examples: u32,
 }
 
 impl Default for ProgrammerConfig {
@@ -214,6 +220,7 @@ impl Default for ProgrammerConfig {
             max_tokens: 1024,
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
+            min_examples: 0,
         }
     }
 }

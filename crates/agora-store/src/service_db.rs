@@ -1,6 +1,7 @@
 //! A demo server's own SQL database: a SQLite file holding that server's tables (rooms,
 //! bookings, ...), on which the server's LLM and its LLM-written routines run SQL through a
-//! `run_sql_query(query)` tool.
+//! `run_sql_query(query)` tool (with `params` for its `?` placeholders where the demo offers
+//! them: [`ServiceDatabase::run_with`]).
 //!
 //! This is a facility apart from [`crate::Store`]: the node's own records live in the store; a
 //! service database is the business data a demo server answers questions about. It talks to
@@ -125,19 +126,7 @@ impl ServiceDatabase {
                     quote(&table.name),
                     columns.join(", ")
                 );
-                let mut query = sqlx::query(&insert);
-                for value in row.values() {
-                    query = match value {
-                        Value::Null => query.bind(None::<String>),
-                        Value::Bool(flag) => query.bind(i64::from(*flag)),
-                        Value::Number(number) => match number.as_i64() {
-                            Some(integer) => query.bind(integer),
-                            None => query.bind(number.as_f64()),
-                        },
-                        Value::String(text) => query.bind(text.as_str()),
-                        Value::Array(_) | Value::Object(_) => query.bind(value.to_string()),
-                    };
-                }
+                let query = row.values().fold(sqlx::query(&insert), bind);
                 query.execute(&mut *transaction).await.map_err(sql_error)?;
             }
         }
@@ -156,7 +145,38 @@ impl ServiceDatabase {
     /// Refused before it runs: more than one statement, anything but SELECT, INSERT, UPDATE,
     /// DELETE or WITH, a table that is not this database's, SQLite's schema objects, PRAGMA,
     /// ATTACH and DDL. Refused while it runs: more than [`STATEMENT_TIME_LIMIT`] of work.
+    ///
+    /// A `?` placeholder in the statement is bound to NULL, as SQLite does with no value bound;
+    /// [`ServiceDatabase::run_with`] binds values instead.
     pub async fn run(&self, sql: &str) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
+        self.execute(sql, &[]).await
+    }
+
+    /// [`ServiceDatabase::run`] with `params` bound to the statement's `?` placeholders, in
+    /// order (a boolean as 0/1, an array or object as its JSON text). Refused before it runs: a
+    /// count of `params` other than the count of placeholders (a statement whose placeholders
+    /// would silently match nothing), and numbered or named placeholders.
+    pub async fn run_with(
+        &self,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
+        let wanted = statement::placeholders(sql).map_err(ServiceDbError::Refused)?;
+        if wanted != params.len() {
+            return Err(ServiceDbError::Refused(format!(
+                "the statement has {wanted} `?` placeholder(s) but {} value(s) were given in \
+                 params: give one value per `?`, in order, or write the values into the statement",
+                params.len()
+            )));
+        }
+        self.execute(sql, params).await
+    }
+
+    async fn execute(
+        &self,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
         if sql.len() > MAX_STATEMENT_BYTES {
             return Err(ServiceDbError::Refused(format!(
                 "the statement is longer than {MAX_STATEMENT_BYTES} bytes"
@@ -174,8 +194,9 @@ impl ServiceDatabase {
         // it (waiting on the worker thread), with a little slack so the handler fires first.
         let limit = STATEMENT_TIME_LIMIT + Duration::from_millis(500);
         let fetched = tokio::time::timeout(limit, async {
+            let query = params.iter().fold(sqlx::query(sql).persistent(false), bind);
             let mut rows: BoxStream<'_, Result<SqliteRow, sqlx::Error>> =
-                sqlx::query(sql).persistent(false).fetch(&mut *connection);
+                query.fetch(&mut *connection);
             let mut json_rows = Vec::new();
             while let Some(row) = rows.next().await {
                 if json_rows.len() == MAX_ROWS {
@@ -206,6 +227,24 @@ impl ServiceDatabase {
     /// Closes the connection; later calls to [`ServiceDatabase::run`] fail.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// `query` with `value` bound to its next placeholder: a boolean as 0/1, an array or object as
+/// its JSON text.
+fn bind<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    value: &'q Value,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    match value {
+        Value::Null => query.bind(None::<String>),
+        Value::Bool(flag) => query.bind(i64::from(*flag)),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) => query.bind(integer),
+            None => query.bind(number.as_f64()),
+        },
+        Value::String(text) => query.bind(text.as_str()),
+        Value::Array(_) | Value::Object(_) => query.bind(value.to_string()),
     }
 }
 

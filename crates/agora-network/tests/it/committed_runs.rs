@@ -90,6 +90,8 @@ async fn replay(mode: &str, screenplay: Screenplay) {
             propose_from_schema: false,
             code_as_action: true,
             ground_programs: recorded.ground_programs,
+            sql_params: recorded.sql_params,
+            min_examples: recorded.min_examples,
             halt: None,
             checkpoint: None,
         },
@@ -147,14 +149,16 @@ async fn the_committed_whole_screenplay_agora_run_replays_to_its_numbers() {
     replay("agora-screenplay", Screenplay::Paper).await;
 }
 
-/// The NL-only mode on a stratified sample of the whole screenplay (20 queries per pair, seed 1):
-/// the record's `sample` selects the same 355 queries again.
+/// The agora mode on the paper's first 200 queries with the servers' programs grounded
+/// (`responder.ground_programs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_grounded_agora_prefix_replays_to_its_numbers() {
     replay("agora-grounded", Screenplay::Paper).await;
 }
 
+/// The NL-only mode on a stratified sample of the whole screenplay (20 queries per pair, seed 1):
+/// the record's `sample` selects the same 355 queries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_nl_only_sample_replays_to_its_numbers() {
@@ -169,13 +173,22 @@ async fn the_committed_generated_screenplay_agora_run_replays_to_its_numbers() {
     replay("agora-seed2", SEED2).await;
 }
 
-/// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
+/// The same generated screenplay with the servers' programs grounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays 300 recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_generated_screenplay_grounded_agora_run_replays_to_its_numbers() {
     replay("agora-seed2-grounded", SEED2).await;
 }
 
+/// The same, grounded, with `run_sql_query` taking `params` and first routines examined on at
+/// least 3 examples (`--sql-params --min-examples 3`; the record carries both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 300 recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_generated_screenplay_strict_agora_run_replays_to_its_numbers() {
+    replay("agora-seed2-strict", SEED2).await;
+}
+
+/// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
 async fn the_committed_generated_screenplay_nl_only_sample_replays_to_its_numbers() {
@@ -192,12 +205,13 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// first 100 queries of both modes, `reports/screenplay/` from the whole screenplay in agora mode
 /// and the NL-only stratified sample, `reports/seed2/` from both modes on the generated
 /// screenplay (NL-only sampled), `reports/seed2-grounded/` from the same with the servers'
-/// programs grounded (`responder.ground_programs`). Their totals are the records'. Together with the replays
+/// programs grounded (`responder.ground_programs`), `reports/seed2-strict/` from its first 181
+/// queries grounded and strict (`--sql-params --min-examples 3`). Their totals are the records'. Together with the replays
 /// above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 4] = [
+    let reports: [(&str, &[(&str, &str)]); 5] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
         (
             "screenplay",
@@ -214,6 +228,13 @@ fn the_committed_reports_carry_the_committed_runs_totals() {
             "seed2-grounded",
             &[
                 ("agora-seed2-grounded", "agora"),
+                ("nl-only-seed2-sample", "nl_only"),
+            ],
+        ),
+        (
+            "seed2-strict",
+            &[
+                ("agora-seed2-strict", "agora"),
                 ("nl-only-seed2-sample", "nl_only"),
             ],
         ),

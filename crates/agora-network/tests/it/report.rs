@@ -63,6 +63,8 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
         wall_secs: 12.5,
         sample: None,
         ground_programs: false,
+        sql_params: false,
+        min_examples: 0,
     };
     record.recompute_totals();
     record

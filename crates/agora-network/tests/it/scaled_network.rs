@@ -443,6 +443,8 @@ async fn run(
             propose_from_schema: false,
             code_as_action: false,
             ground_programs: false,
+            sql_params: false,
+            min_examples: 0,
             halt: None,
             checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
                 kept.lock().unwrap().push(so_far.clone());

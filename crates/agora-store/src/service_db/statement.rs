@@ -26,6 +26,10 @@ enum Token {
     Close,
     Comma,
     Dot,
+    /// A plain `?` parameter placeholder.
+    Placeholder,
+    /// A numbered or named placeholder (`?1`, `:name`, `@name`, `$name`).
+    NamedPlaceholder,
     /// Any other operator or punctuation.
     Other,
 }
@@ -65,6 +69,20 @@ const FROM_LIST_END: [&str; 10] = [
     "INTERSECT",
     "RETURNING",
 ];
+
+/// How many plain `?` placeholders `sql` has, outside literals and comments. `Err` says why the
+/// statement cannot take bound values: it does not tokenize, or it uses numbered or named
+/// placeholders, which bound values are not matched to.
+pub(super) fn placeholders(sql: &str) -> Result<usize, String> {
+    let tokens = tokenize(sql)?;
+    if tokens.contains(&Token::NamedPlaceholder) {
+        return Err(
+            "only plain `?` placeholders take params, not numbered or named ones (`?1`, `:name`)"
+                .into(),
+        );
+    }
+    Ok(tokens.iter().filter(|t| **t == Token::Placeholder).count())
+}
 
 /// Checks one statement against the database's `tables`; `Err` holds why it is refused, in words
 /// an LLM can act on.
@@ -325,6 +343,20 @@ fn tokenize(sql: &str) -> Result<Vec<Token>, String> {
                 at += 1;
             }
             tokens.push(Token::Word(chars[start..at].iter().collect()));
+        } else if c == '?' && !next.is_some_and(|n| n.is_ascii_digit()) {
+            tokens.push(Token::Placeholder);
+            at += 1;
+        } else if matches!(c, '?' | ':' | '@' | '$')
+            && next.is_some_and(|n| n.is_alphanumeric() || n == '_')
+        {
+            at += 1;
+            while chars
+                .get(at)
+                .is_some_and(|&c| c.is_alphanumeric() || c == '_')
+            {
+                at += 1;
+            }
+            tokens.push(Token::NamedPlaceholder);
         } else {
             tokens.push(match c {
                 ';' => Token::Semicolon,
@@ -350,6 +382,22 @@ mod tests {
 
     fn allowed(sql: &str) -> bool {
         check(sql, &tables()).is_ok()
+    }
+
+    #[test]
+    fn placeholders_are_counted_outside_literals_and_named_ones_refused() {
+        assert_eq!(
+            placeholders("SELECT * FROM Rooms WHERE A = ? AND B = ?"),
+            Ok(2)
+        );
+        assert_eq!(
+            placeholders("SELECT '?' FROM Rooms -- ?\n WHERE A = ?"),
+            Ok(1)
+        );
+        assert_eq!(placeholders("SELECT * FROM Rooms"), Ok(0));
+        assert!(placeholders("SELECT * FROM Rooms WHERE A = ?1").is_err());
+        assert!(placeholders("SELECT * FROM Rooms WHERE A = :a").is_err());
+        assert!(placeholders("SELECT * FROM Rooms WHERE A = @a").is_err());
     }
 
     #[test]

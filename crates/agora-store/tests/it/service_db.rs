@@ -216,3 +216,51 @@ async fn create_replaces_an_existing_file() {
         .unwrap();
     assert_eq!(db.run("SELECT * FROM Rooms").await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn params_are_bound_in_order_and_must_match_the_placeholders() {
+    let (db, _dir) = hotel().await;
+    let booked = db
+        .run_with(
+            "SELECT Guest FROM Bookings WHERE RoomNumber = ? AND StartDate = ?",
+            &[json!(101), json!("2025-03-01")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(booked, vec![object(json!({"Guest": "Ada"}))]);
+    db.run_with(
+        "INSERT INTO Bookings VALUES (?, ?, ?)",
+        &[json!(102), json!("2025-03-02"), json!("Bo")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        db.run("SELECT Guest FROM Bookings WHERE RoomNumber = 102")
+            .await
+            .unwrap(),
+        vec![object(json!({"Guest": "Bo"}))]
+    );
+
+    // Unbound placeholders match NULL through `run`, and are refused through `run_with`.
+    let unbound = "SELECT Guest FROM Bookings WHERE RoomNumber = ?";
+    assert_eq!(db.run(unbound).await.unwrap(), vec![]);
+    let why = refusal(db.run_with(unbound, &[]).await);
+    assert!(why.contains("1 `?` placeholder(s) but 0 value(s)"), "{why}");
+    let why = refusal(db.run_with("SELECT Guest FROM Bookings", &[json!(1)]).await);
+    assert!(why.contains("0 `?` placeholder(s) but 1 value(s)"), "{why}");
+    let why = refusal(
+        db.run_with(
+            "SELECT Guest FROM Bookings WHERE RoomNumber = :room",
+            &[json!(101)],
+        )
+        .await,
+    );
+    assert!(why.contains("plain `?`"), "{why}");
+    // A `?` inside a string literal is text, not a placeholder.
+    assert_eq!(
+        db.run_with("SELECT Guest FROM Bookings WHERE Guest = '?'", &[])
+            .await
+            .unwrap(),
+        vec![]
+    );
+}
