@@ -161,6 +161,10 @@ impl ServiceDatabase {
         sql: &str,
         params: &[Value],
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
+        if sql.len() > MAX_STATEMENT_BYTES {
+            // `execute` refuses it, before anything reads the statement.
+            return self.execute(sql, &[]).await;
+        }
         let wanted = statement::placeholders(sql).map_err(ServiceDbError::Refused)?;
         if wanted != params.len() {
             return Err(ServiceDbError::Refused(format!(
