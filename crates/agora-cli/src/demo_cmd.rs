@@ -14,7 +14,7 @@ use agora_network::spec::{
     NetworkSpec, counts_by_server_task, embedded_screenplay, parse_screenplay,
 };
 use agora_network::weather::{self as demo, WeatherDemo};
-use agora_network::{Mode, RunRecord, Sample};
+use agora_network::{Mode, RunRecord, Sample, ServerSwitches};
 use agora_server::LlmSettings;
 use anyhow::Context;
 use anyhow::bail;
@@ -111,6 +111,14 @@ pub enum DemoCommand {
         /// (`programmer.min_examples`; by default the paper's first use).
         #[arg(long, default_value_t = 0)]
         min_examples: u32,
+        /// A server's candidate routine may differ from the recorded replies in empty members
+        /// and in the wording of short texts (`programmer.grading = "lenient"`).
+        #[arg(long)]
+        lenient_grading: bool,
+        /// Ask once more at this temperature when a server's programmer repeats a candidate
+        /// (`programmer.resample_temperature`; 0, the default: not).
+        #[arg(long, default_value_t = 0.0)]
+        resample_temperature: f32,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -306,7 +314,12 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             ground_programs,
             sql_params,
             min_examples,
+            lenient_grading,
+            resample_temperature,
         } => {
+            if !(0.0..=2.0).contains(&resample_temperature) {
+                bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
+            }
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
             } else {
@@ -329,9 +342,13 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     per_pair: usize::try_from(per_pair).unwrap_or(usize::MAX),
                     seed: sample_seed,
                 }),
-                ground_programs,
-                sql_params,
-                min_examples,
+                switches: ServerSwitches {
+                    ground_programs,
+                    sql_params,
+                    min_examples,
+                    lenient_grading,
+                    resample_temperature,
+                },
             })
             .await?;
             write_run(&out, &run)?;

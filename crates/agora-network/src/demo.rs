@@ -16,6 +16,7 @@ use crate::hosting::WorkerLaunch;
 use crate::record::{Mode, RunRecord, Sample};
 use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
 use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay};
+use crate::switches::ServerSwitches;
 
 /// Which LLM answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,15 +84,8 @@ pub struct NetworkDemo {
     /// Run a stratified sample of the screenplay instead of all of it (`queries` then counts
     /// the sample's queries).
     pub sample: Option<Sample>,
-    /// Hold the servers' programs to where their data comes from
-    /// (`responder.ground_programs`; see `agora_node::acting`).
-    pub ground_programs: bool,
-    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
-    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
-    pub sql_params: bool,
-    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
-    /// paper's first use; `programmer.min_examples`).
-    pub min_examples: u32,
+    /// The servers' switches beyond the paper's setup (all off by default).
+    pub switches: ServerSwitches,
 }
 
 impl NetworkDemo {
@@ -116,9 +110,7 @@ impl NetworkDemo {
             propose_from_schema: false,
             // Measured on the first 100 queries: 67 correct against 56 without (see `network`).
             code_as_action: true,
-            ground_programs: self.ground_programs,
-            sql_params: self.sql_params,
-            min_examples: self.min_examples,
+            switches: self.switches,
             halt,
             checkpoint,
         }

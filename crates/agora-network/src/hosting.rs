@@ -30,6 +30,7 @@ use crate::network::{
 };
 use crate::record::Mode;
 use crate::spec::NetworkSpec;
+use crate::switches::ServerSwitches;
 
 /// How to start worker processes.
 #[derive(Debug, Clone)]
@@ -62,18 +63,9 @@ pub struct WorkerRun {
     /// The servers answer protocol requests with programs the LLM writes
     /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
     pub code_as_action: bool,
-    /// Code as action's programs are held to where their data comes from
-    /// (`responder.ground_programs`; off for a node by default).
-    #[serde(default)]
-    pub ground_programs: bool,
-    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
-    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
-    #[serde(default)]
-    pub sql_params: bool,
-    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
-    /// paper's first use; `programmer.min_examples`).
-    #[serde(default)]
-    pub min_examples: u32,
+    /// The servers' switches beyond the paper's setup (all off by default).
+    #[serde(flatten)]
+    pub switches: ServerSwitches,
 }
 
 /// What one worker needs to build its share of the network.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::spec::NetworkSpec;
+use crate::switches::ServerSwitches;
 
 /// Which thresholds the network ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,20 +158,9 @@ pub struct RunRecord {
     /// Set when the run covered a stratified sample of the screenplay, not a prefix of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<Sample>,
-    /// Set when the servers' programs were held to where their data comes from
-    /// (`responder.ground_programs`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ground_programs: bool,
-    /// Set when the servers' `run_sql_query` took `params` (`SqlTool::with_params`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub sql_params: bool,
-    /// Set when a first routine needed more than one example (`programmer.min_examples`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub min_examples: u32,
-}
-
-fn is_zero(value: &u32) -> bool {
-    *value == 0
+    /// The servers' switches that were on (written only when on).
+    #[serde(flatten)]
+    pub switches: ServerSwitches,
 }
 
 /// A stratified sample of the screenplay (`agora_judge::spec::stratified_sample`): each

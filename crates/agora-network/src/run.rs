@@ -27,6 +27,7 @@ use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
 use crate::network::{NetworkOptions, TaskQuery};
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
 use crate::spec::{Entry, NetworkSpec};
+use crate::switches::ServerSwitches;
 
 /// How to run.
 pub struct RunOptions {
@@ -54,15 +55,8 @@ pub struct RunOptions {
     /// The servers answer protocol requests with programs the LLM writes
     /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
     pub code_as_action: bool,
-    /// Code as action's programs are held to where their data comes from
-    /// (`responder.ground_programs`; off for a node by default).
-    pub ground_programs: bool,
-    /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a statement
-    /// they do not match (`SqlTool::with_params`); without it a placeholder matches NULL.
-    pub sql_params: bool,
-    /// The fewest examples a server's programmer examines a first routine on (`0` or `1`: the
-    /// paper's first use; `programmer.min_examples`).
-    pub min_examples: u32,
+    /// The servers' switches beyond the paper's setup (all off by default).
+    pub switches: ServerSwitches,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -99,9 +93,7 @@ pub async fn run_screenplay(
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
-            ground_programs: options.ground_programs,
-            sql_params: options.sql_params,
-            min_examples: options.min_examples,
+            switches: options.switches,
         },
     )
     .await?;
@@ -128,9 +120,7 @@ pub async fn run_screenplay_in_workers(
             native_tools: options.native_tools,
             propose_from_schema: options.propose_from_schema,
             code_as_action: options.code_as_action,
-            ground_programs: options.ground_programs,
-            sql_params: options.sql_params,
-            min_examples: options.min_examples,
+            switches: options.switches,
         },
     )
     .await?;
@@ -303,9 +293,7 @@ async fn run_record(
         },
         wall_secs: started.elapsed().as_secs_f64(),
         sample: options.sample,
-        ground_programs: options.ground_programs,
-        sql_params: options.sql_params,
-        min_examples: options.min_examples,
+        switches: options.switches,
     };
     run.recompute_totals();
     run.judge(spec);

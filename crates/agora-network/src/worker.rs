@@ -111,9 +111,7 @@ async fn start(
         native_tools: run.native_tools,
         propose_from_schema: run.propose_from_schema,
         code_as_action: run.code_as_action,
-        ground_programs: run.ground_programs,
-        sql_params: run.sql_params,
-        min_examples: run.min_examples,
+        switches: run.switches,
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await

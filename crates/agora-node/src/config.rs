@@ -206,6 +206,33 @@ pub struct ProgrammerConfig {
     /// examination the LLM's inconsistent replies, and jobs fail on them (measured in
     /// `agora_network::network`).
     pub min_examples: u32,
+    /// How closely a candidate's replies must follow the recorded ones at its examination.
+    pub grading: Grading,
+    /// When the model writes a candidate it already wrote in the job, ask once more at this
+    /// temperature, with a seed of the attempt's own (`0`: do not; the job then starts over from
+    /// a fresh prompt, and a second repeat ends it). At temperature 0 the same conversation
+    /// gives the same code. At most 2 (OpenAI's range). Measured on seed 2's first 181 queries
+    /// at 0.7: the six sampled requests all gave the greedy code back (see
+    /// `agora_network::network`).
+    pub resample_temperature: f32,
+}
+
+/// How closely a candidate's JSON reply must follow the recorded reply at its examination,
+/// beyond key order, layout and the spelling of numbers (`programmer.grading`). Where the
+/// protocol document declares a reply schema, tool-derived values are what is compared either
+/// way (see `programmer::exam`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grading {
+    /// The recorded members with the recorded values; a text of four words or more may be
+    /// worded differently.
+    #[default]
+    Recorded,
+    /// As `recorded`, and: a member holding `""` or `null` is the same as no member, and a
+    /// text of two or three words may be worded differently as long as it keeps every one of
+    /// those words ("Table already booked" and "The table is already booked."). The model's
+    /// own replies differ in exactly these ways from one request to the next.
+    Lenient,
 }
 
 impl Default for ProgrammerConfig {
@@ -221,6 +248,8 @@ impl Default for ProgrammerConfig {
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
             min_examples: 0,
+            grading: Grading::Recorded,
+            resample_temperature: 0.0,
         }
     }
 }

@@ -505,6 +505,28 @@ mod tests {
             assert_eq!(config.node.name, "bob");
             assert_eq!(config.node.thresholds.implementation, 5);
             assert_eq!(config.node.programmer.max_routine_failures, 3);
+            assert_eq!(
+                config.node.programmer.grading,
+                agora_node::Grading::Recorded
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's `Jail` API fixes the error type
+    fn the_programmers_grading_is_named_in_snake_case_and_checked() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "node.toml",
+                "[node.programmer]\ngrading = \"lenient\"\nresample_temperature = 0.9\n",
+            )?;
+            let config = Config::load(Some(Path::new("node.toml"))).map_err(|e| e.0)?;
+            assert_eq!(config.node.programmer.grading, agora_node::Grading::Lenient);
+            assert_eq!(config.node.programmer.resample_temperature, 0.9);
+            jail.create_file("node.toml", "[node.programmer]\ngrading = \"loose\"\n")?;
+            let error = Config::load(Some(Path::new("node.toml"))).unwrap_err().0;
+            assert!(error.to_string().contains("loose"), "{error}");
             Ok(())
         });
     }

@@ -62,9 +62,7 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
         network,
         wall_secs: 12.5,
         sample: None,
-        ground_programs: false,
-        sql_params: false,
-        min_examples: 0,
+        switches: Default::default(),
     };
     record.recompute_totals();
     record

@@ -442,9 +442,7 @@ async fn run(
             native_tools: false,
             propose_from_schema: false,
             code_as_action: false,
-            ground_programs: false,
-            sql_params: false,
-            min_examples: 0,
+            switches: Default::default(),
             halt: None,
             checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
                 kept.lock().unwrap().push(so_far.clone());

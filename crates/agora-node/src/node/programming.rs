@@ -265,8 +265,17 @@ impl Node {
                     Turn::Code(source)
                 }
                 None => {
-                    self.next_candidate(&context, &messages, config.max_tokens, &mut tried)
-                        .await
+                    // OpenAI's range; NaN or anything not above 0 is off.
+                    let resample = (config.resample_temperature > 0.0)
+                        .then_some((config.resample_temperature.min(2.0), attempt));
+                    self.next_candidate(
+                        &context,
+                        &messages,
+                        config.max_tokens,
+                        &mut tried,
+                        resample,
+                    )
+                    .await
                 }
             };
             let source = match turn {
@@ -510,17 +519,36 @@ pub(super) const REPEATED: &str = "the model wrote a candidate it had already wr
 
 impl Node {
     /// Asks the model (ledger category `implementing`) for the next candidate and checks that it
-    /// is new: at temperature 0 a model that repeats itself would go on repeating itself. New
-    /// code is added to `tried`.
+    /// is new: at temperature 0 a model that repeats itself would go on repeating itself. With
+    /// `resample` (a temperature and the attempt's number), a repeat is asked for once more at
+    /// that temperature, seeded with the default seed plus the attempt's number, so a replayed
+    /// job asks the same. New code is added to `tried`.
     pub(super) async fn next_candidate(
         &self,
         context: &QueryContext,
         messages: &[Message],
         max_tokens: u32,
         tried: &mut Vec<String>,
+        resample: Option<(f32, i64)>,
     ) -> Turn {
-        let request = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
-        match self.chat(Category::Implementing, context, &request).await {
+        let greedy = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
+        let mut turn = self.candidate(context, &greedy, tried).await;
+        if let (Turn::Repeated(_), Some((temperature, attempt))) = (&turn, resample) {
+            let seed = greedy.seed.unwrap_or_default().saturating_add(attempt);
+            let sampled = greedy.temperature(temperature).seed(Some(seed));
+            turn = self.candidate(context, &sampled, tried).await;
+        }
+        turn
+    }
+
+    /// One candidate from `request`, checked against `tried` (see [`Node::next_candidate`]).
+    async fn candidate(
+        &self,
+        context: &QueryContext,
+        request: &ChatRequest,
+        tried: &mut Vec<String>,
+    ) -> Turn {
+        match self.chat(Category::Implementing, context, request).await {
             Err(error) => Turn::LlmFailed(format!("the LLM failed: {error}")),
             Ok(response) => {
                 let source = prompt::extract_code(&response.content);

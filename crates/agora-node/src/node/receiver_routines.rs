@@ -26,7 +26,7 @@ use super::Node;
 use super::programming::{
     Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load, examples_to_work_on,
 };
-use crate::config::ProgrammerConfig;
+use crate::config::{Grading, ProgrammerConfig};
 use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
@@ -138,6 +138,8 @@ impl Node {
 pub(super) struct ReceiverBench {
     examples: Vec<Example>,
     reply_schema: Option<jsonschema::Validator>,
+    /// How closely a candidate's replies must follow the recorded ones (`programmer.grading`).
+    grading: Grading,
     /// The tools a routine is granted: those the responder is offered for the protocol.
     granted: Vec<String>,
     /// The protocol document's text (a value it names is no tool's to hard-code).
@@ -201,6 +203,7 @@ impl JobSubject for ProtocolHash {
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
                 document: document.text().to_string(),
                 ground: node.inner.config.responder.ground_programs,
+                grading: config.grading,
                 examples,
             },
         })
@@ -217,6 +220,7 @@ impl JobSubject for ProtocolHash {
             source,
             &bench.examples,
             bench.reply_schema.as_ref(),
+            bench.grading,
             limits,
         )
         .await;
@@ -305,10 +309,11 @@ async fn examine_candidate(
     source: &str,
     examples: &[Example],
     reply_schema: Option<&jsonschema::Validator>,
+    grading: Grading,
     limits: RoutineLimits,
 ) -> Result<Examined, Unbuilt> {
     let (component, report) =
-        build_and_examine(engine, source, examples, reply_schema, limits).await?;
+        build_and_examine(engine, source, examples, reply_schema, grading, limits).await?;
     let mut best = (source.to_string(), component, report);
     let mut checks_removed = Vec::new();
     'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
@@ -323,7 +328,7 @@ async fn examine_candidate(
         // Several checks may return the same text: try each until one helps.
         for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
             if let Ok((component, report)) =
-                build_and_examine(engine, &edited, examples, reply_schema, limits).await
+                build_and_examine(engine, &edited, examples, reply_schema, grading, limits).await
                 && report.passed_count() > best.2.passed_count()
             {
                 best = (edited, component, report);
@@ -342,9 +347,10 @@ async fn build_and_examine(
     source: &str,
     examples: &[Example],
     reply_schema: Option<&jsonschema::Validator>,
+    grading: Grading,
     limits: RoutineLimits,
 ) -> Result<(Vec<u8>, exam::ExamReport), Unbuilt> {
     let (component, loaded) = build_and_load(engine, source).await?;
-    let report = exam::examine(loaded.as_ref(), examples, reply_schema, limits).await;
+    let report = exam::examine(loaded.as_ref(), examples, reply_schema, grading, limits).await;
     Ok((component, report))
 }

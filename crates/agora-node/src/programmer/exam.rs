@@ -11,12 +11,20 @@
 //! the recorded members with the recorded values, except that a member holding a sentence (four
 //! words or more) may hold any other non-empty text: the LLM's wording of a message is not part
 //! of the protocol, its status and data are.
+//!
+//! With `programmer.grading = "lenient"` ([`Grading::Lenient`]) the examination also forgives
+//! what the model's own replies vary in from one request to the next. Of 15 failed attempts on
+//! seed 2's first 181 queries (grounded, bound SQL parameters, first routines on 3 examples), 8
+//! failed on an empty member that one example had and another had not (`"error": ""`), and 2 on
+//! a three-word error text worded differently; 5 on a tool call whose SQL differed, which no
+//! grading of the reply forgives.
 
 use std::sync::{Arc, Mutex};
 
 use agora_store::Example;
 use serde_json::Value;
 
+use crate::config::Grading;
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 
 /// One recorded tool call.
@@ -260,6 +268,7 @@ pub(crate) async fn examine(
     routine: &dyn LoadedRoutine,
     examples: &[Example],
     reply_schema: Option<&jsonschema::Validator>,
+    grading: Grading,
     limits: RoutineLimits,
 ) -> ExamReport {
     let mut report = ExamReport::default();
@@ -277,7 +286,7 @@ pub(crate) async fn examine(
             Some(call.clone())
         } else {
             match &got {
-                Ok(reply) => grade(&example.reply, reply, &calls, reply_schema).err(),
+                Ok(reply) => grade(&example.reply, reply, &calls, reply_schema, grading).err(),
                 Err(error) => Some(format!("the routine failed: {error}")),
             }
         };
@@ -311,6 +320,7 @@ pub(crate) fn grade(
     got: &str,
     calls: &[RecordedCall],
     reply_schema: Option<&jsonschema::Validator>,
+    grading: Grading,
 ) -> Result<(), String> {
     let (Ok(expected_json), Ok(got_json)) = (
         serde_json::from_str::<Value>(expected),
@@ -343,11 +353,11 @@ pub(crate) fn grade(
     }
     // Without a schema the recorded reply is the schema: the same members, the same values,
     // except that a sentence written for people may be worded differently.
-    if same_but_wording(&expected_json, &got_json) {
+    let mut found = Vec::new();
+    collect_differences("", &expected_json, &got_json, Some(grading), &mut found);
+    if found.is_empty() {
         return Ok(());
     }
-    let mut found = Vec::new();
-    collect_differences("", &expected_json, &got_json, true, &mut found);
     found.truncate(5);
     Err(found.join("; "))
 }
@@ -356,25 +366,55 @@ pub(crate) fn grade(
 /// (it may be any non-empty text).
 pub(crate) fn same_but_wording(expected: &Value, got: &Value) -> bool {
     let mut found = Vec::new();
-    collect_differences("", expected, got, true, &mut found);
+    collect_differences("", expected, got, Some(Grading::Recorded), &mut found);
     found.is_empty()
 }
 
-/// Whether a recorded value is a sentence written for people (four words or more), which a
-/// routine may word differently.
-fn is_prose(value: &Value) -> bool {
-    value
-        .as_str()
-        .is_some_and(|text| text.split_whitespace().count() >= PROSE_WORDS)
+/// Whether `got` is an acceptable rewording of the recorded text `expected`: any non-empty text
+/// for a sentence written for people (four words or more); under [`Grading::Lenient`] also, for
+/// a text of two or three words, any text that has each of its words (case and punctuation
+/// aside), so that "Table already booked" may be "The table is already booked." but not "Table
+/// booked".
+fn reworded(grading: Grading, expected: &Value, got: &Value) -> bool {
+    let (Some(recorded), Some(text)) = (expected.as_str(), got.as_str()) else {
+        return false;
+    };
+    if text.trim().is_empty() {
+        return false;
+    }
+    let recorded_words = words(recorded);
+    if recorded_words.len() >= PROSE_WORDS {
+        return true;
+    }
+    grading == Grading::Lenient && recorded_words.len() >= 2 && {
+        let got_words = words(text);
+        recorded_words.iter().all(|word| got_words.contains(word))
+    }
 }
 
-/// Words from which a recorded string counts as prose (see [`is_prose`]).
+/// `text`'s words, lower-cased, without the punctuation around them.
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|word| {
+            word.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|word| !word.is_empty())
+        .collect()
+}
+
+/// Words from which a recorded string counts as prose (see [`reworded`]).
 const PROSE_WORDS: usize = 4;
+
+/// `""` or `null`: under [`Grading::Lenient`], the same as a member that is not there.
+fn is_empty_member(value: &Value) -> bool {
+    value.is_null() || value.as_str().is_some_and(|text| text.trim().is_empty())
+}
 
 /// Where two JSON values differ, in words (at most a few places).
 fn differences(expected: &Value, got: &Value) -> String {
     let mut found = Vec::new();
-    collect_differences("", expected, got, false, &mut found);
+    collect_differences("", expected, got, None, &mut found);
     if found.is_empty() {
         return "the replies differ".to_string();
     }
@@ -382,33 +422,33 @@ fn differences(expected: &Value, got: &Value) -> String {
     found.join("; ")
 }
 
-/// Where `got` differs from `expected`; with `free_text`, a recorded sentence (inside an
-/// object) matches any non-empty string.
+/// Where `got` differs from `expected`; with a `grading`, a recorded text inside an object may
+/// be [`reworded`], and under [`Grading::Lenient`] an empty member matches a missing one.
 fn collect_differences(
     path: &str,
     expected: &Value,
     got: &Value,
-    free_text: bool,
+    grading: Option<Grading>,
     found: &mut Vec<String>,
 ) {
     let here = if path.is_empty() { "the reply" } else { path };
+    let lenient = grading == Some(Grading::Lenient);
     match (expected, got) {
-        _ if free_text
-            && !path.is_empty()
-            && is_prose(expected)
-            && got.as_str().is_some_and(|text| !text.trim().is_empty()) => {}
+        _ if !path.is_empty() && grading.is_some_and(|g| reworded(g, expected, got)) => {}
+        _ if lenient && is_empty_member(expected) && is_empty_member(got) => {}
         (Value::Object(x), Value::Object(y)) => {
             for (key, x_value) in x {
                 let child = format!("{path}.{key}");
                 match y.get(key) {
-                    Some(y_value) => {
-                        collect_differences(&child, x_value, y_value, free_text, found)
-                    }
+                    Some(y_value) => collect_differences(&child, x_value, y_value, grading, found),
+                    None if lenient && is_empty_member(x_value) => {}
                     None => found.push(format!("{child} is missing (expected {x_value})")),
                 }
             }
-            for key in y.keys().filter(|key| !x.contains_key(*key)) {
-                found.push(format!("{path}.{key} should not be there"));
+            for (key, y_value) in y.iter().filter(|(key, _)| !x.contains_key(*key)) {
+                if !(lenient && is_empty_member(y_value)) {
+                    found.push(format!("{path}.{key} should not be there"));
+                }
             }
         }
         _ if json_equivalent(expected, got) => {}
@@ -608,6 +648,65 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// [`super::grade`] as the examination grades by default.
+    fn grade(
+        expected: &str,
+        got: &str,
+        calls: &[RecordedCall],
+        reply_schema: Option<&jsonschema::Validator>,
+    ) -> Result<(), String> {
+        super::grade(expected, got, calls, reply_schema, Grading::Recorded)
+    }
+
+    fn lenient(expected: &str, got: &str) -> Result<(), String> {
+        super::grade(expected, got, &[], None, Grading::Lenient)
+    }
+
+    #[test]
+    fn lenient_grading_forgives_empty_members_and_reworded_short_texts_only() {
+        let booked = r#"{"status": "success", "error": ""}"#;
+        // An empty member and a missing one are the same, both ways, and "" is null.
+        for (expected, got) in [
+            (booked, r#"{"status": "success"}"#),
+            (r#"{"status": "success"}"#, booked),
+            (booked, r#"{"status": "success", "error": null}"#),
+        ] {
+            assert!(lenient(expected, got).is_ok(), "{expected} against {got}");
+            assert!(
+                grade(expected, got, &[], None).is_err(),
+                "{expected} against {got}"
+            );
+        }
+        // But not a member with something in it, nor a different status.
+        assert!(lenient(booked, r#"{"status": "success", "error": "full"}"#).is_err());
+        assert!(lenient(r#"{"status": "success"}"#, r#"{"status": "failure"}"#).is_err());
+        assert!(
+            lenient(
+                r#"{"status": "success", "room": 4}"#,
+                r#"{"status": "success"}"#
+            )
+            .is_err()
+        );
+
+        let taken = r#"{"status": "failure", "error": "Table already booked"}"#;
+        for got in [
+            r#"{"status": "failure", "error": "The table is already booked."}"#,
+            r#"{"status": "failure", "error": "Table already booked for the specified date and time."}"#,
+        ] {
+            assert!(lenient(taken, got).is_ok(), "{got}");
+            assert!(grade(taken, got, &[], None).is_err(), "{got}");
+        }
+        // A word of the recorded text missing (the meaning may have turned), a single word, a
+        // changed number: still wrong.
+        assert!(lenient(taken, r#"{"status": "failure", "error": "Table booked"}"#).is_err());
+        assert!(lenient(r#"{"room": "not available"}"#, r#"{"room": "available"}"#).is_err());
+        assert!(lenient(r#"{"room": "double"}"#, r#"{"room": "twin"}"#).is_err());
+        assert!(lenient(r#"{"room": "Room 12"}"#, r#"{"room": "Room 13"}"#).is_err());
+        assert!(lenient(r#"{"room": "Room 12"}"#, r#"{"room": "room 12, booked"}"#).is_ok());
+        // A whole reply is never free text.
+        assert!(lenient(r#""Table already booked""#, r#""Already booked, table""#).is_err());
+    }
 
     fn call(tool: &str, arguments: Value, result: Value) -> RecordedCall {
         RecordedCall {

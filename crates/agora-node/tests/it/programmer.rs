@@ -13,8 +13,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
-use agora_llm::ChatRequest;
-use agora_node::{Node, NodeConfig, RoutineError, ToolHost};
+use agora_llm::{ChatRequest, LlmError};
+use agora_node::{Grading, Node, NodeConfig, RoutineError, ToolHost};
 use agora_protocol::{Body, HashDialect, ProtocolHash, ProtocolRef, Reply, Request, Status};
 use agora_store::{RequestPath, RoutineAttempt, RoutineOrigin, RoutineStatus};
 use agora_testkit::{
@@ -80,21 +80,25 @@ fn is_programmer_call(request: &ChatRequest) -> bool {
 
 /// A correct weather agent, and the scripted programmer.
 fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
-    weather_agent(Some(programmer.clone()), |last| {
-        if let Some(body) = last.strip_prefix("Request body:\n") {
-            forecast_call(body)
-        } else if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
-            let forecast: Value = serde_json::from_str(result).unwrap();
-            let answer = json!({
-                "temperature": forecast["temperature_c"],
-                "precipitation": forecast["precipitation_mm"],
-                "weatherCondition": forecast["condition"],
-            });
-            json!({"tool": "final_answer", "answer": answer}).to_string()
-        } else {
-            panic!("unexpected step: {last}")
-        }
-    })
+    weather_agent(Some(programmer.clone()), correct_step)
+}
+
+/// A correct weather agent's step after `last`: a tool call for the request, then the tool's
+/// values under the protocol's names.
+fn correct_step(last: &str) -> String {
+    if let Some(body) = last.strip_prefix("Request body:\n") {
+        forecast_call(body)
+    } else if let Some(result) = last.strip_prefix("Result of weather_forecast: ") {
+        let forecast: Value = serde_json::from_str(result).unwrap();
+        let answer = json!({
+            "temperature": forecast["temperature_c"],
+            "precipitation": forecast["precipitation_mm"],
+            "weatherCondition": forecast["condition"],
+        });
+        json!({"tool": "final_answer", "answer": answer}).to_string()
+    } else {
+        panic!("unexpected step: {last}")
+    }
 }
 
 /// A weather agent that finds every protocol suitable and answers each step with `step` of
@@ -107,12 +111,17 @@ fn weather_agent(
         if let Some(programmer) = programmer.as_ref().filter(|_| is_programmer_call(request)) {
             return Ok(programmer.answer());
         }
-        match schema_name(request) {
-            Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
-            Some("step") => Ok(step(last_user_message(request))),
-            other => panic!("unexpected LLM request {other:?}"),
-        }
+        agent_turn(request, &step)
     })
+}
+
+/// The weather agent's answer to a request that is not the programmer's.
+fn agent_turn(request: &ChatRequest, step: &dyn Fn(&str) -> String) -> Result<String, LlmError> {
+    match schema_name(request) {
+        Some("suitability") => Ok(r#"{"suitable": "yes", "reason": "weather tool"}"#.into()),
+        Some("step") => Ok(step(last_user_message(request))),
+        other => panic!("unexpected LLM request {other:?}"),
+    }
 }
 
 /// The weather agent's step for a request body: a call of the forecast tool for its place and
@@ -708,6 +717,99 @@ async fn a_first_routine_waits_for_min_examples_whatever_the_threshold() {
     let attempts = node.store().attempts(Some(&hash())).await.unwrap();
     assert_eq!(outcomes(&attempts), ["passed"]);
     assert_eq!(attempts[0].report, "3/3 examples passed");
+}
+
+/// The temperature and seed of each programmer request.
+type Sampling = Arc<Mutex<Vec<(f32, Option<i64>)>>>;
+
+/// A weather agent whose programmer answers "wrong" at temperature 0 and "good" when sampled,
+/// and the temperatures and seeds it was asked at.
+fn greedy_then_sampled() -> (Arc<ScriptedLlm>, Sampling) {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let llm = ScriptedLlm::new(move |request| {
+        if is_programmer_call(request) {
+            seen.lock()
+                .unwrap()
+                .push((request.temperature, request.seed));
+            let key = if request.temperature > 0.0 {
+                "good"
+            } else {
+                "wrong"
+            };
+            return Ok(format!("```javascript\n{key}\n```"));
+        }
+        agent_turn(request, &correct_step)
+    });
+    (llm, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_candidate_is_asked_for_again_at_the_resample_temperature() {
+    for resample in [0.0, 0.7] {
+        let dir = temp_dir();
+        let (llm, asked) = greedy_then_sampled();
+        let node = node_with(llm, engine(), dir.path(), |c| {
+            c.thresholds.implementation = 1;
+            c.programmer.resample_temperature = resample;
+        })
+        .await;
+        ask(&node, "Paris", 1).await;
+        node.programmer_idle().await;
+        let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+        let asked = asked.lock().unwrap().clone();
+        if resample == 0.0 {
+            // The repair repeats "wrong", the fresh start repeats it again: the job ends.
+            assert_eq!(
+                outcomes(&attempts),
+                ["tests_failed", "repeated", "repeated"]
+            );
+            assert!(asked.iter().all(|(t, seed)| *t == 0.0 && *seed == Some(42)));
+        } else {
+            // The repair repeats "wrong"; asked again, sampled with the attempt's own seed, the
+            // model writes "good", which passes in the same attempt.
+            assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+            assert_eq!(asked, [(0.0, Some(42)), (0.0, Some(42)), (0.7, Some(44))]);
+            assert_eq!(attempts[1].source.as_deref(), Some("good"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lenient_grading_passes_a_candidate_over_an_empty_member_the_model_wrote_once() {
+    for grading in [Grading::Recorded, Grading::Lenient] {
+        let dir = temp_dir();
+        let programmer = Programmer::with(&["good", "good", "good", "good"]);
+        // The agent adds an empty "error" to Paris's reply, and not to Lima's; "good" never
+        // writes one.
+        let llm = weather_agent(Some(programmer), |last| {
+            let step = correct_step(last);
+            if !last.contains("Paris") || !step.contains("final_answer") {
+                return step;
+            }
+            let mut step: Value = serde_json::from_str(&step).unwrap();
+            step["answer"]["error"] = json!("");
+            step.to_string()
+        });
+        let node = node_with(llm, engine(), dir.path(), |c| {
+            c.thresholds.implementation = 2;
+            c.programmer.grading = grading;
+        })
+        .await;
+        ask(&node, "Paris", 1).await;
+        ask(&node, "Lima", 2).await;
+        node.programmer_idle().await;
+        let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+        if grading == Grading::Lenient {
+            assert_eq!(outcomes(&attempts), ["passed"]);
+        } else {
+            assert_eq!(outcomes(&attempts)[0], "tests_failed");
+            assert_report(&attempts[0], |report| {
+                report.contains(".error is missing (expected \"\")")
+            });
+            assert!(!outcomes(&attempts).contains(&"passed"));
+        }
+    }
 }
 
 /// The node's weather tool, to know what it answers.
