@@ -149,7 +149,7 @@ impl ServiceDatabase {
     /// A `?` placeholder in the statement is bound to NULL, as SQLite does with no value bound;
     /// [`ServiceDatabase::run_with`] binds values instead.
     pub async fn run(&self, sql: &str) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, &[]).await
+        self.execute(sql, None).await
     }
 
     /// [`ServiceDatabase::run`] with `params` bound to the statement's `?` placeholders, in
@@ -161,32 +161,22 @@ impl ServiceDatabase {
         sql: &str,
         params: &[Value],
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        if sql.len() > MAX_STATEMENT_BYTES {
-            // `execute` refuses it, before anything reads the statement.
-            return self.execute(sql, &[]).await;
-        }
-        let wanted = statement::placeholders(sql).map_err(ServiceDbError::Refused)?;
-        if wanted != params.len() {
-            return Err(ServiceDbError::Refused(format!(
-                "the statement has {wanted} `?` placeholder(s) but {} value(s) were given in \
-                 params: give one value per `?`, in order, or write the values into the statement",
-                params.len()
-            )));
-        }
-        self.execute(sql, params).await
+        self.execute(sql, Some(params)).await
     }
 
+    /// Checks and runs `sql`, with `params` bound (and their count checked) when there are any.
     async fn execute(
         &self,
         sql: &str,
-        params: &[Value],
+        params: Option<&[Value]>,
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
         if sql.len() > MAX_STATEMENT_BYTES {
             return Err(ServiceDbError::Refused(format!(
                 "the statement is longer than {MAX_STATEMENT_BYTES} bytes"
             )));
         }
-        statement::check(sql, &self.table_names).map_err(ServiceDbError::Refused)?;
+        statement::check(sql, &self.table_names, params.map(<[Value]>::len))
+            .map_err(ServiceDbError::Refused)?;
         let mut connection = self.pool.acquire().await.map_err(sql_error)?;
         let deadline = Instant::now() + STATEMENT_TIME_LIMIT;
         connection
@@ -198,7 +188,10 @@ impl ServiceDatabase {
         // it (waiting on the worker thread), with a little slack so the handler fires first.
         let limit = STATEMENT_TIME_LIMIT + Duration::from_millis(500);
         let fetched = tokio::time::timeout(limit, async {
-            let query = params.iter().fold(sqlx::query(sql).persistent(false), bind);
+            let query = params
+                .unwrap_or_default()
+                .iter()
+                .fold(sqlx::query(sql).persistent(false), bind);
             let mut rows: BoxStream<'_, Result<SqliteRow, sqlx::Error>> =
                 query.fetch(&mut *connection);
             let mut json_rows = Vec::new();

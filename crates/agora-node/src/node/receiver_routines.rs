@@ -215,15 +215,7 @@ impl JobSubject for ProtocolHash {
         source: &str,
         limits: RoutineLimits,
     ) -> Examination<Vec<u8>> {
-        let examined = examine_candidate(
-            engine,
-            source,
-            &bench.examples,
-            bench.reply_schema.as_ref(),
-            bench.grading,
-            limits,
-        )
-        .await;
+        let examined = examine_candidate(engine, source, bench, limits).await;
         let (source, component, exam, checks_removed) = match examined {
             Ok(examined) => examined,
             Err(unbuilt) => return Examination::Unbuilt(unbuilt),
@@ -307,13 +299,10 @@ type Examined = (String, Vec<u8>, exam::ExamReport, Vec<String>);
 async fn examine_candidate(
     engine: &dyn RoutineEngine,
     source: &str,
-    examples: &[Example],
-    reply_schema: Option<&jsonschema::Validator>,
-    grading: Grading,
+    bench: &ReceiverBench,
     limits: RoutineLimits,
 ) -> Result<Examined, Unbuilt> {
-    let (component, report) =
-        build_and_examine(engine, source, examples, reply_schema, grading, limits).await?;
+    let (component, report) = build_and_examine(engine, source, bench, limits).await?;
     let mut best = (source.to_string(), component, report);
     let mut checks_removed = Vec::new();
     'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
@@ -327,8 +316,7 @@ async fn examine_candidate(
         };
         // Several checks may return the same text: try each until one helps.
         for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
-            if let Ok((component, report)) =
-                build_and_examine(engine, &edited, examples, reply_schema, grading, limits).await
+            if let Ok((component, report)) = build_and_examine(engine, &edited, bench, limits).await
                 && report.passed_count() > best.2.passed_count()
             {
                 best = (edited, component, report);
@@ -345,12 +333,17 @@ async fn examine_candidate(
 async fn build_and_examine(
     engine: &dyn RoutineEngine,
     source: &str,
-    examples: &[Example],
-    reply_schema: Option<&jsonschema::Validator>,
-    grading: Grading,
+    bench: &ReceiverBench,
     limits: RoutineLimits,
 ) -> Result<(Vec<u8>, exam::ExamReport), Unbuilt> {
     let (component, loaded) = build_and_load(engine, source).await?;
-    let report = exam::examine(loaded.as_ref(), examples, reply_schema, grading, limits).await;
+    let report = exam::examine(
+        loaded.as_ref(),
+        &bench.examples,
+        bench.reply_schema.as_ref(),
+        bench.grading,
+        limits,
+    )
+    .await;
     Ok((component, report))
 }

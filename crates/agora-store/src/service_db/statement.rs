@@ -70,11 +70,10 @@ const FROM_LIST_END: [&str; 10] = [
     "RETURNING",
 ];
 
-/// How many plain `?` placeholders `sql` has, outside literals and comments. `Err` says why the
-/// statement cannot take bound values: it does not tokenize, or it uses numbered or named
-/// placeholders, which bound values are not matched to.
-pub(super) fn placeholders(sql: &str) -> Result<usize, String> {
-    let tokens = tokenize(sql)?;
+/// How many plain `?` placeholders the statement's `tokens` have (literals and comments are
+/// not tokens). `Err` when it uses numbered or named placeholders, which bound values are not
+/// matched to.
+fn placeholders_in(tokens: &[Token]) -> Result<usize, String> {
     if tokens.contains(&Token::NamedPlaceholder) {
         return Err(
             "only plain `?` placeholders take params, not numbered or named ones (`?1`, `:name`)"
@@ -85,9 +84,20 @@ pub(super) fn placeholders(sql: &str) -> Result<usize, String> {
 }
 
 /// Checks one statement against the database's `tables`; `Err` holds why it is refused, in words
-/// an LLM can act on.
-pub(super) fn check(sql: &str, tables: &[String]) -> Result<(), String> {
+/// an LLM can act on. With `values` (the count of values to bind), the statement's placeholders
+/// are checked first: plain `?` ones only, exactly as many as the values.
+pub(super) fn check(sql: &str, tables: &[String], values: Option<usize>) -> Result<(), String> {
     let mut tokens = tokenize(sql)?;
+    if let Some(values) = values {
+        let wanted = placeholders_in(&tokens)?;
+        if wanted != values {
+            return Err(format!(
+                "the statement has {wanted} `?` placeholder(s) but {values} value(s) were given \
+                 in params: give one value per `?`, in order, or write the values into the \
+                 statement"
+            ));
+        }
+    }
     while tokens.last() == Some(&Token::Semicolon) {
         tokens.pop();
     }
@@ -381,7 +391,11 @@ mod tests {
     }
 
     fn allowed(sql: &str) -> bool {
-        check(sql, &tables()).is_ok()
+        check(sql, &tables(), None).is_ok()
+    }
+
+    fn placeholders(sql: &str) -> Result<usize, String> {
+        placeholders_in(&tokenize(sql)?)
     }
 
     #[test]
@@ -439,7 +453,7 @@ mod tests {
             "UPDATE OR REPLACE [Rooms] SET a = 1 FROM Bookings WHERE Rooms.a = Bookings.a",
             "DELETE FROM Bookings WHERE StartDate < '2024-01-01'",
         ] {
-            assert_eq!(check(sql, &tables()), Ok(()), "{sql}");
+            assert_eq!(check(sql, &tables(), None), Ok(()), "{sql}");
         }
     }
 
