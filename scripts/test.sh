@@ -16,8 +16,26 @@ cache=${AGORA_CACHE:-$HOME/.cache/agora}
 # shellcheck disable=SC1091
 source "$cache/env.sh"
 
+# A cold debug build of every target takes about 15 GB of target/ on this
+# machine type; incremental artifacts would add as much again and are useless to
+# a one-shot run, so CI (CI=true) turns them off. A full disk shows up as a
+# compiler error far from its cause, so say it first.
+if [[ ${CI:-} == true ]]; then export CARGO_INCREMENTAL=0; fi
+free_kb=$(df -Pk "$root" | awk 'NR == 2 { print $4 }')
+if (( free_kb < 20 * 1024 * 1024 )); then
+  echo "warning: $((free_kb / 1024 / 1024)) GB free under $root; a cold build needs about 20 GB" >&2
+fi
+
 echo "== build" >&2
-cargo build --workspace --all-targets --locked 2>&1 | tail -n 3
+# On failure, show the compiler's errors, not just its last lines.
+build_log=$(mktemp -t agora-build.XXXXXX)
+if ! cargo build --workspace --all-targets --locked >"$build_log" 2>&1; then
+  grep -E -A 12 '^error' "$build_log" | head -n 80 >&2
+  tail -n 3 "$build_log" >&2
+  exit 1
+fi
+tail -n 3 "$build_log"
+rm -f "$build_log"
 
 echo "== fast tests" >&2
 status=0
