@@ -16,10 +16,11 @@ cache=${AGORA_CACHE:-$HOME/.cache/agora}
 # shellcheck disable=SC1091
 source "$cache/env.sh"
 
-# A cold debug build of every target takes about 15 GB of target/ on this
-# machine type; incremental artifacts would add as much again and are useless to
-# a one-shot run, so CI (CI=true) turns them off. A full disk shows up as a
-# compiler error far from its cause, so say it first.
+# Incremental artifacts are useless to a one-shot run and grow without bound (18 GB
+# of a developer's long-lived target/ here), so CI (CI=true) turns them off. A
+# full disk shows up as a compiler error far from its cause (stop 34's CI: "could
+# not compile agora-server"), so warn first; 20 GB is an ESTIMATE of what a cold
+# build of every target needs.
 if [[ ${CI:-} == true ]]; then export CARGO_INCREMENTAL=0; fi
 free_kb=$(df -Pk "$root" | awk 'NR == 2 { print $4 }')
 if (( free_kb < 20 * 1024 * 1024 )); then

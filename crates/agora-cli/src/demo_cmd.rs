@@ -119,6 +119,10 @@ pub enum DemoCommand {
         /// (`programmer.resample_temperature`; 0, the default: not).
         #[arg(long, default_value_t = 0.0)]
         resample_temperature: f32,
+        /// A server answers a natural-language message with a program it writes for that
+        /// message, before its tool loop (`responder.natural_code_as_action`; agora mode only).
+        #[arg(long)]
+        natural_programs: bool,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -316,6 +320,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             min_examples,
             lenient_grading,
             resample_temperature,
+            natural_programs,
         } => {
             if !(0.0..=2.0).contains(&resample_temperature) {
                 bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
@@ -348,6 +353,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     min_examples,
                     lenient_grading,
                     resample_temperature,
+                    natural_programs,
                 },
             })
             .await?;

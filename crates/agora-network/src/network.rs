@@ -42,6 +42,16 @@
 //! no grading of replies forgives). The six sampled requests, seeds 44 to 46, all gave back the
 //! greedy code: at 0.7 the model's code did not vary (see `demo/network/reports/seed2-lenient`).
 //!
+//! With the servers also answering a natural-language message with a program written for it
+//! (`--natural-programs`, `responder.natural_code_as_action`), the first 90 of those queries
+//! (the recording was stopped there for time) gave 51 correct for $1.81, against 45 for $1.11
+//! in the lenient run's first 90. The sender's ladder took the same rung for every query; the 67
+//! that stayed in natural language went from 29 to 35 correct, at 2.2× their cost ($0.65 →
+//! $1.43): a lookup the tool loop answered in two cheap steps now costs a program (restaurant2's
+//! `openingTimes`, 6 of 6 both ways, $0.08 → $0.35), and a failed program is paid for before
+//! the tool loop answers anyway. hotel1 and hotel2's `bookRoom` went from 2 to 3 of 19 (see
+//! `demo/network/reports/seed2-natural`).
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -813,6 +823,7 @@ fn apply_mode(config: &mut NodeConfig, mode: Mode) {
     config.thresholds.implementation = 1;
     if mode == Mode::NlOnly {
         config.responder.code_as_action = false;
+        config.responder.natural_code_as_action = false;
         config.sender.explore_threshold = NEVER;
         config.sender.negotiate_threshold = NEVER;
         config.sender.sender_routine_threshold = NEVER;

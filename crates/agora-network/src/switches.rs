@@ -33,6 +33,10 @@ pub struct ServerSwitches {
     /// (`programmer.resample_temperature`; `0`: not).
     #[serde(default, skip_serializing_if = "is_zero_temperature")]
     pub resample_temperature: f32,
+    /// A server answers a natural-language message with a program it writes for that message
+    /// before its tool loop (`responder.natural_code_as_action`; in `agora` mode only).
+    #[serde(default, skip_serializing_if = "Not::not")]
+    pub natural_programs: bool,
 }
 
 impl ServerSwitches {
@@ -45,6 +49,7 @@ impl ServerSwitches {
             config.programmer.grading = Grading::Lenient;
         }
         config.programmer.resample_temperature = self.resample_temperature;
+        config.responder.natural_code_as_action = self.natural_programs;
     }
 }
 
@@ -72,6 +77,7 @@ mod tests {
             min_examples: 3,
             lenient_grading: true,
             resample_temperature: 0.7,
+            natural_programs: true,
         };
         let text = serde_json::to_string(&on).unwrap();
         assert!(text.contains(r#""resample_temperature":0.7"#), "{text}");
@@ -87,5 +93,6 @@ mod tests {
         assert_eq!(config.programmer.min_examples, 3);
         assert_eq!(config.programmer.grading, Grading::Lenient);
         assert_eq!(config.programmer.resample_temperature, 0.7);
+        assert!(config.responder.natural_code_as_action);
     }
 }

@@ -120,6 +120,11 @@ pub struct ResponderConfig {
     /// Answer a single-shot protocol request with a program the LLM writes and the routine
     /// sandbox runs (see [`crate::acting`]) before trying the tool loop. Needs a routine engine.
     pub code_as_action: bool,
+    /// Answer a single natural-language message with a program too, before the tool loop
+    /// (code as action without a protocol: the program is written for that message alone and
+    /// never becomes a routine; see [`crate::acting`]). Needs a routine engine. Off by default
+    /// until the committed network runs are recorded with it.
+    pub natural_code_as_action: bool,
     /// Programs written for one request: the first, and repairs after a failed run (a repeated
     /// program starts the conversation over once).
     pub program_attempts: u32,
@@ -148,6 +153,7 @@ impl Default for ResponderConfig {
             max_tool_result_chars: 4000,
             native_tools: false,
             code_as_action: false,
+            natural_code_as_action: false,
             program_attempts: 3,
             max_program_tokens: 600,
             check_answers: true,

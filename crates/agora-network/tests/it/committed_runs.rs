@@ -195,6 +195,14 @@ async fn the_committed_generated_screenplay_lenient_agora_run_replays_to_its_num
     replay("agora-seed2-lenient", SEED2).await;
 }
 
+/// The first 90 queries of the same, lenient as above, with the servers answering a
+/// natural-language message with a program written for it (`--natural-programs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 90 recorded queries and builds every program (a minute or two): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_generated_screenplay_natural_programs_agora_run_replays_to_its_numbers() {
+    replay("agora-seed2-natural", SEED2).await;
+}
+
 /// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
@@ -214,12 +222,13 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// screenplay (NL-only sampled), `reports/seed2-grounded/` from the same with the servers'
 /// programs grounded (`responder.ground_programs`), `reports/seed2-strict/` from its first 181
 /// queries grounded and strict (`--sql-params --min-examples 3`), `reports/seed2-lenient/` from
-/// the same with a lenient examination and resampling. Their totals are the records'. Together
+/// the same with a lenient examination and resampling, `reports/seed2-natural/` from the first 90
+/// of those with programs for natural-language messages. Their totals are the records'. Together
 /// with the replays above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 6] = [
+    let reports: [(&str, &[(&str, &str)]); 7] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
         (
             "screenplay",
@@ -250,6 +259,13 @@ fn the_committed_reports_carry_the_committed_runs_totals() {
             "seed2-lenient",
             &[
                 ("agora-seed2-lenient", "agora"),
+                ("nl-only-seed2-sample", "nl_only"),
+            ],
+        ),
+        (
+            "seed2-natural",
+            &[
+                ("agora-seed2-natural", "agora"),
                 ("nl-only-seed2-sample", "nl_only"),
             ],
         ),

@@ -715,6 +715,9 @@ impl Node {
             Subject::Protocol(document) if conversation.is_none() && history.is_empty() => {
                 self.act(context, document, &focus, &message).await
             }
+            Subject::Natural if history.is_empty() => {
+                self.act_on_message(context, &focus, &message).await
+            }
             _ => None,
         };
         let answer = match acted {
@@ -805,20 +808,7 @@ impl Node {
         focus: &Focus,
         body: &str,
     ) -> Option<crate::responder::Answer> {
-        let config = &self.inner.config.responder;
-        let engine = self
-            .inner
-            .routines
-            .engine()
-            .filter(|_| config.code_as_action)?;
-        let actor = crate::acting::Actor {
-            accountant: &self.inner.accountant,
-            tools: &self.inner.tools,
-            focus,
-            engine: engine.as_ref(),
-            limits: self.programmer_limits(),
-            config,
-        };
+        let actor = self.actor(focus, self.inner.config.responder.code_as_action)?;
         match actor.act(context, document, body).await {
             Ok(acted) => {
                 if let Ok(mut programs) = self.inner.programs.lock() {
@@ -831,6 +821,38 @@ impl Node {
                 None
             }
         }
+    }
+
+    /// Code as action on a natural-language message (`responder.natural_code_as_action`),
+    /// when configured and the node has a routine engine: the answer of a program the LLM wrote
+    /// for this message, or `None` for the tool loop to answer.
+    async fn act_on_message(
+        &self,
+        context: &QueryContext,
+        focus: &Focus,
+        message: &str,
+    ) -> Option<crate::responder::Answer> {
+        let actor = self.actor(focus, self.inner.config.responder.natural_code_as_action)?;
+        match actor.act_on_message(context, message).await {
+            Ok(acted) => Some(acted.answer),
+            Err(error) => {
+                tracing::info!(%error, "no program answered the message; the tool loop answers");
+                None
+            }
+        }
+    }
+
+    /// The actor for code as action on `focus`, when `on` and the node has a routine engine.
+    fn actor<'a>(&'a self, focus: &'a Focus, on: bool) -> Option<crate::acting::Actor<'a>> {
+        let engine = self.inner.routines.engine().filter(|_| on)?;
+        Some(crate::acting::Actor {
+            accountant: &self.inner.accountant,
+            tools: &self.inner.tools,
+            focus,
+            engine: engine.as_ref(),
+            limits: self.programmer_limits(),
+            config: &self.inner.config.responder,
+        })
     }
 
     /// Takes the last program that answered `hash`'s requests, if one did since the last job.

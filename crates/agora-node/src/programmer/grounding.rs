@@ -58,27 +58,14 @@ impl<'a> Sources<'a> {
 
 /// Why `reply` is not grounded in `sources`; `None` when it is.
 pub(crate) fn ungrounded(reply: &Value, sources: &Sources<'_>) -> Option<String> {
+    if let Some(reason) = rests_on_nothing(reply, sources) {
+        return Some(reason);
+    }
     let mut leaves = Vec::new();
     collect_leaves(None, reply, &mut leaves);
     let results_text: Vec<String> = sources.results.iter().map(|r| r.to_string()).collect();
     let found_in =
         |text: &str, haystack: &str| haystack.to_lowercase().contains(&text.to_lowercase());
-    if sources.tools_offered && sources.results.is_empty() {
-        let from_description = leaves.iter().any(|(_, leaf)| match leaf {
-            Value::String(text) => text
-                .split(|c: char| !c.is_alphanumeric() && c != ':' && c != '-')
-                .filter(|word| word.len() >= 4 && !found_in(word, sources.document))
-                .any(|word| found_in(word, sources.description)),
-            Value::Number(number) => {
-                let spelled = number.to_string();
-                !found_in(&spelled, sources.document) && found_in(&spelled, sources.description)
-            }
-            _ => false,
-        });
-        if !from_description {
-            return Some("tools were on offer but none was used, and nothing in the reply comes from the node's description".into());
-        }
-    }
     for (name, leaf) in &leaves {
         match leaf {
             Value::String(text) if !text.is_empty() && !text.contains(char::is_whitespace) => {
@@ -116,6 +103,36 @@ pub(crate) fn ungrounded(reply: &Value, sources: &Sources<'_>) -> Option<String>
         }
     }
     None
+}
+
+/// Why `reply` rests on nothing, if it does: tools were on offer, none was called successfully,
+/// and nothing in the reply comes from the node's description (the first rule of
+/// [`ungrounded`], and the only one a program for a natural-language message is held to, whose
+/// reply names its members as it likes).
+pub(crate) fn rests_on_nothing(reply: &Value, sources: &Sources<'_>) -> Option<String> {
+    if !sources.tools_offered || !sources.results.is_empty() {
+        return None;
+    }
+    let mut leaves = Vec::new();
+    collect_leaves(None, reply, &mut leaves);
+    let found_in =
+        |text: &str, haystack: &str| haystack.to_lowercase().contains(&text.to_lowercase());
+    let from_description = leaves.iter().any(|(_, leaf)| match leaf {
+        Value::String(text) => text
+            .split(|c: char| !c.is_alphanumeric() && c != ':' && c != '-')
+            .filter(|word| word.len() >= 4 && !found_in(word, sources.document))
+            .any(|word| found_in(word, sources.description)),
+        Value::Number(number) => {
+            let spelled = number.to_string();
+            !found_in(&spelled, sources.document) && found_in(&spelled, sources.description)
+        }
+        _ => false,
+    });
+    (!from_description).then(|| {
+        "tools were on offer but none was used, and nothing in the reply comes from the node's \
+         description"
+            .into()
+    })
 }
 
 /// A number in `reply` that none of `sources` holds, when tools were on offer and none was

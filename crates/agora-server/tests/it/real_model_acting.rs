@@ -355,3 +355,116 @@ async fn real_model_grounded_programs_ask_the_tools_about_the_requested_date_not
         }
     }
 }
+
+/// A hotel's two tools over HTTP, and the bookings they made: `freeRooms` lists the rooms free
+/// for a stay as rows, `{"roomNumber": 102}`, like the network demo's SQL tool (room 101 is
+/// booked from 2024-03-01 to 2024-03-10, rooms 102 and 103 are free), and `bookRoom` books one. Their base URL and the bookings, as `(room, start, end)`.
+async fn serve_hotel() -> (String, Arc<std::sync::Mutex<Vec<(i64, String, String)>>>) {
+    let booked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let noted = booked.clone();
+    let app = axum::Router::new()
+        .route(
+            "/free",
+            post(|Json(args): Json<Value>| async move {
+                let start = args["startDate"].as_str().unwrap_or("");
+                let end = args["endDate"].as_str().unwrap_or("");
+                // Room 101's stay, 2024-03-01 to 2024-03-10, overlaps [start, end)?
+                let overlaps = start < "2024-03-10" && end > "2024-03-01";
+                let rooms: Vec<Value> = [101, 102, 103]
+                    .into_iter()
+                    .filter(|room| !(overlaps && *room == 101))
+                    .map(|room| json!({"roomNumber": room}))
+                    .collect();
+                Json(json!({"rooms": rooms}))
+            }),
+        )
+        .route(
+            "/book",
+            post(move |Json(args): Json<Value>| async move {
+                let room = args["roomNumber"].as_i64().unwrap_or(-1);
+                let start = args["startDate"].as_str().unwrap_or("").to_string();
+                let end = args["endDate"].as_str().unwrap_or("").to_string();
+                noted.lock().unwrap().push((room, start, end));
+                Json(json!({"booked": true}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, booked)
+}
+
+const HOTEL_ROOMS: &str = "Hotel Aurora in Rome. It books rooms: freeRooms gives the rooms \
+                           free for a stay, and bookRoom books one of them.";
+
+/// Code as action on a natural-language message (`responder.natural_code_as_action`): the
+/// model writes a program for the one message, and the program, not the tool loop, answers it
+/// with its tool calls, passing the stay the message gives.
+///
+/// Which room is not asserted, because the model gets it wrong (temperature 0): its program reads
+/// the free rooms, then books `const roomNumber = 1; // Example room number` and answers
+/// `{"data": 1, "done": true}`. Grounding does not catch it (no tool result has a member named
+/// like `data`), and a tool call's arguments are not grounded, so the booking of a room that is
+/// not the hotel's is made. With the reply named `roomNumber`, grounding did send it back ("the
+/// reply's roomNumber 101 is not what the tool said (102, 103)"), but the booking had been made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_program_answers_a_natural_language_booking_with_its_tool_calls() {
+    let (tools, booked) = serve_hotel().await;
+    let stay = json!({"type": "object", "properties": {
+        "startDate": {"type": "string", "description": "The first night, YYYY-MM-DD"},
+        "endDate": {"type": "string", "description": "The day of departure, YYYY-MM-DD"}},
+        "required": ["startDate", "endDate"]});
+    let mut book = stay.clone();
+    book["properties"]["roomNumber"] = json!({"type": "integer", "description": "The room"});
+    book["required"] = json!(["roomNumber", "startDate", "endDate"]);
+    let free_rooms = http_tool(
+        "freeRooms",
+        format!("{tools}/free"),
+        "The rooms free for a stay.",
+        stay,
+        json!({"type": "object", "properties": {"rooms": {"type": "array",
+               "items": {"type": "object", "properties": {"roomNumber": {"type": "integer"}}}}},
+               "required": ["rooms"]}),
+    );
+    let book_room = http_tool(
+        "bookRoom",
+        format!("{tools}/book"),
+        "Books a room for a stay.",
+        book,
+        json!({"type": "object", "properties": {"booked": {"type": "boolean"}}}),
+    );
+    let dir = temp_dir();
+    let hotel = NodeBuilder::new(agora_testkit::local_llm(), dir.path())
+        .config(|c| {
+            c.description = HOTEL_ROOMS.into();
+            c.tools = vec![free_rooms, book_room];
+            c.responder.natural_code_as_action = true;
+            c.responder.ground_programs = true;
+        })
+        .routine_engine(Arc::new(js_runtime()))
+        .spawn()
+        .await;
+    let message = "Please book a room at the hotel from 2024-03-05 to 2024-03-08 and tell me \
+                   its number.";
+    let request = json!({"protocolHash": null, "protocolSources": [], "body": message});
+    let (status, reply) = hotel.post("/", &request).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["status"], "success", "{reply}");
+    let booked = booked.lock().unwrap().clone();
+    eprintln!("reply {}; bookings {booked:?}", reply["body"]);
+    // The program's reply: a JSON object, not the tool loop's prose.
+    let answer: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
+    assert!(answer.is_object(), "{answer}");
+    // Its booking carries the message's stay.
+    assert!(
+        booked
+            .iter()
+            .any(|(_, start, end)| (start.as_str(), end.as_str()) == ("2024-03-05", "2024-03-08")),
+        "{booked:?}"
+    );
+    // Every LLM call wrote a program: the tool loop never ran.
+    let calls = hotel.node.store().llm_calls(None).await.unwrap();
+    let attempts = hotel.node.config().responder.program_attempts as usize;
+    assert!(calls.len() <= attempts, "{calls:?}");
+}
