@@ -118,16 +118,25 @@ fields (it is sent as JSON); otherwise a string.\n\
 
 const RULES: &str = concat!(rules_head!(), rules_tail!());
 
+/// The rules on dates and made-up values (`responder.ground_programs`), for a program that
+/// answers a `$what` ("request" or "message").
+macro_rules! grounding_rules {
+    ($what:literal) => {
+        concat!(
+            "- A date in the ",
+            $what,
+            " is the date the ",
+            $what,
+            " is about: give the tools that date, not today's date.\n- Never make a value up (no \
+             Math.random): a reply value comes from the ",
+            $what,
+            ", a tool result, or the agent's rules.\n"
+        )
+    };
+}
+
 /// [`RULES`] with the rules on dates and made-up values (`responder.ground_programs`).
-const GROUNDED_RULES: &str = concat!(
-    rules_head!(),
-    "- A date in the request is the date the request is about: give the tools that date, not \
-today's date.\n\
-- Never make a value up (no Math.random): a reply value comes from the request, a tool result, \
-or the agent's rules.\n\
-",
-    rules_tail!()
-);
+const GROUNDED_RULES: &str = concat!(rules_head!(), grounding_rules!("request"), rules_tail!());
 
 /// The rules for a program that answers one natural-language message, up to the reply's.
 macro_rules! message_rules_head {
@@ -164,11 +173,7 @@ const MESSAGE_RULES: &str = concat!(message_rules_head!(), message_rules_tail!()
 /// [`MESSAGE_RULES`] with the rules on dates and made-up values (`responder.ground_programs`).
 const GROUNDED_MESSAGE_RULES: &str = concat!(
     message_rules_head!(),
-    "- A date in the message is the date the message is about: give the tools that date, not \
-today's date.\n\
-- Never make a value up (no Math.random): a reply value comes from the message, a tool result, \
-or the agent's rules.\n\
-",
+    grounding_rules!("message"),
     message_rules_tail!()
 );
 
@@ -975,7 +980,13 @@ mod tests {
     fn a_grounded_prompt_adds_the_rules_on_dates_and_made_up_values() {
         assert!(GROUNDED_RULES.starts_with(&RULES[..RULES.find("- Return the reply").unwrap()]));
         assert!(GROUNDED_RULES.ends_with(&RULES[RULES.find("- Return the reply").unwrap()..]));
-        assert!(GROUNDED_RULES.contains("not today's date"));
+        // Word for word what the committed grounded runs were recorded with.
+        assert!(GROUNDED_RULES.contains(
+            "- A date in the request is the date the request is about: give the tools that date, \
+             not today's date.\n- Never make a value up (no Math.random): a reply value comes \
+             from the request, a tool result, or the agent's rules.\n"
+        ));
+        assert!(GROUNDED_MESSAGE_RULES.contains("A date in the message is the date the message"));
         assert!(!RULES.contains("today"));
     }
 }

@@ -64,8 +64,6 @@ pub(crate) fn ungrounded(reply: &Value, sources: &Sources<'_>) -> Option<String>
     let mut leaves = Vec::new();
     collect_leaves(None, reply, &mut leaves);
     let results_text: Vec<String> = sources.results.iter().map(|r| r.to_string()).collect();
-    let found_in =
-        |text: &str, haystack: &str| haystack.to_lowercase().contains(&text.to_lowercase());
     for (name, leaf) in &leaves {
         match leaf {
             Value::String(text) if !text.is_empty() && !text.contains(char::is_whitespace) => {
@@ -115,8 +113,6 @@ pub(crate) fn rests_on_nothing(reply: &Value, sources: &Sources<'_>) -> Option<S
     }
     let mut leaves = Vec::new();
     collect_leaves(None, reply, &mut leaves);
-    let found_in =
-        |text: &str, haystack: &str| haystack.to_lowercase().contains(&text.to_lowercase());
     let from_description = leaves.iter().any(|(_, leaf)| match leaf {
         Value::String(text) => text
             .split(|c: char| !c.is_alphanumeric() && c != ':' && c != '-')
@@ -133,6 +129,11 @@ pub(crate) fn rests_on_nothing(reply: &Value, sources: &Sources<'_>) -> Option<S
          description"
             .into()
     })
+}
+
+/// Whether `haystack` holds `text`, case aside.
+fn found_in(text: &str, haystack: &str) -> bool {
+    haystack.to_lowercase().contains(&text.to_lowercase())
 }
 
 /// A number in `reply` that none of `sources` holds, when tools were on offer and none was
