@@ -151,7 +151,25 @@ static bool run_jobs(void) {
 // ---------------------------------------------------------------------------------------------
 // The global `callTool(name, args)`.
 
-// args: a JSON string is passed through, anything else is JSON.stringify'd (undefined → `{}`).
+// The replacer of callTool's JSON.stringify: an array element that is `undefined` is sent as the
+// string "\u0000undefined" rather than as `null`, which would hide it. It is what a program gets
+// when it reads a value that is not there (`[data.roomNumber, start]` where the data has no
+// roomNumber), and as `null` it became a SQL NULL that was written (bookings of room NULL, seen
+// in recorded natural-language programs). The runtime refuses the call or sends `null` after all
+// (agora-routines, `RuntimeConfig::refuse_undefined_arguments`). An undefined object member is
+// left alone: JSON drops it, and a tool that needs it says so.
+static JSValue js_mark_undefined(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+    if (argc < 2) {
+        return JS_UNDEFINED;
+    }
+    if (JS_IsUndefined(argv[1]) && JS_IsArray(this_val)) {
+        return JS_NewStringLen(c, "\0undefined", 10);
+    }
+    return JS_DupValue(c, argv[1]);
+}
+
+// args: a JSON string is passed through, anything else is JSON.stringify'd (undefined → `{}`), an
+// undefined array element in it marked (js_mark_undefined).
 // Returns the parsed JSON result, or the raw string when it is not JSON; a tool error is thrown
 // as an Error whose message is the tool's text.
 static JSValue js_call_tool(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
@@ -170,7 +188,9 @@ static JSValue js_call_tool(JSContext *c, JSValueConst this_val, int argc, JSVal
     } else if (JS_IsString(argv[1])) {
         args_val = JS_DupValue(c, argv[1]);
     } else {
-        args_val = JS_JSONStringify(c, argv[1], JS_UNDEFINED, JS_UNDEFINED);
+        JSValue replacer = JS_NewCFunction(c, js_mark_undefined, "markUndefined", 2);
+        args_val = JS_JSONStringify(c, argv[1], replacer, JS_UNDEFINED);
+        JS_FreeValue(c, replacer);
     }
     if (JS_IsException(args_val)) {
         JS_FreeCString(c, name);

@@ -123,6 +123,11 @@ pub enum DemoCommand {
         /// message, before its tool loop (`responder.natural_code_as_action`; agora mode only).
         #[arg(long)]
         natural_programs: bool,
+        /// Hold tool arguments to their types: a program's tool call with an `undefined` array
+        /// element is refused, and so is an array or object among `run_sql_query`'s `params`
+        /// (off by default: sent as `null` and bound as JSON text).
+        #[arg(long)]
+        strict_arguments: bool,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -321,6 +326,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             lenient_grading,
             resample_temperature,
             natural_programs,
+            strict_arguments,
         } => {
             if !(0.0..=2.0).contains(&resample_temperature) {
                 bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
@@ -354,6 +360,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     lenient_grading,
                     resample_temperature,
                     natural_programs,
+                    strict_arguments,
                 },
             })
             .await?;

@@ -236,11 +236,14 @@ pub async fn open_llm(
     })
 }
 
-/// The routine runtime of a demo process; compiled routines are cached next to `dir`.
+/// The routine runtime of a demo process; compiled routines are cached next to `dir`. A program's
+/// tool call with an `undefined` array element is refused only with `refuse_undefined_arguments`
+/// (`--strict-arguments`): the committed runs were recorded with it sent as `null`.
 pub fn demo_routine_engine(
     dir: &Path,
     query_timeout: Duration,
     today: &str,
+    refuse_undefined_arguments: bool,
 ) -> anyhow::Result<Arc<dyn RoutineEngine>> {
     // Routines see noon of the screenplay's day (the `currentDate` mock's date) on their wall
     // clock, whatever the host's clock says, so that replays take the recorded paths.
@@ -253,6 +256,7 @@ pub fn demo_routine_engine(
             // A server's tools ask other agents, which may take as long as a query.
             max_tool_wait_secs: Some(query_timeout.as_secs().max(1)),
             fixed_wall_clock_unix_secs: u64::try_from(noon.as_second()).ok(),
+            refuse_undefined_arguments,
             ..RoutineRuntimeSettings::default()
         },
         "sqlite://:memory:",
@@ -288,7 +292,12 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
     let opened = open_llm(&demo.llm, demo.record.clone(), demo.query_timeout).await?;
     std::fs::create_dir_all(&demo.dir)
         .with_context(|| format!("creating {}", demo.dir.display()))?;
-    let routine_engine = demo_routine_engine(&demo.dir, demo.query_timeout, &spec.today)?;
+    let routine_engine = demo_routine_engine(
+        &demo.dir,
+        demo.query_timeout,
+        &spec.today,
+        demo.switches.strict_arguments,
+    )?;
     let result = run_screenplay(
         spec,
         &entries,

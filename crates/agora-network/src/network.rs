@@ -52,6 +52,17 @@
 //! the tool loop answers anyway. hotel1 and hotel2's `bookRoom` went from 2 to 3 of 19 (see
 //! `demo/network/reports/seed2-natural`).
 //!
+//! With tool arguments held to their types as well (`--strict-arguments`: a program's call with
+//! an `undefined` array element is refused by the routine runtime, and so is an object or array
+//! among `run_sql_query`'s `params`), the same 90 queries gave 48 correct for $2.00, against 51
+//! for $1.81. The three answers lost were all hotel1 `bookRoom` replies of "room 101" whose
+//! program had bound a whole result row, so the row's text `{"RoomNumber":101}` was what it
+//! booked: the judge reads replies, and took them as correct. At the end of the lenient run
+//! hotel1's database held 9 bookings, none of a room (4 of that text, 5 of room NULL, from
+//! `[data.roomNumber, ...]`); with strict arguments it held 1 (room 1, a number the model wrote
+//! into its code), and hotel2 one such in both. Refused, the model's repair kept the mistake
+//! and the tool loop answered "no room" (see `demo/network/reports/seed2-strict-arguments`).
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -515,10 +526,13 @@ impl Agents {
                     .with_context(|| format!("creating {}'s database", server.id))?;
                 service_dbs.push(database.clone());
                 let tool = SqlTool::new(database, schema);
-                let tool = if options.switches.sql_params {
-                    tool.with_params()
-                } else {
-                    tool
+                let tool = match (
+                    options.switches.sql_params,
+                    options.switches.strict_arguments,
+                ) {
+                    (true, true) => tool.with_params().with_scalar_params(),
+                    (true, false) => tool.with_params(),
+                    (false, _) => tool,
                 };
                 tools.push(Arc::new(tool));
             }

@@ -37,6 +37,13 @@ pub struct ServerSwitches {
     /// before its tool loop (`responder.natural_code_as_action`; in `agora` mode only).
     #[serde(default, skip_serializing_if = "Not::not")]
     pub natural_programs: bool,
+    /// Tool arguments are held to their types: a JavaScript program's tool call with an
+    /// `undefined` array element is refused (the routine runtime's
+    /// `refuse_undefined_arguments`; otherwise it is sent as `null`), and `run_sql_query`
+    /// refuses an array or object among its `params` (`SqlTool::with_scalar_params`; otherwise
+    /// it is bound as its JSON text).
+    #[serde(default, skip_serializing_if = "Not::not")]
+    pub strict_arguments: bool,
 }
 
 impl ServerSwitches {
@@ -78,6 +85,7 @@ mod tests {
             lenient_grading: true,
             resample_temperature: 0.7,
             natural_programs: true,
+            strict_arguments: true,
         };
         let text = serde_json::to_string(&on).unwrap();
         assert!(text.contains(r#""resample_temperature":0.7"#), "{text}");

@@ -76,6 +76,9 @@ pub struct SqlTool {
     /// Whether the tool takes `params` for the statement's `?` placeholders
     /// ([`SqlTool::with_params`]).
     params: bool,
+    /// Whether an array or object among the `params` is refused
+    /// ([`SqlTool::with_scalar_params`]).
+    scalar_params: bool,
 }
 
 impl SqlTool {
@@ -115,6 +118,7 @@ impl SqlTool {
             },
             database,
             params: false,
+            scalar_params: false,
         }
     }
 
@@ -137,6 +141,34 @@ impl SqlTool {
         });
         self
     }
+
+    /// [`SqlTool::with_params`], refusing an array or an object among the `params` rather than
+    /// binding its JSON text. The model passed a whole result row (`{"RoomNumber":101}`) where a
+    /// room number goes, which booked "room" `{"RoomNumber":101}`, and a list for `IN (?)`,
+    /// which matched nothing; either way the statement ran and its effect was wrong.
+    pub fn with_scalar_params(mut self) -> SqlTool {
+        self.scalar_params = true;
+        self
+    }
+}
+
+/// Why `params` cannot be bound under [`SqlTool::with_scalar_params`]: the first value that is
+/// an array or an object.
+fn non_scalar(params: &[Value]) -> Option<String> {
+    params.iter().enumerate().find_map(|(index, value)| {
+        let what = match value {
+            Value::Array(_) => {
+                "an array: give one value per ? placeholder (for IN, one ? per value)"
+            }
+            Value::Object(_) => {
+                "an object: give the value itself (a member of a result row, not the row)"
+            }
+            _ => return None,
+        };
+        Some(format!(
+            "params[{index}] is {what}; a placeholder takes a number, a string, a boolean or null"
+        ))
+    })
 }
 
 #[async_trait::async_trait]
@@ -164,6 +196,12 @@ impl Tool for SqlTool {
                     });
                 }
             };
+            if let Some(reason) = self.scalar_params.then(|| non_scalar(params)).flatten() {
+                return Err(ToolError::InvalidArguments {
+                    tool: self.spec.name.clone(),
+                    reason,
+                });
+            }
             self.database.run_with(query, params).await
         } else {
             self.database.run(query).await
@@ -291,6 +329,40 @@ mod tests {
             with_params.call(not_a_list).await,
             Err(ToolError::InvalidArguments { .. })
         ));
+
+        // A whole row where a value goes: bound as its JSON text, the statement runs (and an
+        // INSERT would write that text); with scalar params it is refused before it runs.
+        let row = json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)",
+            "params": [{"RoomNumber": 101}]});
+        assert_eq!(
+            with_params.call(row.clone()).await.expect("runs"),
+            json!([])
+        );
+        let scalar = with_params.with_scalar_params();
+        for (params, says) in [
+            (json!([{"RoomNumber": 102}]), "params[0] is an object"),
+            (json!([102, [101, 102]]), "params[1] is an array"),
+        ] {
+            let call =
+                json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)", "params": params});
+            match scalar.call(call).await {
+                Err(ToolError::InvalidArguments { reason, .. }) => {
+                    assert!(reason.starts_with(says), "{reason}")
+                }
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+        let count = json!({"query": "SELECT COUNT(*) AS n FROM Rooms", "params": []});
+        assert_eq!(
+            scalar.call(count).await.expect("rows"),
+            json!([{"n": 2}]),
+            "the row's text was written once, by the call without scalar params"
+        );
+        let value = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
+        assert_eq!(
+            scalar.call(value).await.expect("rows"),
+            json!([{"RoomNumber": 101}])
+        );
     }
 
     #[test]

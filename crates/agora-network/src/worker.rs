@@ -100,7 +100,12 @@ async fn start(
         bail!("a worker needs the local model's URL: the coordinator starts the model");
     }
     let opened = open_llm(&choice, None, timeout).await?;
-    let routine_engine = demo_routine_engine(&run.dir, timeout, &spec.today)?;
+    let routine_engine = demo_routine_engine(
+        &run.dir,
+        timeout,
+        &spec.today,
+        run.switches.strict_arguments,
+    )?;
     let options = NetworkOptions {
         dir: run.dir.clone(),
         mode: run.mode,

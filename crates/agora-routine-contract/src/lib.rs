@@ -25,7 +25,8 @@ pub use manifest::RoutineManifest;
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoutineSource {
     /// A script defining `function handle(body)`; it may call the global
-    /// `callTool(name, argsJson)` and throws a string to fail.
+    /// `callTool(name, argsJson)` and throws a string to fail. (A runtime may refuse a call
+    /// whose arguments hold an `undefined` array element: `agora-routines` does by default.)
     JavaScript(String),
     /// A WebAssembly component of the `agora:routine/routine` world.
     Component(Vec<u8>),

@@ -9,11 +9,13 @@
 //!   checks a component against the world;
 //! - **loads** them: Cranelift compile, cached as `.cwasm` on disk (`artifacts.rs`);
 //! - **runs** them: a fresh instance per request from a pooled allocator, with a deadline, a
-//!   memory cap, and no capabilities besides the tools the node grants (`routine.rs`).
+//!   memory cap, and no capabilities besides the tools the node grants (`routine.rs`), whose
+//!   arguments a JavaScript routine may not leave `undefined` (`arguments.rs`).
 //!
 //! **Architecture invariant:** the only crate that names wasmtime; no wasmtime type appears in
 //! its public API.
 
+mod arguments;
 mod artifacts;
 mod componentize;
 mod config;

@@ -433,6 +433,10 @@ pub struct RoutineRuntimeSettings {
     /// host's clock). For reproducible runs: the network demo sets its screenplay's day, so a
     /// routine reading `Date` answers the same in a replay as in its recording.
     pub fixed_wall_clock_unix_secs: Option<u64>,
+    /// Whether a JavaScript routine's tool call is refused when an array in its arguments has
+    /// an `undefined` element (default: true). `false` sends `null`, as `JSON.stringify` does:
+    /// the network demo's committed runs were recorded so.
+    pub refuse_undefined_arguments: bool,
 }
 
 impl Default for RoutineRuntimeSettings {
@@ -444,6 +448,7 @@ impl Default for RoutineRuntimeSettings {
             sync_interval_ms: 3000,
             max_tool_wait_secs: None,
             fixed_wall_clock_unix_secs: None,
+            refuse_undefined_arguments: true,
         }
     }
 }

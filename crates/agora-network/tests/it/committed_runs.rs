@@ -65,6 +65,7 @@ async fn replay(mode: &str, screenplay: Screenplay) {
         &work.path().join("network"),
         Duration::from_secs(120),
         &spec.today,
+        recorded.switches.strict_arguments,
     )
     .unwrap();
     let entries = screenplay.entries(&spec);
@@ -203,6 +204,15 @@ async fn the_committed_generated_screenplay_natural_programs_agora_run_replays_t
     replay("agora-seed2-natural", SEED2).await;
 }
 
+/// The same 90 queries with tool arguments held to their types (`--strict-arguments`): a
+/// program's `undefined` array element and an object or array among the SQL `params` are
+/// refused. The replay's routine runtime refuses them because the record says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays 90 recorded queries and builds every program (a minute or two): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_generated_screenplay_strict_arguments_agora_run_replays_to_its_numbers() {
+    replay("agora-seed2-strict-arguments", SEED2).await;
+}
+
 /// NL-only on a stratified sample of the same generated screenplay (20 per pair, seed 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "replays the recorded queries: scripts/test.sh runs it in the slow phase"]
@@ -223,12 +233,13 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// programs grounded (`responder.ground_programs`), `reports/seed2-strict/` from its first 181
 /// queries grounded and strict (`--sql-params --min-examples 3`), `reports/seed2-lenient/` from
 /// the same with a lenient examination and resampling, `reports/seed2-natural/` from the first 90
-/// of those with programs for natural-language messages. Their totals are the records'. Together
+/// of those with programs for natural-language messages, `reports/seed2-strict-arguments/` from the
+/// same 90 with strict tool arguments. Their totals are the records'. Together
 /// with the replays above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 7] = [
+    let reports: [(&str, &[(&str, &str)]); 8] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
         (
             "screenplay",
@@ -266,6 +277,13 @@ fn the_committed_reports_carry_the_committed_runs_totals() {
             "seed2-natural",
             &[
                 ("agora-seed2-natural", "agora"),
+                ("nl-only-seed2-sample", "nl_only"),
+            ],
+        ),
+        (
+            "seed2-strict-arguments",
+            &[
+                ("agora-seed2-strict-arguments", "agora"),
                 ("nl-only-seed2-sample", "nl_only"),
             ],
         ),

@@ -2,6 +2,7 @@
 
 use crate::common;
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agora_routine_contract::{RoutineEngine, RoutineError, RoutineSource};
@@ -68,6 +69,82 @@ async fn values_are_stringified_args_may_be_json_text_and_promises_settle() {
         .run(r#"{"mode":"reject"}"#, tools(), limits(1000, 64))
         .await;
     assert_eq!(reply, Err(RoutineError::Failed("not today".into())));
+}
+
+/// A tool host whose one tool answers with the arguments it was given.
+#[derive(Default)]
+struct Echo {
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl agora_routine_contract::ToolHost for Echo {
+    async fn call_tool(&self, _name: &str, arguments: &str) -> Result<String, String> {
+        self.calls
+            .lock()
+            .expect("not poisoned")
+            .push(arguments.to_string());
+        Ok(arguments.to_string())
+    }
+}
+
+#[tokio::test]
+async fn an_undefined_array_element_in_a_tools_arguments_is_refused_or_sent_as_null() {
+    let source = r#"
+        function handle(body) {
+          const request = JSON.parse(body);
+          if (request.mode === "member") return callTool("echo", { a: 1, note: request.note });
+          if (request.mode === "null") return callTool("echo", { values: [null, "\u0000"] });
+          return callTool("echo", { values: [request.start, request.roomNumber] });
+        }
+        "#;
+    let strict = runtime();
+    let routine = load_js(&strict, source).await;
+    let echo = Arc::new(Echo::default());
+    match routine
+        .run(r#"{"start":"2024-01-01"}"#, echo.clone(), limits(1000, 64))
+        .await
+    {
+        Err(RoutineError::Failed(text)) => {
+            assert!(
+                text.starts_with(r#"Error: callTool("echo"): values[1] is undefined"#),
+                "{text}"
+            );
+            assert!(text.contains("routine.js:"), "stack with position: {text}");
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert!(
+        echo.calls.lock().expect("not poisoned").is_empty(),
+        "no tool ran"
+    );
+    // An undefined member is dropped, as JSON does; an explicit null is a value.
+    let reply = routine
+        .run(r#"{"mode":"member"}"#, echo.clone(), limits(1000, 64))
+        .await;
+    assert_eq!(parse(&reply.expect("answers")), json!({"a": 1}));
+    let reply = routine
+        .run(r#"{"mode":"null"}"#, echo.clone(), limits(1000, 64))
+        .await;
+    assert_eq!(
+        parse(&reply.expect("answers")),
+        json!({"values": [null, "\u{0}"]})
+    );
+
+    // Not refusing: sent as null, as before the engine marked it.
+    let lax = WasmRuntime::new(RuntimeConfig {
+        refuse_undefined_arguments: false,
+        ..common::config()
+    })
+    .expect("runtime starts");
+    let routine = load_js(&lax, source).await;
+    let reply = routine
+        .run(r#"{"start":"2024-01-01"}"#, echo.clone(), limits(1000, 64))
+        .await;
+    assert_eq!(
+        parse(&reply.expect("answers")),
+        json!({"values": ["2024-01-01", null]})
+    );
 }
 
 #[tokio::test]
