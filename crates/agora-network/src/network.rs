@@ -55,9 +55,11 @@
 //! With tool arguments held to their types as well (`--strict-arguments`: a program's call with
 //! an `undefined` array element is refused by the routine runtime, and so is an object or array
 //! among `run_sql_query`'s `params`), the same 90 queries gave 48 correct for $2.00, against 51
-//! for $1.81. The three answers lost were all hotel1 `bookRoom` replies of "room 101" whose
-//! program had bound a whole result row, so the row's text `{"RoomNumber":101}` was what it
-//! booked: the judge reads replies, and took them as correct. At the end of the lenient run
+//! for $1.81. Four answers were lost and one gained. Three of the lost were hotel1 `bookRoom`
+//! replies of "room 101" whose program had bound a whole result row, so the row's text
+//! `{"RoomNumber":101}` was what it booked: the judge reads replies, and took them as correct.
+//! The fourth (skiResort1 `bookRoom`) and the one gained (restaurant3 `bookTable`) took other
+//! paths after a refusal changed the repair's text. At the end of the lenient run
 //! hotel1's database held 9 bookings, none of a room (4 of that text, 5 of room NULL, from
 //! `[data.roomNumber, ...]`); with strict arguments it held 1 (room 1, a number the model wrote
 //! into its code), and hotel2 one such in both. Refused, the model's repair kept the mistake
