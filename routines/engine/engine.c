@@ -168,6 +168,10 @@ static JSValue js_mark_undefined(JSContext *c, JSValueConst this_val, int argc, 
     return JS_DupValue(c, argv[1]);
 }
 
+// js_mark_undefined as a function value, made once in wizer_initialize (so it is in the snapshot)
+// and kept for the context's life.
+static JSValue mark_undefined;
+
 // args: a JSON string is passed through, anything else is JSON.stringify'd (undefined → `{}`), an
 // undefined array element in it marked (js_mark_undefined).
 // Returns the parsed JSON result, or the raw string when it is not JSON; a tool error is thrown
@@ -188,9 +192,7 @@ static JSValue js_call_tool(JSContext *c, JSValueConst this_val, int argc, JSVal
     } else if (JS_IsString(argv[1])) {
         args_val = JS_DupValue(c, argv[1]);
     } else {
-        JSValue replacer = JS_NewCFunction(c, js_mark_undefined, "markUndefined", 2);
-        args_val = JS_JSONStringify(c, argv[1], replacer, JS_UNDEFINED);
-        JS_FreeValue(c, replacer);
+        args_val = JS_JSONStringify(c, argv[1], mark_undefined, JS_UNDEFINED);
     }
     if (JS_IsException(args_val)) {
         JS_FreeCString(c, name);
@@ -386,6 +388,7 @@ __attribute__((export_name("wizer-initialize"))) void wizer_initialize(void) {
         fail_init(msg, sizeof msg - 1);
     }
 
+    mark_undefined = JS_NewCFunction(ctx, js_mark_undefined, "markUndefined", 2);
     JSValue global = JS_GetGlobalObject(ctx);
     JS_SetPropertyStr(ctx, global, "callTool", JS_NewCFunction(ctx, js_call_tool, "callTool", 2));
     add_console(global);

@@ -59,8 +59,8 @@
 //! replies of "room 101" whose program had bound a whole result row, so the row's text
 //! `{"RoomNumber":101}` was what it booked: the judge reads replies, and took them as correct.
 //! The fourth (skiResort1 `bookRoom`) and the one gained (restaurant3 `bookTable`) took other
-//! paths after a refusal changed the repair's text. At the end of the lenient run
-//! hotel1's database held 9 bookings, none of a room (4 of that text, 5 of room NULL, from
+//! paths after a refusal changed the repair's text. At the end of the natural-programs
+//! run hotel1's database held 9 bookings, none of a room (4 of that text, 5 of room NULL, from
 //! `[data.roomNumber, ...]`); with strict arguments it held 1 (room 1, a number the model wrote
 //! into its code), and hotel2 one such in both. Refused, the model's repair kept the mistake
 //! and the tool loop answered "no room" (see `demo/network/reports/seed2-strict-arguments`).
@@ -527,15 +527,13 @@ impl Agents {
                     .await
                     .with_context(|| format!("creating {}'s database", server.id))?;
                 service_dbs.push(database.clone());
-                let tool = SqlTool::new(database, schema);
-                let tool = match (
-                    options.switches.sql_params,
-                    options.switches.strict_arguments,
-                ) {
-                    (true, true) => tool.with_params().with_scalar_params(),
-                    (true, false) => tool.with_params(),
-                    (false, _) => tool,
-                };
+                let mut tool = SqlTool::new(database, schema);
+                if options.switches.sql_params {
+                    tool = tool.with_params();
+                }
+                if options.switches.strict_arguments {
+                    tool = tool.with_scalar_params();
+                }
                 tools.push(Arc::new(tool));
             }
             for tool in &server.tools {

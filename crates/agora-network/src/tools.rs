@@ -142,8 +142,8 @@ impl SqlTool {
         self
     }
 
-    /// [`SqlTool::with_params`], refusing an array or an object among the `params` rather than
-    /// binding its JSON text. The model passed a whole result row (`{"RoomNumber":101}`) where a
+    /// Under [`SqlTool::with_params`] (without it `params` are ignored), refuses an array or an
+    /// object among the `params` rather than binding its JSON text. The model passed a whole result row (`{"RoomNumber":101}`) where a
     /// room number goes, which booked "room" `{"RoomNumber":101}`, and a list for `IN (?)`,
     /// which matched nothing; either way the statement ran and its effect was wrong.
     pub fn with_scalar_params(mut self) -> SqlTool {

@@ -405,8 +405,8 @@ const HOTEL_ROOMS: &str = "Hotel Aurora in Rome. It books rooms: freeRooms gives
 /// the free rooms, then books `const roomNumber = 1; // Example room number` and answers
 /// `{"data": 1, "done": true}`. Grounding does not catch it (a message's reply is held only to
 /// resting on a tool result, which it does), and a tool call's arguments are not grounded, so the
-/// booking of a room that is not the hotel's is made. Under the protocol replies' grounding, which a first version applied
-/// to messages, a reply naming `roomNumber` was sent back ("the reply's roomNumber 101 is not
+/// booking of a room that is not the hotel's is made. Under the protocol replies' grounding,
+/// which a first version applied to messages, a reply naming `roomNumber` was sent back ("the reply's roomNumber 101 is not
 /// what the tool said (102, 103)"), but the booking had been made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local model: run by scripts/test.sh"]
