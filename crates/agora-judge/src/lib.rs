@@ -6,6 +6,7 @@
 //! - `rules`: each server's house rules as values (hours, fares, temperature window, ...).
 //! - `reference`: each server's database as a correct server would have left it.
 //! - `judge`: a verdict for every answer of a run (`correct`, `wrong`, `failed`, `unjudged`).
+//! - `writes`: what a query wrote to its server's database, which the judge holds replies to.
 //! - `generator`: the paper's screenplay generator.
 
 pub mod generator;
@@ -14,5 +15,7 @@ pub mod mocks;
 pub mod reference;
 pub mod rules;
 pub mod spec;
+pub mod writes;
 
-pub use judge::{Judge, RULES, Verdict};
+pub use judge::{BY_THE_DATABASE, Judge, RULES, Verdict};
+pub use writes::{TableRow, Writes};

@@ -122,17 +122,18 @@ impl ServerState {
             .collect()
     }
 
-    /// The first ski of `kind` not rented on `date`.
-    pub fn free_ski(&self, kind: &str, date: &str) -> Option<String> {
+    /// The skis of `kind` not rented on `date`, in seed order.
+    pub fn free_skis(&self, kind: &str, date: &str) -> Vec<String> {
         self.skis
             .iter()
             .filter(|(_, k)| k.eq_ignore_ascii_case(kind))
             .map(|(id, _)| id)
-            .find(|id| {
+            .filter(|id| {
                 !self
                     .ski_rentals
                     .contains(&((*id).clone(), date.to_string()))
             })
             .cloned()
+            .collect()
     }
 }

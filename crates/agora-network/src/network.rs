@@ -65,6 +65,19 @@
 //! into its code), and hotel2 one such in both. Refused, the model's repair kept the mistake
 //! and the tool loop answered "no room" (see `demo/network/reports/seed2-strict-arguments`).
 //!
+//! Every figure above was judged from the replies alone. Since 2026-11-27 the runner also reads
+//! each server's database around a query and the judge holds the reply to what was written
+//! (`agora_judge::writes`); judged so, by replaying each cassette, the runs above read: first
+//! 100 queries 31 correct (67 from the replies), with the focus fix; seed 2 115 (129) ungrounded
+//! against 97 (154) grounded, server routines 52/136 against 29/132, because grounded
+//! restaurant3's `bookTable` routine books a row of NULLs (every value it binds is `null`); the
+//! paper's first 200 grounded 67 (135)
+//! against 68 (136); seed 2's first 181 strict 67 (93) against 58 (88) grounded, lenient 75
+//! (95); its first 90 with programs for messages 46 (51) against 37 (45) before them, and with
+//! strict arguments 46 (48). The largest single loss is skiResort2's `rentSki` on the paper's
+//! screenplay: its routine answers `success` and writes nothing, as did the LLM answer it was
+//! examined against, so all 302 of its answers are wrong (see `demo/network/reports/screenplay`).
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -193,6 +206,11 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Where the server `server`'s own database goes in a network whose stores are in `dir`.
+pub fn service_db_path(dir: &Path, server: &str) -> std::path::PathBuf {
+    dir.join("service-dbs").join(format!("{server}.db"))
 }
 
 /// The running protocol databases, peered as the spec says.
@@ -522,7 +540,7 @@ impl Agents {
                         rows: table.rows.clone(),
                     })
                     .collect();
-                let path = dir.join("service-dbs").join(format!("{}.db", server.id));
+                let path = service_db_path(dir, &server.id);
                 let database = ServiceDatabase::create(&path, &tables)
                     .await
                     .with_context(|| format!("creating {}'s database", server.id))?;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use agora_judge::{Judge, Verdict};
+use agora_judge::{Judge, Verdict, Writes};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -83,6 +83,10 @@ pub struct QueryRecord {
     /// or `routine` (a routine answered, no LLM); none when no output came.
     #[serde(default)]
     pub answered_by: Option<String>,
+    /// What the query wrote to the target server's database, when the server has one: the
+    /// judge holds the reply to it (see `agora_judge::writes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<Writes>,
     /// The judge's verdict on the output (see `agora_judge::judge`).
     #[serde(default)]
     pub verdict: Option<Verdict>,
@@ -206,15 +210,17 @@ impl RunRecord {
     }
 
     /// Gives every query the judge's verdict, from the record alone (the queries are the first
-    /// of the screenplay, in order, so the judge's reference state is right for each).
+    /// of the screenplay, in order, so the judge's reference state is right for each), its
+    /// writes included where they were observed.
     pub fn judge(&mut self, network: &NetworkSpec) {
         let mut judge = Judge::new(network, self.seed);
         for query in &mut self.queries {
-            let verdict = judge.judge(
+            let verdict = judge.judge_with_writes(
                 &query.server,
                 &query.task,
                 &query.data,
                 query.output.as_ref(),
+                query.writes.as_ref(),
             );
             query.verdict = Some(verdict);
         }

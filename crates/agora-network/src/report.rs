@@ -4,8 +4,9 @@
 //! verdict from the judge (`agora_judge`: `correct`, `wrong`, `failed`, `unjudged`), per mode,
 //! per (server, task) pair, per rung of the sender's ladder and per answering side, the cost
 //! per correct answer, the judge's rule for each task type and a plot of the share correct over
-//! the screenplay. "Succeeded" means judged correct; an output valid against the task's schema
-//! is "schema-valid". Then the Agora mode's goals (`goals`), totals per mode, Agora's cost split by
+//! the screenplay, and how many answers only the servers' databases showed to be wrong (a
+//! claimed booking never written). "Succeeded" means judged correct; an output valid against the
+//! task's schema is "schema-valid". Then the Agora mode's goals (`goals`), totals per mode, Agora's cost split by
 //! category, the NL-only/Agora cost ratio, an NL-only estimate for the whole screenplay when the
 //! counterfactual run was cut short, per-query curves, the network's final state and success per
 //! task. Every figure of the paper is printed next to ours, and every number says whether it was
@@ -27,7 +28,7 @@ use anyhow::{Context, Result};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use agora_judge::{RULES, Verdict};
+use agora_judge::{BY_THE_DATABASE, RULES, Verdict};
 
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
 
@@ -103,6 +104,14 @@ pub struct ModeTotals {
     pub correct: usize,
     /// Queries judged wrong.
     pub wrong: usize,
+    /// Queries whose writes to the server's database the run observed (see
+    /// `agora_judge::writes`): their replies were held to the database.
+    #[serde(default)]
+    pub held_to_database: usize,
+    /// Of the wrong, those whose reply alone was right but whose database was not (a booking
+    /// claimed and never written, a refusal that wrote one).
+    #[serde(default)]
+    pub wrong_by_database: usize,
     /// Queries with no output.
     pub failed: usize,
     /// Queries no rule could judge.
@@ -440,6 +449,17 @@ fn mode_totals(run: &RunRecord) -> ModeTotals {
         figures: "measured",
         correct,
         wrong: count("wrong"),
+        held_to_database: run.queries.iter().filter(|q| q.writes.is_some()).count(),
+        wrong_by_database: run
+            .queries
+            .iter()
+            .filter(|q| {
+                q.verdict
+                    .as_ref()
+                    .and_then(Verdict::reason)
+                    .is_some_and(|reason| reason.starts_with(BY_THE_DATABASE))
+            })
+            .count(),
         failed: count("failed"),
         unjudged: count("unjudged"),
         unjudged_reasons,
@@ -1424,18 +1444,27 @@ fn correctness_section(
          Every answer is judged against the servers' own rules (`agora_judge`): the seeded \
          mocks, weekdays and opening hours, the seed rows, the fares, and a reference \
          simulation of every server's state in screenplay order, assuming every earlier query \
-         was served correctly. A query **succeeded** when its answer is judged correct; \
-         `failed` means no output at all; `unjudged` means no rule applies.\n"
+         was served correctly. Where the run read the server's database around a query, the \
+         reply must also agree with what the query wrote: a success wrote exactly its booking, \
+         rental, table or tickets, and anything else wrote nothing. A query **succeeded** when \
+         its answer is judged correct; `failed` means no output at all; `unjudged` means no \
+         rule applies.\n"
     )?;
     let modes = [&summary.agora, &summary.nl_only];
     writeln!(md, "| | agora | nl-only |\n|---|---|---|")?;
     type Cell = fn(&ModeTotals) -> String;
-    let rows: [(&str, Cell); 9] = [
+    let rows: [(&str, Cell); 10] = [
         ("queries judged", |t| t.queries.to_string()),
         ("**correct**", |t| {
             format!("**{}** ({})", t.correct, percent(t.correct_rate))
         }),
         ("wrong", |t| t.wrong.to_string()),
+        ("of those, wrong by the database", |t| {
+            format!(
+                "{} (of {} held to it)",
+                t.wrong_by_database, t.held_to_database
+            )
+        }),
         ("failed (no output)", |t| t.failed.to_string()),
         ("unjudged", |t| {
             format!(

@@ -13,18 +13,22 @@
 //! A query fails when the user's task errs (the output must be valid against the task's output
 //! schema) or takes longer than the query timeout; the run goes on. Each query's output is
 //! kept and judged as the run goes (`agora_judge`): the progress line counts correct answers.
+//! Where the target server has a database, the runner reads its tables before and after the
+//! query (over a read-only connection of its own, so worker processes' servers are read too)
+//! and keeps what the query wrote; the judge holds the reply to it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agora_judge::{Judge, Verdict};
+use agora_judge::{Judge, Verdict, Writes};
 use agora_llm::Llm;
 use agora_node::RoutineEngine;
+use agora_store::ServiceDatabase;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
-use crate::network::{NetworkOptions, TaskQuery};
+use crate::network::{NetworkOptions, TaskQuery, service_db_path};
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
 use crate::spec::{Entry, NetworkSpec};
 use crate::switches::ServerSwitches;
@@ -186,6 +190,15 @@ async fn run_queries(
                     task: query.task.clone(),
                     data: spec.normalize_data(&query.task, &query.data),
                 };
+                let database = spec
+                    .server(&query.server)
+                    .ok()
+                    .and_then(|server| server.database.as_ref())
+                    .map(|_| service_db_path(&options.dir, &query.server));
+                let before = match &database {
+                    Some(path) => Some(read_tables(path).await?),
+                    None => None,
+                };
                 let began = Instant::now();
                 // Background routine writing waits until the query is done (see
                 // `Node::share_job_gate`), so a replay meets the calls in the recorded order.
@@ -196,11 +209,18 @@ async fn run_queries(
                 hosting.idle(options.query_timeout).await?;
                 let wall_ms = began.elapsed().as_millis() as u64;
                 let (usage, missed) = hosting.read_ledgers().await?;
-                let verdict = judge.judge(
+                let writes = match (&database, before) {
+                    (Some(path), Some(before)) => {
+                        Some(Writes::between(&before, &read_tables(path).await?))
+                    }
+                    _ => None,
+                };
+                let verdict = judge.judge_with_writes(
                     &query.server,
                     &query.task,
                     &query.data,
                     outcome.output.as_ref(),
+                    writes.as_ref(),
                 );
                 correct += u64::from(verdict == Verdict::Correct);
                 let answered_by = outcome.output.as_ref().map(|_| {
@@ -219,6 +239,7 @@ async fn run_queries(
                     success: outcome.success,
                     output: outcome.output,
                     answered_by,
+                    writes,
                     verdict: Some(verdict),
                     error: outcome.error,
                     path: outcome.path,
@@ -298,4 +319,13 @@ async fn run_record(
     run.recompute_totals();
     run.judge(spec);
     Ok(run)
+}
+
+/// The tables of the service database at `path`, for the judge (see `agora_judge::writes`).
+async fn read_tables(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<(String, Vec<serde_json::Map<String, serde_json::Value>>)>> {
+    ServiceDatabase::read_tables(path)
+        .await
+        .map_err(|error| anyhow::anyhow!("reading {} for the judge: {error}", path.display()))
 }

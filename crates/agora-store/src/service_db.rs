@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
 use serde_json::{Map, Value};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
-use sqlx::{Column, Row, TypeInfo, ValueRef};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
+use sqlx::{Column, ConnectOptions, Connection, Row, TypeInfo, ValueRef};
 
 /// The most rows [`ServiceDatabase::run`] returns; the rest of a larger result is dropped.
 pub const MAX_ROWS: usize = 200;
@@ -216,6 +218,29 @@ impl ServiceDatabase {
         }
     }
 
+    /// Every row of every table of the service database file at `path`, table by table in
+    /// name order, rows in rowid order, read over a read-only connection of its own: what a
+    /// server's tools have written, for the demo's judge (a running server's connection is not
+    /// needed, and nothing is written).
+    pub async fn read_tables(
+        path: &Path,
+    ) -> Result<Vec<(String, Vec<Map<String, Value>>)>, ServiceDbError> {
+        // One connection, not a pool: a pool's maintenance task is not needed for two reads,
+        // and sqlx 0.8's can spin when it races a connection's release (seen here, once, as a
+        // replay that never ended).
+        let mut connection = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .map_err(|error| ServiceDbError::Open(format!("{}: {error}", path.display())))?;
+        let tables = read_every_table(&mut connection).await;
+        // Closing only tells SQLite goodbye; the rows are read either way.
+        let _ = connection.close().await;
+        tables
+    }
+
     /// The names of this database's tables, in the order they were created.
     pub fn table_names(&self) -> &[String] {
         &self.table_names
@@ -225,6 +250,32 @@ impl ServiceDatabase {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Every table's rows, tables in name order, rows in rowid order.
+async fn read_every_table(
+    connection: &mut SqliteConnection,
+) -> Result<Vec<(String, Vec<Map<String, Value>>)>, ServiceDbError> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         ORDER BY name",
+    )
+    .fetch_all(&mut *connection)
+    .await
+    .map_err(sql_error)?;
+    let mut tables = Vec::with_capacity(names.len());
+    for name in names {
+        let rows = sqlx::query(&format!("SELECT * FROM {} ORDER BY rowid", quote(&name)))
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(sql_error)?
+            .iter()
+            .map(row_to_json)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql_error)?;
+        tables.push((name, rows));
+    }
+    Ok(tables)
 }
 
 /// `query` with `value` bound to its next placeholder: a boolean as 0/1, an array or object as

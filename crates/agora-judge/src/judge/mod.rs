@@ -32,6 +32,14 @@
 //!   heavy traffic or an accident; taxi2: rain today and heavy traffic or an accident), ±0.01.
 //! - **getTraffic**: `traffic` equals the `trafficInfo` mock's for that location and date.
 //!
+//! **What was written.** Where the runner observed the server's database around the query
+//! ([`crate::writes::Writes`], [`Judge::judge_with_writes`]), a reply judged correct must also
+//! agree with it: a write task's success must have written exactly its row (the booking with the
+//! requested dates and a free room; the rental of a free ski of that type on the date; the table
+//! for that surname, party, date and hour; the screening's tickets taken) and nothing else, a
+//! failure nothing at all, and any other task nothing at all. Otherwise the answer is wrong, with
+//! the rows that show it.
+//!
 //! The seeded mocks draw from their arguments, and some arguments are the server's free choice
 //! of spelling (a place `"London, UK"`, `"London"` or none at all for the weather, a time
 //! `"8:5"` or `"08:05"`). Where the rule meets such a choice, the judge draws every reasonable
@@ -49,8 +57,12 @@ use crate::mocks::{self, MockKind};
 use crate::reference::ServerState;
 use crate::rules::rules_of;
 use crate::spec::{NetworkSpec, ToolSpecEntry};
+use crate::writes::Writes;
 
 mod tasks;
+mod written;
+
+pub use written::BY_THE_DATABASE;
 
 /// The judge's rule for each task type, in words (the report prints these).
 pub const RULES: &[(&str, &str)] = &[
@@ -233,6 +245,20 @@ impl<'a> Judge<'a> {
         data: &Value,
         output: Option<&Value>,
     ) -> Verdict {
+        self.judge_with_writes(server, task, data, output, None)
+    }
+
+    /// [`Judge::judge`], with what the query wrote to the server's database when that was
+    /// observed: a reply judged correct is then wrong if the database disagrees with it (see
+    /// [`written`]).
+    pub fn judge_with_writes(
+        &mut self,
+        server: &str,
+        task: &str,
+        data: &Value,
+        output: Option<&Value>,
+        writes: Option<&Writes>,
+    ) -> Verdict {
         let data = self.network.normalize_data(task, data);
         let Some(rules) = rules_of(server) else {
             return Verdict::Unjudged(format!("no rules for the server {server}"));
@@ -241,14 +267,14 @@ impl<'a> Judge<'a> {
         let answer = output.unwrap_or(&null);
         let judged = match task {
             "queryWeather" => self.query_weather(&data, answer),
-            "bookRoom" => self.book_room(server, &rules, &data, answer),
-            "rentSki" => self.rent_ski(server, &data, answer),
+            "bookRoom" => self.book_room(server, &rules, &data, answer, writes),
+            "rentSki" => self.rent_ski(server, &data, answer, writes),
             "suggestRestaurant" => self.suggest_restaurant(&rules, &data, answer),
-            "bookTable" => self.book_table(server, &rules, &data, answer),
+            "bookTable" => self.book_table(server, &rules, &data, answer, writes),
             "openingTimes" => Self::opening_times(&rules, answer),
             "orderEverything" => self.order_everything(&data, answer),
             "availableMovies" => self.available_movies(server, &data, answer),
-            "buyTickets" => self.buy_tickets(server, &data, answer),
+            "buyTickets" => self.buy_tickets(server, &data, answer, writes),
             "callTaxi" => self.call_taxi(server, &rules, &data, answer),
             "getTraffic" => self.get_traffic(&data, answer),
             other => Err(format!("no rule for the task type {other}")),
@@ -259,7 +285,12 @@ impl<'a> Judge<'a> {
             (Ok(_), Some(output)) if !output.is_object() => {
                 Verdict::Wrong("the output is not an object".into())
             }
-            (Ok(verdict), Some(_)) => verdict,
+            (Ok(verdict), Some(_)) => match (verdict, writes) {
+                (Verdict::Correct, Some(writes)) if !written::WRITE_TASKS.contains(&task) => {
+                    written::nothing(task, writes)
+                }
+                (verdict, _) => verdict,
+            },
         }
     }
 

@@ -4,11 +4,13 @@
 
 use serde_json::{Value, json};
 
+use super::written::{self, is_int, is_text};
 use super::{Judge, Judged, data_number, dedup, field, film, judge_status, number, status};
 use crate::Verdict;
 use crate::mocks::{MockKind, WEEKDAYS, weekday};
 use crate::reference::RoomBooking;
 use crate::rules::{ServerRules, rules_of};
+use crate::writes::{TableRow, Writes};
 
 impl Judge<'_> {
     pub(super) fn query_weather(&self, data: &Value, output: &Value) -> Judged {
@@ -45,6 +47,7 @@ impl Judge<'_> {
         rules: &ServerRules,
         data: &Value,
         output: &Value,
+        writes: Option<&Writes>,
     ) -> Judged {
         let start = field(data, "startDate")?.to_string();
         let end = field(data, "endDate")?.to_string();
@@ -88,23 +91,45 @@ impl Judge<'_> {
             format!("room {} is free from {start} to {end}", free[0])
         };
         let verdict = judge_status(output, &accepted, &why);
+        let said = output.get("roomNumber").and_then(number).map(|r| r as i64);
         if verdict == Verdict::Correct
             && status(output) == Ok(true)
-            && let Some(room) = output.get("roomNumber").and_then(number)
-            && !free.contains(&(room as i64))
+            && let Some(room) = said
+            && !free.contains(&room)
         {
             return Ok(Verdict::Wrong(format!(
                 "room {room} is not a free room ({why})"
             )));
         }
-        Ok(verdict)
+        let booking_ok = |row: &TableRow| {
+            is_text(row, "StartDate", &start)?;
+            is_text(row, "EndDate", &end)?;
+            match written::int(row.get("RoomNumber")) {
+                Some(room) if said.is_some_and(|said| said != room) => Err(format!(
+                    "room {room}, but the reply says {}",
+                    said.unwrap_or(room)
+                )),
+                Some(room) if free.contains(&room) => Ok(()),
+                _ => Err(format!("RoomNumber is not a free room ({why})")),
+            }
+        };
+        Ok(written::one_row(
+            verdict, output, writes, "Bookings", "booking", booking_ok,
+        ))
     }
 
-    pub(super) fn rent_ski(&mut self, server: &str, data: &Value, output: &Value) -> Judged {
+    pub(super) fn rent_ski(
+        &mut self,
+        server: &str,
+        data: &Value,
+        output: &Value,
+        writes: Option<&Writes>,
+    ) -> Judged {
         let date = field(data, "date")?.to_string();
         let kind = field(data, "type")?.to_string();
         let state = self.state(server);
-        let free = state.free_ski(&kind, &date);
+        let free_skis = state.free_skis(&kind, &date);
+        let free = free_skis.first().cloned();
         if let Some(ski) = &free {
             state.ski_rentals.insert((ski.clone(), date.clone()));
         }
@@ -112,7 +137,30 @@ impl Judge<'_> {
             Some(ski) => format!("{kind} ski {ski} is free on {date}"),
             None => format!("no {kind} ski is free on {date}"),
         };
-        Ok(judge_status(output, &[free.is_some()], &why))
+        let verdict = judge_status(output, &[free.is_some()], &why);
+        let rental_ok = |row: &TableRow| {
+            is_text(row, "StartDate", &date)?;
+            if let Some(end) = written::text(row.get("EndDate"))
+                && end < date
+            {
+                return Err(format!("EndDate {end} is before {date}"));
+            }
+            match written::text(row.get("SkiId")) {
+                Some(ski) if free_skis.contains(&ski) => Ok(()),
+                ski => Err(format!(
+                    "SkiId {} is not a free {kind} ski",
+                    ski.unwrap_or_else(|| "missing".into())
+                )),
+            }
+        };
+        Ok(written::one_row(
+            verdict,
+            output,
+            writes,
+            "SkiRentals",
+            "rental",
+            rental_ok,
+        ))
     }
 
     pub(super) fn suggest_restaurant(
@@ -155,6 +203,7 @@ impl Judge<'_> {
         rules: &ServerRules,
         data: &Value,
         output: &Value,
+        writes: Option<&Writes>,
     ) -> Judged {
         let opening = rules.opening.ok_or("the server takes no table bookings")?;
         let date = field(data, "date")?.to_string();
@@ -185,7 +234,29 @@ impl Judge<'_> {
         if ok {
             state.tables.insert(key);
         }
-        Ok(judge_status(output, &[ok], &why))
+        let people = data.get("numPeople").and_then(number).map(|n| n as i64);
+        let table_ok = |row: &TableRow| {
+            is_text(row, "Date", &date)?;
+            is_int(row, "Hour", hour)?;
+            if let Some(people) = people {
+                is_int(row, "NumPeople", people)?;
+            }
+            match written::text(row.get("Surname")) {
+                Some(name) if name.to_lowercase().contains(&surname) => Ok(()),
+                name => Err(format!(
+                    "Surname is {}, not {surname}",
+                    name.unwrap_or_else(|| "missing".into())
+                )),
+            }
+        };
+        Ok(written::one_row(
+            judge_status(output, &[ok], &why),
+            output,
+            writes,
+            "Bookings",
+            "table booking",
+            table_ok,
+        ))
     }
 
     pub(super) fn opening_times(rules: &ServerRules, output: &Value) -> Judged {
@@ -280,7 +351,13 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn buy_tickets(&mut self, server: &str, data: &Value, output: &Value) -> Judged {
+    pub(super) fn buy_tickets(
+        &mut self,
+        server: &str,
+        data: &Value,
+        output: &Value,
+        writes: Option<&Writes>,
+    ) -> Judged {
         let date = field(data, "date")?.to_string();
         let movie = film(field(data, "movie")?);
         let hour = data_number(data, "hour")?;
@@ -307,7 +384,17 @@ impl Judge<'_> {
                 )
             }
         };
-        Ok(judge_status(output, &[ok], &why))
+        let verdict = judge_status(output, &[ok], &why);
+        Ok(match writes {
+            Some(writes) if verdict == Verdict::Correct => {
+                if status(output) == Ok(true) {
+                    tickets_taken(writes, &date, hour, &movie, wanted)
+                } else {
+                    written::failure_wrote_nothing(writes)
+                }
+            }
+            _ => verdict,
+        })
     }
 
     pub(super) fn call_taxi(
@@ -393,5 +480,55 @@ impl Judge<'_> {
                 Verdict::Wrong(format!("{got:?}, expected {:?}", levels[0]))
             },
         )
+    }
+}
+
+/// A ticket sale's writes: the screening's row, and nothing else, changed from `n` tickets left
+/// to `n - wanted`.
+fn tickets_taken(writes: &Writes, date: &str, hour: i64, movie: &str, wanted: i64) -> Verdict {
+    let screening = |row: &TableRow| {
+        row.is_in("Screenings")
+            && is_text(row, "Date", date).is_ok()
+            && is_int(row, "Hour", hour).is_ok()
+            && written::text(row.get("Movie")).is_some_and(|m| film(&m) == movie)
+    };
+    let left = |rows: &[crate::writes::TableRow]| -> Vec<Option<i64>> {
+        rows.iter()
+            .filter(|row| screening(row))
+            .map(|row| written::int(row.get("TicketsLeft")))
+            .collect()
+    };
+    let (before, after) = (left(&writes.removed), left(&writes.added));
+    let verdict = match (before.as_slice(), after.as_slice()) {
+        ([], []) => written::wrong(format!(
+            "the reply says success, but the screening's TicketsLeft did not change (tickets: {wanted})"
+        )),
+        ([Some(was)], [Some(now)]) if was - now == wanted => Verdict::Correct,
+        ([Some(was)], [Some(now)]) => written::wrong(format!(
+            "TicketsLeft went from {was} to {now}, but {wanted} tickets were bought"
+        )),
+        _ => written::wrong(format!(
+            "the screening's rows changed unreadably: removed {before:?}, added {after:?}"
+        )),
+    };
+    let others = writes
+        .added
+        .iter()
+        .chain(&writes.removed)
+        .filter(|row| !screening(row))
+        .count();
+    match verdict {
+        Verdict::Correct if others > 0 => written::wrong(format!(
+            "besides the screening, {others} rows changed: {:?}",
+            writes
+                .added
+                .iter()
+                .chain(&writes.removed)
+                .filter(|row| !screening(row))
+                .map(ToString::to_string)
+                .take(3)
+                .collect::<Vec<_>>()
+        )),
+        verdict => verdict,
     }
 }

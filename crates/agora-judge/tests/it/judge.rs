@@ -4,7 +4,7 @@
 
 use agora_judge::mocks::{self, MockKind, weekday};
 use agora_judge::spec::NetworkSpec;
-use agora_judge::{Judge, Verdict};
+use agora_judge::{Judge, TableRow, Verdict, Writes};
 use serde_json::{Value, json};
 
 const SEED: u64 = 42;
@@ -655,4 +655,170 @@ fn no_rule_is_unjudged_and_no_output_failed() {
         ),
         Verdict::Correct
     );
+}
+
+/// Writes of one row added to `table`.
+fn added(table: &str, row: Value) -> Writes {
+    Writes {
+        added: vec![TableRow {
+            table: table.into(),
+            row: row.as_object().unwrap().clone(),
+        }],
+        removed: Vec::new(),
+    }
+}
+
+#[test]
+fn a_reply_is_held_to_what_the_query_wrote() {
+    let network = network();
+    let stay = json!({"startDate": "2024-08-11", "endDate": "2024-08-28"});
+    let booked = json!({"status": "success", "roomNumber": 101});
+    let booking = |room: Value, end: &str| {
+        added(
+            "Bookings",
+            json!({"RoomNumber": room, "StartDate": "2024-08-11", "EndDate": end}),
+        )
+    };
+    // Each case on a fresh judge: the first booking of the stay, room 101 free.
+    let room = |reply: &Value, writes: Option<&Writes>| {
+        Judge::new(&network, SEED).judge_with_writes(
+            "hotel1",
+            "bookRoom",
+            &stay,
+            Some(reply),
+            writes,
+        )
+    };
+    assert_eq!(
+        room(&booked, Some(&booking(json!(101), "2024-08-28"))),
+        Verdict::Correct
+    );
+    // Not observed: the reply alone.
+    assert_eq!(room(&booked, None), Verdict::Correct);
+    // A success with no booking, a booking of no room, of a row's text, of another room than
+    // the reply says, with another end date, or twice: wrong.
+    for writes in [
+        Writes::default(),
+        booking(Value::Null, "2024-08-28"),
+        booking(json!("{\"RoomNumber\":101}"), "2024-08-28"),
+        booking(json!(102), "2024-08-28"),
+        booking(json!(101), "2024-08-29"),
+        Writes {
+            added: [
+                booking(json!(101), "2024-08-28").added,
+                booking(json!(102), "2024-08-28").added,
+            ]
+            .concat(),
+            removed: Vec::new(),
+        },
+    ] {
+        let verdict = room(&booked, Some(&writes));
+        assert!(is_wrong(&verdict), "{writes:?}: {verdict:?}");
+    }
+    // A success that names no room may book any free one.
+    assert_eq!(
+        room(
+            &json!({"status": "success"}),
+            Some(&booking(json!(103), "2024-08-28"))
+        ),
+        Verdict::Correct
+    );
+
+    // Skis: two racing skis on a date, then a failure that must write nothing.
+    let mut judge = Judge::new(&network, SEED);
+    let day = json!({"date": "2024-02-01", "type": "racing"});
+    let rental = |ski: &str| {
+        added(
+            "SkiRentals",
+            json!({"SkiId": ski, "StartDate": "2024-02-01", "EndDate": "2024-02-01"}),
+        )
+    };
+    let success = json!({"status": "success"});
+    let failure = json!({"status": "failure"});
+    let mut rent = |reply: &Value, writes: &Writes| {
+        judge.judge_with_writes("skiResort1", "rentSki", &day, Some(reply), Some(writes))
+    };
+    assert_eq!(rent(&success, &rental("A234")), Verdict::Correct);
+    // A234 is rented that day already, and A321 is a carving ski.
+    assert!(is_wrong(&rent(&success, &rental("A234"))));
+    let mut fresh = Judge::new(&network, SEED);
+    assert!(is_wrong(&fresh.judge_with_writes(
+        "skiResort1",
+        "rentSki",
+        &day,
+        Some(&success),
+        Some(&rental("A321"))
+    )));
+    // Both racing skis are out now (the reference took A453 above): a failure is right only if
+    // it rented nothing.
+    assert!(is_wrong(&rent(&failure, &rental("A453"))));
+    assert_eq!(rent(&failure, &Writes::default()), Verdict::Correct);
+
+    // A table: the surname, party, date and hour as asked.
+    let sunday = date_where(|d| weekday(d) == Some("Sunday"));
+    let ask = json!({"fullName": "Toby Smith", "date": sunday, "numPeople": 2, "hour": 19});
+    let table = |surname: &str, people: i64| {
+        added(
+            "Bookings",
+            json!({"Surname": surname, "NumPeople": people, "Date": sunday, "Hour": 19}),
+        )
+    };
+    let book = |writes: &Writes| {
+        Judge::new(&network, SEED).judge_with_writes(
+            "restaurant1",
+            "bookTable",
+            &ask,
+            Some(&success),
+            Some(writes),
+        )
+    };
+    assert_eq!(book(&table("Smith", 2)), Verdict::Correct);
+    assert_eq!(book(&table("Toby Smith", 2)), Verdict::Correct);
+    assert!(is_wrong(&book(&table("Jones", 2))));
+    assert!(is_wrong(&book(&table("Smith", 4))));
+
+    // Tickets: the screening's row goes from 12 left to 12 - n.
+    let buy = json!({"date": ["2024-03-17"], "hour": 20, "numTickets": 2, "movie": "Stand by Me"});
+    let screening = |left: i64| {
+        json!({"Date": "2024-03-17", "Hour": 20, "Movie": "Stand by Me", "TicketsLeft": left})
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let sold = |now: i64| Writes {
+        added: vec![TableRow {
+            table: "Screenings".into(),
+            row: screening(now),
+        }],
+        removed: vec![TableRow {
+            table: "Screenings".into(),
+            row: screening(12),
+        }],
+    };
+    let tickets = |writes: &Writes| {
+        Judge::new(&network, SEED).judge_with_writes(
+            "cinema1",
+            "buyTickets",
+            &buy,
+            Some(&success),
+            Some(writes),
+        )
+    };
+    assert_eq!(tickets(&sold(10)), Verdict::Correct);
+    assert!(is_wrong(&tickets(&sold(11))));
+    assert!(is_wrong(&tickets(&Writes::default())));
+
+    // A lookup writes nothing.
+    let movies = json!({"movies": ["Forrest Gump", "Stand by Me", "Silence of the Lambs"]});
+    let look = |writes: &Writes| {
+        Judge::new(&network, SEED).judge_with_writes(
+            "cinema1",
+            "availableMovies",
+            &json!({"date": ["2024-03-15"]}),
+            Some(&movies),
+            Some(writes),
+        )
+    };
+    assert_eq!(look(&Writes::default()), Verdict::Correct);
+    assert!(is_wrong(&look(&sold(10))));
 }

@@ -12,6 +12,12 @@
 //! Needs `AGORA_JS_ENGINE` (the routines the model wrote are JavaScript), like every test that
 //! runs real routines: `scripts/test.sh` sets it, and runs these in its slow phase (they take
 //! minutes: every routine candidate the model wrote is built again and examined).
+//!
+//! What each query wrote to its server's database is not in the cassette: the replay's tools
+//! write it again, and it must be what the record holds. With `AGORA_UPDATE_RECORDS=1` a replay
+//! first takes the writes it observed into the committed record and judges it again (everything
+//! else in the record is left as recorded), for records made before the runner observed writes
+//! or a judge rule changed; the comparison then runs against the updated record.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +25,7 @@ use std::time::Duration;
 
 use agora_llm::ReplayLlm;
 use agora_network::RunRecord;
-use agora_network::demo::demo_routine_engine;
+use agora_network::demo::{demo_routine_engine, write_run};
 use agora_network::judge::generator::{GeneratorConfig, generate, to_text};
 use agora_network::run::{RunOptions, run_screenplay};
 use agora_network::spec::{Entry, NetworkSpec, embedded_screenplay, parse_screenplay};
@@ -55,7 +61,7 @@ async fn replay(mode: &str, screenplay: Screenplay) {
     let Ok(text) = std::fs::read_to_string(&record_path) else {
         panic!("no committed run record {}", record_path.display());
     };
-    let recorded: RunRecord = serde_json::from_str(&text).unwrap();
+    let mut recorded: RunRecord = serde_json::from_str(&text).unwrap();
     let cassette = dir.join(format!("cassettes/{mode}.jsonl"));
     let llm = Arc::new(ReplayLlm::open(&cassette).unwrap());
     let work = tempfile::tempdir().unwrap();
@@ -98,6 +104,13 @@ async fn replay(mode: &str, screenplay: Screenplay) {
     .await
     .unwrap();
     assert_eq!(replayed.queries.len(), recorded.queries.len());
+    if std::env::var_os("AGORA_UPDATE_RECORDS").is_some() {
+        for (query, replayed) in recorded.queries.iter_mut().zip(&replayed.queries) {
+            query.writes = replayed.writes.clone();
+        }
+        recorded.judge(&NetworkSpec::embedded().unwrap());
+        write_run(&record_path, &recorded).unwrap();
+    }
     for (got, want) in replayed.queries.iter().zip(&recorded.queries) {
         let query = format!(
             "query {} ({} -> {} {})",
@@ -105,6 +118,7 @@ async fn replay(mode: &str, screenplay: Screenplay) {
         );
         assert_eq!(got.success, want.success, "{query}: {:?}", got.error);
         assert_eq!(got.output, want.output, "{query}");
+        assert_eq!(got.writes, want.writes, "{query}");
         assert_eq!(got.verdict, want.verdict, "{query}");
         assert_eq!(got.answered_by, want.answered_by, "{query}");
         assert_eq!(got.path, want.path, "{query}");

@@ -41,6 +41,7 @@ fn query(i: usize, success: bool, categories: &[(&str, u64, f64)]) -> QueryRecor
         success,
         output: None,
         answered_by: None,
+        writes: None,
         verdict: None,
         error: (!success).then(|| "timeout".to_owned()),
         path: if llm.calls == 0 { "routine" } else { "natural" }.to_owned(),

@@ -264,3 +264,34 @@ async fn params_are_bound_in_order_and_must_match_the_placeholders() {
         vec![]
     );
 }
+
+#[tokio::test]
+async fn a_databases_tables_are_read_from_its_file_while_it_is_open() {
+    let (db, dir) = hotel().await;
+    db.run("INSERT INTO Bookings VALUES (102, '2025-03-02', 'Bo')")
+        .await
+        .unwrap();
+    let path = dir.path().join("hotel.db");
+    let tables = ServiceDatabase::read_tables(&path).await.unwrap();
+    let names: Vec<&str> = tables.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["Bookings", "Rooms"]);
+    assert_eq!(
+        tables[0].1,
+        vec![
+            object(json!({"RoomNumber": 101, "StartDate": "2025-03-01", "Guest": "Ada"})),
+            object(json!({"RoomNumber": 102, "StartDate": "2025-03-02", "Guest": "Bo"})),
+        ]
+    );
+    // The server's own connection goes on writing afterwards.
+    db.run("DELETE FROM Bookings").await.unwrap();
+    assert!(
+        ServiceDatabase::read_tables(&path).await.unwrap()[0]
+            .1
+            .is_empty()
+    );
+    // A file that is not there is an error, not an empty database.
+    assert!(matches!(
+        ServiceDatabase::read_tables(&dir.path().join("none.db")).await,
+        Err(ServiceDbError::Open(_))
+    ));
+}
