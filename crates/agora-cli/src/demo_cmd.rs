@@ -128,6 +128,10 @@ pub enum DemoCommand {
         /// (off by default: sent as `null` and bound as JSON text).
         #[arg(long)]
         strict_arguments: bool,
+        /// Tell the servers' LLMs that a request to do something is done only by a tool call
+        /// that does it, and answered as done only after it (`responder.require_effects`).
+        #[arg(long)]
+        require_effects: bool,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -327,6 +331,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             resample_temperature,
             natural_programs,
             strict_arguments,
+            require_effects,
         } => {
             if !(0.0..=2.0).contains(&resample_temperature) {
                 bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
@@ -361,6 +366,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     resample_temperature,
                     natural_programs,
                     strict_arguments,
+                    require_effects,
                 },
             })
             .await?;

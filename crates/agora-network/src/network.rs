@@ -78,6 +78,13 @@
 //! screenplay: its routine answers `success` and writes nothing, as did the LLM answer it was
 //! examined against, so all 302 of its answers are wrong (see `demo/network/reports/screenplay`).
 //!
+//! With a success that only read sent back (`--require-effects`, `responder.require_effects`,
+//! and the SQL tool answering a write with `[{"changes": N}]`), the paper's first 100 queries
+//! gave 49 correct for $2.30, against 31 for $0.94: skiResort2's `rentSki` 0 → 15 of 38, at
+//! $1.40 against $0.12, because its LLM now writes the rental but answers `failure` for 21 free
+//! skis, and with its examples disagreeing no routine for it passed (see
+//! `demo/network/reports/effects`).
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -551,6 +558,9 @@ impl Agents {
                 }
                 if options.switches.strict_arguments {
                     tool = tool.with_scalar_params();
+                }
+                if options.switches.require_effects {
+                    tool = tool.reporting_changes();
                 }
                 tools.push(Arc::new(tool));
             }

@@ -44,6 +44,10 @@ pub struct ServerSwitches {
     /// it is bound as its JSON text).
     #[serde(default, skip_serializing_if = "Not::not")]
     pub strict_arguments: bool,
+    /// A server's LLM is told that a request to do something is done only by a tool call that
+    /// does it, and answered as done only after it (`responder.require_effects`).
+    #[serde(default, skip_serializing_if = "Not::not")]
+    pub require_effects: bool,
 }
 
 impl ServerSwitches {
@@ -57,6 +61,7 @@ impl ServerSwitches {
         }
         config.programmer.resample_temperature = self.resample_temperature;
         config.responder.natural_code_as_action = self.natural_programs;
+        config.responder.require_effects = self.require_effects;
     }
 }
 
@@ -86,6 +91,7 @@ mod tests {
             resample_temperature: 0.7,
             natural_programs: true,
             strict_arguments: true,
+            require_effects: true,
         };
         let text = serde_json::to_string(&on).unwrap();
         assert!(text.contains(r#""resample_temperature":0.7"#), "{text}");
@@ -102,5 +108,6 @@ mod tests {
         assert_eq!(config.programmer.grading, Grading::Lenient);
         assert_eq!(config.programmer.resample_temperature, 0.7);
         assert!(config.responder.natural_code_as_action);
+        assert!(config.responder.require_effects);
     }
 }

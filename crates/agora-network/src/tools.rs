@@ -79,6 +79,9 @@ pub struct SqlTool {
     /// Whether an array or object among the `params` is refused
     /// ([`SqlTool::with_scalar_params`]).
     scalar_params: bool,
+    /// A write without result rows returns how many rows it changed
+    /// ([`SqlTool::reporting_changes`]).
+    report_changes: bool,
 }
 
 impl SqlTool {
@@ -119,6 +122,7 @@ impl SqlTool {
             database,
             params: false,
             scalar_params: false,
+            report_changes: false,
         }
     }
 
@@ -150,6 +154,19 @@ impl SqlTool {
         self.scalar_params = true;
         self
     }
+
+    /// A statement that writes and returns no rows returns `[{"changes": N}]` instead of `[]`
+    /// (`ServiceDatabase::run_reporting_changes`; `--require-effects`): told `[]` after the
+    /// INSERT it had been asked for, the local model answered that the rental failed.
+    pub fn reporting_changes(mut self) -> SqlTool {
+        self.report_changes = true;
+        self.spec.description = self.spec.description.replacen(
+            "(an empty list for statements without results)",
+            "(for an INSERT, UPDATE or DELETE, [{\"changes\": N}]: the rows it changed)",
+            1,
+        );
+        self
+    }
 }
 
 /// Why `params` cannot be bound under [`SqlTool::with_scalar_params`]: the first value that is
@@ -177,6 +194,10 @@ impl Tool for SqlTool {
         &self.spec
     }
 
+    fn changes_state(&self, arguments: &Value) -> Option<bool> {
+        ServiceDatabase::writes(arguments.get("query")?.as_str()?)
+    }
+
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let query = arguments
             .get("query")
@@ -202,7 +223,15 @@ impl Tool for SqlTool {
                     reason,
                 });
             }
-            self.database.run_with(query, params).await
+            if self.report_changes {
+                self.database
+                    .run_reporting_changes(query, Some(params))
+                    .await
+            } else {
+                self.database.run_with(query, params).await
+            }
+        } else if self.report_changes {
+            self.database.run_reporting_changes(query, None).await
         } else {
             self.database.run(query).await
         };
@@ -360,7 +389,28 @@ mod tests {
         );
         let value = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
         assert_eq!(
-            scalar.call(value).await.expect("rows"),
+            scalar.call(value.clone()).await.expect("rows"),
+            json!([{"RoomNumber": 101}])
+        );
+
+        // Reporting changes: a write says how many rows it changed, a read is as before, and the
+        // tool tells a read from a write before it runs.
+        let counting = scalar.reporting_changes();
+        assert!(counting.spec().description.contains("\"changes\""));
+        let insert = json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)", "params": [103]});
+        assert_eq!(counting.changes_state(&insert), Some(true));
+        assert_eq!(counting.changes_state(&value), Some(false));
+        assert_eq!(
+            counting.call(insert).await.expect("runs"),
+            json!([{"changes": 1}])
+        );
+        let none = json!({"query": "DELETE FROM Rooms WHERE RoomNumber = ?", "params": [999]});
+        assert_eq!(
+            counting.call(none).await.expect("runs"),
+            json!([{"changes": 0}])
+        );
+        assert_eq!(
+            counting.call(value).await.expect("rows"),
             json!([{"RoomNumber": 101}])
         );
     }

@@ -143,6 +143,15 @@ pub struct ResponderConfig {
     /// programmer rejects a candidate that uses `Math.random`. Off by default until the committed
     /// network runs are recorded with it.
     pub ground_programs: bool,
+    /// Send a protocol answer back once when it says the request was done (a `status` of
+    /// `success`) while every tool call made only read ([`crate::tools::Tool::changes_state`]:
+    /// a SELECT), with [`crate::responder::NOT_DONE`]. Off by default until the committed network
+    /// runs are recorded with it: on the paper's screenplay, skiResort2's LLM answered `rentSki`
+    /// with a ski it had looked up and never rented, and its routine learned that. Told so (a
+    /// probe of that step on the local model), the model wrote the rental; told the same in the
+    /// system prompt instead, it did not. (A write's result matters too: told `[]` after its
+    /// INSERT, the model answered `failure`; the demo's SQL tool reports `{"changes": N}`.)
+    pub require_effects: bool,
 }
 
 impl Default for ResponderConfig {
@@ -158,6 +167,7 @@ impl Default for ResponderConfig {
             max_program_tokens: 600,
             check_answers: true,
             ground_programs: false,
+            require_effects: false,
         }
     }
 }

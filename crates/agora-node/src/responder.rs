@@ -13,7 +13,11 @@
 //! envelope ([`crate::envelope`]) is sent back once more, asking for the whole message, and one
 //! in a JSON exchange with member names the documents never mention (a tool's `temperature_c`
 //! for the protocol's `temperature`) once more again. All but the rules' tools are
-//! `check_answers` (on by default).
+//! `check_answers` (on by default). With `require_effects` (off by default), a protocol answer
+//! that says the request was done (`"status": "success"`) while every tool call only read
+//! ([`crate::tools::Tool::changes_state`]) is sent back once too, with [`NOT_DONE`]: on the
+//! local model, a ski resort's loop looked a ski up, answered `success` and rented nothing, and
+//! told so, wrote the rental (the same rule in its system prompt changed nothing).
 //!
 //! Measured on Qwen2.5-Coder-1.5B (temperature 0) with the seed message protocols
 //! (`agora-server`'s example `seed_protocols_on_the_local_model`): without these checks, each of
@@ -29,6 +33,14 @@ use crate::config::ResponderConfig;
 use crate::focus::Focus;
 use crate::observer::{Step, ToolCaller};
 use crate::tools::{ToolRegistry, catalogue};
+
+/// What the responder says, with `responder.require_effects`, to a protocol answer that claims
+/// the request was done when every tool call it made only read.
+pub const NOT_DONE: &str = "Not yet: your answer says the request was done, but none of your \
+tool calls changed anything: they only read. A request to do something is done only by a tool \
+call that does it (in a database, a statement that writes it). If the request asks for something \
+to be done, do it with a tool now, then answer; if it cannot be done, answer that it failed and \
+why. If it only asks for information, give the same answer again.";
 
 /// Characters of a PD shown to the responder; longer documents are cut.
 const MAX_PD_CHARS: usize = 8000;
@@ -326,6 +338,15 @@ impl Responder<'_> {
                 ));
             }
         }
+        if self.config.require_effects
+            && tools_allowed
+            && !reminded.effects
+            && claims_done(answer)
+            && self.only_read(calls)
+        {
+            reminded.effects = true;
+            return Some(NOT_DONE.to_string());
+        }
         if !self.config.check_answers {
             return None;
         }
@@ -358,6 +379,16 @@ impl Responder<'_> {
             ));
         }
         None
+    }
+
+    /// Some tool was called, and every call that succeeded is known only to have read
+    /// ([`crate::tools::Tool::changes_state`]): nothing was done.
+    fn only_read(&self, calls: &[ToolCall]) -> bool {
+        !calls.is_empty()
+            && calls
+                .iter()
+                .filter(|call| call.result.is_ok())
+                .all(|call| self.tools.changes_state(&call.tool, &call.arguments) == Some(false))
     }
 
     /// The texts of `document` and the documents it references, as one string to search.
@@ -503,6 +534,18 @@ struct Reminded {
     envelope: bool,
     /// To use the document's member names.
     members: bool,
+    /// To do what the answer says was done.
+    effects: bool,
+}
+
+/// Whether a protocol answer says the request was done: a top-level `status` of `success`, or a
+/// `success` or `done` member that is `true`.
+fn claims_done(answer: &Value) -> bool {
+    let status = answer.get("status").and_then(Value::as_str).map(str::trim);
+    status.is_some_and(|s| s.eq_ignore_ascii_case("success"))
+        || ["success", "done"]
+            .iter()
+            .any(|member| answer.get(member) == Some(&Value::Bool(true)))
 }
 
 /// The reminder given once when an answer comes before the rules' tools were called.

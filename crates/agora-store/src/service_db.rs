@@ -151,7 +151,7 @@ impl ServiceDatabase {
     /// A `?` placeholder in the statement is bound to NULL, as SQLite does with no value bound;
     /// [`ServiceDatabase::run_with`] binds values instead.
     pub async fn run(&self, sql: &str) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, None).await
+        self.execute(sql, None, false).await
     }
 
     /// [`ServiceDatabase::run`] with `params` bound to the statement's `?` placeholders, in
@@ -163,14 +163,29 @@ impl ServiceDatabase {
         sql: &str,
         params: &[Value],
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, Some(params)).await
+        self.execute(sql, Some(params), false).await
     }
 
-    /// Checks and runs `sql`, with `params` bound (and their count checked) when there are any.
+    /// [`ServiceDatabase::run`] (with `params`, [`ServiceDatabase::run_with`]), except that a
+    /// statement that writes and returns no rows returns one row, `{"changes": N}`: how many
+    /// rows it inserted, updated or deleted (SQLite's `changes()`). An empty list after an
+    /// INSERT reads as "nothing happened" to a small model, which then answered `failure` for
+    /// a rental it had just written.
+    pub async fn run_reporting_changes(
+        &self,
+        sql: &str,
+        params: Option<&[Value]>,
+    ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
+        self.execute(sql, params, true).await
+    }
+
+    /// Checks and runs `sql`, with `params` bound (and their count checked) when there are any;
+    /// with `report_changes`, a write without result rows returns its count of changed rows.
     async fn execute(
         &self,
         sql: &str,
         params: Option<&[Value]>,
+        report_changes: bool,
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
         if sql.len() > MAX_STATEMENT_BYTES {
             return Err(ServiceDbError::Refused(format!(
@@ -202,6 +217,15 @@ impl ServiceDatabase {
                     break;
                 }
                 json_rows.push(row_to_json(&row?)?);
+            }
+            drop(rows);
+            if report_changes && json_rows.is_empty() && statement::writes(sql) == Some(true) {
+                let changes: i64 = sqlx::query_scalar("SELECT changes()")
+                    .fetch_one(&mut *connection)
+                    .await?;
+                let mut row = Map::new();
+                row.insert("changes".into(), Value::from(changes));
+                json_rows.push(row);
             }
             Ok::<_, sqlx::Error>(json_rows)
         })
@@ -239,6 +263,13 @@ impl ServiceDatabase {
         // Closing only tells SQLite goodbye; the rows are read either way.
         let _ = connection.close().await;
         tables
+    }
+
+    /// Whether the statement `sql` writes (INSERT, UPDATE, DELETE): `Some(false)` when it only
+    /// reads, `None` when it cannot be read. For a caller that asks whether a tool call changed
+    /// anything, before or without running it.
+    pub fn writes(sql: &str) -> Option<bool> {
+        statement::writes(sql)
     }
 
     /// The names of this database's tables, in the order they were created.

@@ -162,6 +162,14 @@ async fn the_committed_whole_screenplay_agora_run_replays_to_its_numbers() {
     replay("agora-screenplay", Screenplay::Paper).await;
 }
 
+/// The agora mode on the paper's first 100 queries with a success that only read sent back
+/// (`responder.require_effects`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_effects_agora_run_replays_to_its_numbers() {
+    replay("agora-effects", Screenplay::Paper).await;
+}
+
 /// The agora mode on the paper's first 200 queries with the servers' programs grounded
 /// (`responder.ground_programs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,13 +256,18 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// queries grounded and strict (`--sql-params --min-examples 3`), `reports/seed2-lenient/` from
 /// the same with a lenient examination and resampling, `reports/seed2-natural/` from the first 90
 /// of those with programs for natural-language messages, `reports/seed2-strict-arguments/` from the
-/// same 90 with strict tool arguments. Their totals are the records'. Together
+/// same 90 with strict tool arguments, `reports/effects/` from the paper's first 100 queries
+/// with a success that only read sent back. Their totals are the records'. Together
 /// with the replays above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 8] = [
+    let reports: [(&str, &[(&str, &str)]); 9] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
+        (
+            "effects",
+            &[("agora-effects", "agora"), ("nl-only", "nl_only")],
+        ),
         (
             "screenplay",
             &[("agora-screenplay", "agora"), ("nl-only-sample", "nl_only")],

@@ -81,6 +81,12 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
     /// Runs the tool on already-validated arguments.
     async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+    /// Whether a call with `arguments` changes anything: `Some(false)` for a call known only to
+    /// read (a SELECT), `Some(true)` for one known to write, `None` (the default) when the tool
+    /// cannot tell. The responder's `require_effects` check asks it.
+    fn changes_state(&self, _arguments: &Value) -> Option<bool> {
+        None
+    }
 }
 
 /// A tool as declared in the node configuration.
@@ -382,6 +388,12 @@ impl ToolRegistry {
     /// Whether no tool is configured.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    /// Whether a call of `name` with `arguments` changes anything ([`Tool::changes_state`];
+    /// `None` for an unknown tool).
+    pub fn changes_state(&self, name: &str, arguments: &Value) -> Option<bool> {
+        self.tools.get(name)?.tool.changes_state(arguments)
     }
 
     /// Validates the arguments and calls the tool.

@@ -655,3 +655,101 @@ async fn a_protocol_answer_from_nowhere_misnamed_or_out_of_its_envelope_is_sent_
         1
     );
 }
+
+/// A rental desk's one tool: it runs a "statement", and knows a `SELECT` from a write.
+struct Desk {
+    spec: agora_node::tools::ToolSpec,
+    statements: std::sync::Mutex<Vec<String>>,
+}
+
+impl Desk {
+    fn new() -> Arc<Desk> {
+        Arc::new(Desk {
+            spec: agora_node::tools::ToolSpec {
+                name: "desk".into(),
+                description: "Runs one statement on the rentals database.".into(),
+                parameters: json!({"type": "object", "properties": {"statement": {"type": "string"}}, "required": ["statement"]}),
+                returns: None,
+            },
+            statements: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl agora_node::Tool for Desk {
+    fn spec(&self) -> &agora_node::tools::ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, agora_node::tools::ToolError> {
+        let statement = arguments["statement"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.statements.lock().unwrap().push(statement);
+        Ok(json!([{"SkiId": "A321"}]))
+    }
+
+    fn changes_state(&self, arguments: &Value) -> Option<bool> {
+        let statement = arguments["statement"].as_str()?;
+        Some(!statement.starts_with("SELECT"))
+    }
+}
+
+const RENT_PD: &str = "---\nname: rent\n---\n\nThe request is a JSON object with `type`, the \
+kind of ski to rent. The reply is a JSON object with `status`: `success` if the ski was rented, \
+`failure` if not.\n";
+
+/// A protocol answer that says the request was done, when every tool call only read, is sent
+/// back once with `responder.require_effects` (and only then): told so, the LLM writes.
+#[tokio::test]
+async fn a_success_that_only_read_is_sent_back_once_when_effects_are_required() {
+    let lazy = |request: &ChatRequest| -> Turn {
+        if schema_name(request) == Some("suitability") {
+            return Ok(r#"{"reason": "rentals", "suitable": "yes"}"#.into());
+        }
+        let last = last_user_message(request);
+        let statement = if last.starts_with("Not yet: your answer says the request was done") {
+            "INSERT INTO SkiRentals VALUES ('A321')"
+        } else if last.starts_with("Result of desk") {
+            return Ok(
+                json!({"tool": "final_answer", "answer": {"status": "success"}}).to_string(),
+            );
+        } else {
+            "SELECT SkiId FROM Skis"
+        };
+        Ok(json!({"tool": "desk", "arguments": {"statement": statement}}).to_string())
+    };
+    for on in [true, false] {
+        let llm = ScriptedLlm::new(lazy);
+        let dir = temp_dir();
+        let desk = Desk::new();
+        let node = NodeBuilder::new(llm.clone(), dir.path())
+            .connected_tools(vec![desk.clone()])
+            .config(|c| c.responder.require_effects = on)
+            .build()
+            .await;
+        let reply = node
+            .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
+            .await;
+        assert_eq!(reply.status, Status::Success, "{reply:?}");
+        let statements = desk.statements.lock().unwrap().clone();
+        let steps = step_messages(&llm);
+        if on {
+            assert_eq!(
+                statements,
+                [
+                    "SELECT SkiId FROM Skis",
+                    "INSERT INTO SkiRentals VALUES ('A321')"
+                ]
+            );
+            // SELECT, the answer sent back, INSERT, the answer kept (it followed a write).
+            assert_eq!(steps.len(), 4, "{steps:?}");
+            assert_eq!(steps[2], agora_node::responder::NOT_DONE);
+        } else {
+            assert_eq!(statements, ["SELECT SkiId FROM Skis"]);
+            assert_eq!(steps.len(), 2, "{steps:?}");
+        }
+    }
+}

@@ -288,6 +288,27 @@ fn matching_close(tokens: &[Token], open: usize) -> Option<usize> {
     None
 }
 
+/// Whether `sql` writes: `Some(true)` for an INSERT, UPDATE or DELETE (a WITH whose body holds
+/// one), `Some(false)` for a statement that only reads, `None` when it cannot be read.
+pub(super) fn writes(sql: &str) -> Option<bool> {
+    let tokens = tokenize(sql).ok()?;
+    let first = tokens.first()?;
+    let writing = |t: &Token| {
+        ["INSERT", "UPDATE", "DELETE", "REPLACE"]
+            .iter()
+            .any(|k| t.is_keyword(k))
+    };
+    if first.is_keyword("SELECT") {
+        Some(false)
+    } else if first.is_keyword("WITH") {
+        Some(tokens.iter().any(writing))
+    } else if writing(first) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
 /// Splits a statement into tokens; comments vanish. An unterminated literal, quoted identifier
 /// or block comment is refused.
 fn tokenize(sql: &str) -> Result<Vec<Token>, String> {
@@ -412,6 +433,30 @@ mod tests {
         assert!(placeholders("SELECT * FROM Rooms WHERE A = ?1").is_err());
         assert!(placeholders("SELECT * FROM Rooms WHERE A = :a").is_err());
         assert!(placeholders("SELECT * FROM Rooms WHERE A = @a").is_err());
+    }
+
+    #[test]
+    fn a_statement_writes_when_it_inserts_updates_or_deletes() {
+        assert_eq!(
+            writes("SELECT SkiId FROM Skis WHERE SkiType = 'insert'"),
+            Some(false)
+        );
+        assert_eq!(
+            writes("  insert INTO SkiRentals VALUES ('A', ?, ?)"),
+            Some(true)
+        );
+        assert_eq!(
+            writes("/* book */ UPDATE Screenings SET TicketsLeft = 1"),
+            Some(true)
+        );
+        assert_eq!(writes("DELETE FROM Bookings"), Some(true));
+        assert_eq!(writes("WITH x AS (SELECT 1) SELECT * FROM x"), Some(false));
+        assert_eq!(
+            writes("WITH x AS (SELECT 1) INSERT INTO Rooms SELECT * FROM x"),
+            Some(true)
+        );
+        assert_eq!(writes("PRAGMA table_info(Rooms)"), None);
+        assert_eq!(writes("SELECT 'unterminated"), None);
     }
 
     #[test]
