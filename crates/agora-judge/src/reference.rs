@@ -7,9 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use crate::spec::DatabaseSpec;
+use crate::writes::{cell as column, int, text};
 
 /// A room booking: room, first and last night (inclusive, `YYYY-MM-DD`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,28 +49,6 @@ pub struct ServerState {
     pub tables: BTreeSet<(String, String, i64)>,
     /// Screenings with their tickets left.
     pub screenings: Vec<Screening>,
-}
-
-fn column<'a>(row: &'a serde_json::Map<String, Value>, name: &str) -> Option<&'a Value> {
-    row.iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case(name))
-        .map(|(_, value)| value)
-}
-
-fn text(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::String(s) => Some(s.trim().to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn int(value: Option<&Value>) -> Option<i64> {
-    match value? {
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
 }
 
 impl ServerState {

@@ -24,13 +24,37 @@ pub struct TableRow {
     pub row: Map<String, Value>,
 }
 
+/// The value of `column` in `row` (named without regard to case).
+pub(crate) fn cell<'a>(row: &'a Map<String, Value>, column: &str) -> Option<&'a Value> {
+    row.iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(column))
+        .map(|(_, value)| value)
+}
+
+/// A cell's value as text (a string trimmed, or a number).
+pub(crate) fn text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.trim().to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A cell's value as a whole number (a whole number, or a string holding one).
+pub(crate) fn int(value: Option<&Value>) -> Option<i64> {
+    match value? {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
 impl TableRow {
     /// The value of `column` (named without regard to case).
     pub fn get(&self, column: &str) -> Option<&Value> {
-        self.row
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(column))
-            .map(|(_, value)| value)
+        cell(&self.row, column)
     }
 
     /// In table `table` (named without regard to case).

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use agora_judge::{Judge, Verdict, Writes};
 use agora_llm::Llm;
 use agora_node::RoutineEngine;
-use agora_store::ServiceDatabase;
+use agora_store::{ServiceDatabase, TableRows};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
@@ -195,8 +196,8 @@ async fn run_queries(
                     .ok()
                     .and_then(|server| server.database.as_ref())
                     .map(|_| service_db_path(&options.dir, &query.server));
-                let before = match &database {
-                    Some(path) => Some(read_tables(path).await?),
+                let before = match database {
+                    Some(path) => Some((read_tables(&path).await?, path)),
                     None => None,
                 };
                 let began = Instant::now();
@@ -209,11 +210,11 @@ async fn run_queries(
                 hosting.idle(options.query_timeout).await?;
                 let wall_ms = began.elapsed().as_millis() as u64;
                 let (usage, missed) = hosting.read_ledgers().await?;
-                let writes = match (&database, before) {
-                    (Some(path), Some(before)) => {
-                        Some(Writes::between(&before, &read_tables(path).await?))
+                let writes = match before {
+                    Some((before, path)) => {
+                        Some(Writes::between(&before, &read_tables(&path).await?))
                     }
-                    _ => None,
+                    None => None,
                 };
                 let verdict = judge.judge_with_writes(
                     &query.server,
@@ -322,10 +323,8 @@ async fn run_record(
 }
 
 /// The tables of the service database at `path`, for the judge (see `agora_judge::writes`).
-async fn read_tables(
-    path: &std::path::Path,
-) -> anyhow::Result<Vec<(String, Vec<serde_json::Map<String, serde_json::Value>>)>> {
+async fn read_tables(path: &std::path::Path) -> anyhow::Result<Vec<TableRows>> {
     ServiceDatabase::read_tables(path)
         .await
-        .map_err(|error| anyhow::anyhow!("reading {} for the judge: {error}", path.display()))
+        .with_context(|| format!("reading {} for the judge", path.display()))
 }

@@ -206,7 +206,7 @@ impl Tool for SqlTool {
                 tool: self.spec.name.clone(),
                 reason: "query is required and must be a string".into(),
             })?;
-        let ran = if self.params {
+        let params = if self.params {
             let params = match arguments.get("params") {
                 None | Some(Value::Null) => &[][..],
                 Some(Value::Array(values)) => values.as_slice(),
@@ -223,17 +223,14 @@ impl Tool for SqlTool {
                     reason,
                 });
             }
-            if self.report_changes {
-                self.database
-                    .run_reporting_changes(query, Some(params))
-                    .await
-            } else {
-                self.database.run_with(query, params).await
-            }
-        } else if self.report_changes {
-            self.database.run_reporting_changes(query, None).await
+            Some(params)
         } else {
-            self.database.run(query).await
+            None
+        };
+        let ran = match (self.report_changes, params) {
+            (true, params) => self.database.run_reporting_changes(query, params).await,
+            (false, Some(params)) => self.database.run_with(query, params).await,
+            (false, None) => self.database.run(query).await,
         };
         match ran {
             Ok(rows) => Ok(Value::Array(rows.into_iter().map(Value::Object).collect())),

@@ -50,5 +50,5 @@ pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
 pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};
 pub use service_db::{
     MAX_ROWS, MAX_STATEMENT_BYTES, STATEMENT_TIME_LIMIT, ServiceDatabase, ServiceDbError,
-    ServiceTable,
+    ServiceTable, TableRows,
 };

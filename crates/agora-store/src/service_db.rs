@@ -28,6 +28,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{Column, ConnectOptions, Connection, Row, TypeInfo, ValueRef};
 
+/// One table's name and its rows, as [`ServiceDatabase::read_tables`] gives them.
+pub type TableRows = (String, Vec<Map<String, Value>>);
+
 /// The most rows [`ServiceDatabase::run`] returns; the rest of a larger result is dropped.
 pub const MAX_ROWS: usize = 200;
 
@@ -246,9 +249,7 @@ impl ServiceDatabase {
     /// name order, rows in rowid order, read over a read-only connection of its own: what a
     /// server's tools have written, for the demo's judge (a running server's connection is not
     /// needed, and nothing is written).
-    pub async fn read_tables(
-        path: &Path,
-    ) -> Result<Vec<(String, Vec<Map<String, Value>>)>, ServiceDbError> {
+    pub async fn read_tables(path: &Path) -> Result<Vec<TableRows>, ServiceDbError> {
         // One connection, not a pool: a pool's maintenance task is not needed for two reads,
         // and sqlx 0.8's can spin when it races a connection's release (seen here, once, as a
         // replay that never ended).
@@ -286,7 +287,7 @@ impl ServiceDatabase {
 /// Every table's rows, tables in name order, rows in rowid order.
 async fn read_every_table(
     connection: &mut SqliteConnection,
-) -> Result<Vec<(String, Vec<Map<String, Value>>)>, ServiceDbError> {
+) -> Result<Vec<TableRows>, ServiceDbError> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
          ORDER BY name",

@@ -492,7 +492,7 @@ fn tickets_taken(writes: &Writes, date: &str, hour: i64, movie: &str, wanted: i6
             && is_int(row, "Hour", hour).is_ok()
             && written::text(row.get("Movie")).is_some_and(|m| film(&m) == movie)
     };
-    let left = |rows: &[crate::writes::TableRow]| -> Vec<Option<i64>> {
+    let left = |rows: &[TableRow]| -> Vec<Option<i64>> {
         rows.iter()
             .filter(|row| screening(row))
             .map(|row| written::int(row.get("TicketsLeft")))
@@ -511,23 +511,14 @@ fn tickets_taken(writes: &Writes, date: &str, hour: i64, movie: &str, wanted: i6
             "the screening's rows changed unreadably: removed {before:?}, added {after:?}"
         )),
     };
-    let others = writes
-        .added
-        .iter()
-        .chain(&writes.removed)
+    let mut others = writes
+        .outside(None)
         .filter(|row| !screening(row))
-        .count();
+        .peekable();
     match verdict {
-        Verdict::Correct if others > 0 => written::wrong(format!(
-            "besides the screening, {others} rows changed: {:?}",
-            writes
-                .added
-                .iter()
-                .chain(&writes.removed)
-                .filter(|row| !screening(row))
-                .map(ToString::to_string)
-                .take(3)
-                .collect::<Vec<_>>()
+        Verdict::Correct if others.peek().is_some() => written::wrong(format!(
+            "besides the screening, the database changed: {}",
+            written::quote(others)
         )),
         verdict => verdict,
     }

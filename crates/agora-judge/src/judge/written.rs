@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::status;
 use crate::Verdict;
 use crate::writes::{TableRow, Writes};
+pub(super) use crate::writes::{int, text};
 
 /// The task types whose success is a write.
 pub(super) const WRITE_TASKS: &[&str] = &["bookRoom", "rentSki", "bookTable", "buyTickets"];
@@ -27,7 +28,8 @@ pub(super) fn wrong(detail: String) -> Verdict {
 /// At most this many rows are quoted in a verdict.
 const QUOTED: usize = 3;
 
-fn quote<'a>(rows: impl Iterator<Item = &'a TableRow>) -> String {
+/// `rows` as text, the first [`QUOTED`] of them and how many more.
+pub(super) fn quote<'a>(rows: impl Iterator<Item = &'a TableRow>) -> String {
     let rows: Vec<String> = rows.map(ToString::to_string).collect();
     let mut text = rows
         .iter()
@@ -39,26 +41,6 @@ fn quote<'a>(rows: impl Iterator<Item = &'a TableRow>) -> String {
         text.push_str(&format!("; and {} more", rows.len() - QUOTED));
     }
     text
-}
-
-/// A column's value as text (a string trimmed, or a number).
-pub(super) fn text(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::String(s) => Some(s.trim().to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A column's value as a whole number (a number, or a string holding one).
-pub(super) fn int(value: Option<&Value>) -> Option<i64> {
-    match value? {
-        Value::Number(n) => n
-            .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
 }
 
 /// `column` of `row` is `want`, as text.
