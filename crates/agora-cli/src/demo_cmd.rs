@@ -132,6 +132,15 @@ pub enum DemoCommand {
         /// that does it, and answered as done only after it (`responder.require_effects`).
         #[arg(long)]
         require_effects: bool,
+        /// `run_sql_query` says where a column or table the statement names wrongly is in the
+        /// schema, and the servers' LLMs are asked for the statement again
+        /// (`SqlTool::explaining_mistakes`).
+        #[arg(long)]
+        explain_sql_errors: bool,
+        /// The servers' programmers examine the examples' traced code before they ask the LLM
+        /// (`programmer.examine_drafts`).
+        #[arg(long)]
+        examine_drafts: bool,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -332,6 +341,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             natural_programs,
             strict_arguments,
             require_effects,
+            explain_sql_errors,
+            examine_drafts,
         } => {
             if !(0.0..=2.0).contains(&resample_temperature) {
                 bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
@@ -367,6 +378,8 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     natural_programs,
                     strict_arguments,
                     require_effects,
+                    explain_sql_errors,
+                    examine_drafts,
                 },
             })
             .await?;

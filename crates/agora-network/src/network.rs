@@ -85,6 +85,16 @@
 //! skis, and with its examples disagreeing no routine for it passed (see
 //! `demo/network/reports/effects`).
 //!
+//! With SQL mistakes explained from the schema as well (`--explain-sql-errors`,
+//! [`crate::sql_mistakes`]) and the examples' drafts examined before the model is asked
+//! (`--examine-drafts`), the same 100 gave 34 correct for $1.08: only skiResort2's `rentSki`
+//! changed, 15 → 0 of 38. Told that `SkiType` is in `Skis` and how to join it, the LLM joined
+//! the rentals of the requested date, found none, and answered that no ski was free; a grounded
+//! answer, it was the one example of the first routine, which then answered `failure` to the
+//! 33 after it (see `demo/network/reports/explained-errors`). No draft was examined: the other
+//! jobs' first candidates (the programs that had answered) passed, and skiResort2's one example
+//! held a failed call, from which no draft is traced.
+//!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
 
@@ -561,6 +571,9 @@ impl Agents {
                 }
                 if options.switches.require_effects {
                     tool = tool.reporting_changes();
+                }
+                if options.switches.explain_sql_errors {
+                    tool = tool.explaining_mistakes(schema);
                 }
                 tools.push(Arc::new(tool));
             }

@@ -48,6 +48,15 @@ pub struct ServerSwitches {
     /// does it, and answered as done only after it (`responder.require_effects`).
     #[serde(default, skip_serializing_if = "Not::not")]
     pub require_effects: bool,
+    /// `run_sql_query` explains a statement that names a column or table the schema lacks
+    /// (`SqlTool::explaining_mistakes`), and the responder then asks for the statement again
+    /// instead of offering an answer without the tool.
+    #[serde(default, skip_serializing_if = "Not::not")]
+    pub explain_sql_errors: bool,
+    /// A server's programmer examines the examples' traced code before it asks its LLM
+    /// (`programmer.examine_drafts`).
+    #[serde(default, skip_serializing_if = "Not::not")]
+    pub examine_drafts: bool,
 }
 
 impl ServerSwitches {
@@ -62,6 +71,7 @@ impl ServerSwitches {
         config.programmer.resample_temperature = self.resample_temperature;
         config.responder.natural_code_as_action = self.natural_programs;
         config.responder.require_effects = self.require_effects;
+        config.programmer.examine_drafts = self.examine_drafts;
     }
 }
 
@@ -92,6 +102,8 @@ mod tests {
             natural_programs: true,
             strict_arguments: true,
             require_effects: true,
+            explain_sql_errors: true,
+            examine_drafts: true,
         };
         let text = serde_json::to_string(&on).unwrap();
         assert!(text.contains(r#""resample_temperature":0.7"#), "{text}");
@@ -109,5 +121,6 @@ mod tests {
         assert_eq!(config.programmer.resample_temperature, 0.7);
         assert!(config.responder.natural_code_as_action);
         assert!(config.responder.require_effects);
+        assert!(config.programmer.examine_drafts);
     }
 }

@@ -82,6 +82,8 @@ pub struct SqlTool {
     /// A write without result rows returns how many rows it changed
     /// ([`SqlTool::reporting_changes`]).
     report_changes: bool,
+    /// Each table's columns, for [`SqlTool::explaining_mistakes`]; empty without it.
+    mistakes_explained: crate::sql_mistakes::Columns,
 }
 
 impl SqlTool {
@@ -123,6 +125,7 @@ impl SqlTool {
             params: false,
             scalar_params: false,
             report_changes: false,
+            mistakes_explained: Default::default(),
         }
     }
 
@@ -152,6 +155,19 @@ impl SqlTool {
     /// which matched nothing; either way the statement ran and its effect was wrong.
     pub fn with_scalar_params(mut self) -> SqlTool {
         self.scalar_params = true;
+        self
+    }
+
+    /// A statement that names a column or a table the schema lacks fails with what the schema
+    /// says about it ([`crate::sql_mistakes::explain`]: where the column is, and the join that
+    /// reaches it) as a [`ToolError::Mistaken`], after which the responder asks for the
+    /// statement again instead of offering an answer without the tool (`--explain-sql-errors`).
+    pub fn explaining_mistakes(mut self, schema: &DatabaseSpec) -> SqlTool {
+        self.mistakes_explained = schema
+            .tables
+            .iter()
+            .map(|(name, table)| (name.clone(), table.columns.keys().cloned().collect()))
+            .collect();
         self
     }
 
@@ -238,6 +254,15 @@ impl Tool for SqlTool {
                 tool: self.spec.name.clone(),
                 reason: error.to_string(),
             }),
+            Err(ServiceDbError::Sql(error)) => {
+                match crate::sql_mistakes::explain(&error, query, &self.mistakes_explained) {
+                    Some(explained) => Err(ToolError::Mistaken {
+                        tool: self.spec.name.clone(),
+                        reason: format!("{error}. {explained}"),
+                    }),
+                    None => Err(ToolError::failed(&self.spec.name, error)),
+                }
+            }
             Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
     }
@@ -410,6 +435,28 @@ mod tests {
             counting.call(value).await.expect("rows"),
             json!([{"RoomNumber": 101}])
         );
+
+        // A column the table lacks: SQLite's words alone, or, explained, what the schema says
+        // about it as a mistake to fix.
+        let wrong_column = json!({"query": "SELECT Floor FROM Rooms"});
+        match counting.call(wrong_column.clone()).await {
+            Err(ToolError::Failed { reason, .. }) => assert_eq!(reason, "no such column: Floor"),
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        let explaining = counting.explaining_mistakes(&schema);
+        match explaining.call(wrong_column).await {
+            Err(ToolError::Mistaken { reason, .. }) => assert_eq!(
+                reason,
+                "no such column: Floor. Rooms has no column Floor: its columns are RoomNumber. \
+                 No table has a column Floor. Fix the statement and run it again."
+            ),
+            other => panic!("expected a mistake, got {other:?}"),
+        }
+        let syntax = json!({"query": "SELECT FROM Rooms"});
+        assert!(matches!(
+            explaining.call(syntax).await,
+            Err(ToolError::Failed { .. })
+        ));
     }
 
     #[test]

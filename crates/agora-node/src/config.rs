@@ -231,6 +231,15 @@ pub struct ProgrammerConfig {
     /// at 0.7: the six sampled requests all gave the greedy code back (see
     /// `agora_network::network`).
     pub resample_temperature: f32,
+    /// Before the model is asked, examine the examples' traced code
+    /// ([`crate::programmer::prompt::drafts`]: each example as the routine that would have
+    /// produced it, the one that covers the most examples first, at most three): a draft that
+    /// passes becomes the routine without an LLM call. The model writes the same drafts back
+    /// changed (the committed runs show the ski resort's, which fitted its examples, turned into
+    /// a room lookup), so examining them as they are is the cheaper and surer test. A draft
+    /// that fails leaves the model's prompt as it was. Off by default: it changes what the
+    /// committed cassettes replay.
+    pub examine_drafts: bool,
 }
 
 /// How closely a candidate's JSON reply must follow the recorded reply at its examination,
@@ -266,6 +275,7 @@ impl Default for ProgrammerConfig {
             min_examples: 0,
             grading: Grading::Recorded,
             resample_temperature: 0.0,
+            examine_drafts: false,
         }
     }
 }

@@ -210,8 +210,9 @@ impl Responder<'_> {
                     "Result of {tool}: {}",
                     clip_to(&value.to_string(), self.config.max_tool_result_chars)
                 ),
-                Err(error) => format!("{error}. Fix the arguments, or answer without this tool."),
+                Err(error) => error.feedback(),
             };
+            let result = result.map_err(|error| error.to_string());
             messages.push(Message::assistant(response.content.trim().to_string()));
             messages.push(Message::user(feedback));
             tool_calls.push(ToolCall {
@@ -276,8 +277,9 @@ impl Responder<'_> {
                     call.name,
                     clip_to(&value.to_string(), self.config.max_tool_result_chars)
                 ),
-                Err(error) => format!("{error}. Fix the arguments, or answer without this tool."),
+                Err(error) => error.feedback(),
             };
+            let result = result.map_err(|error| error.to_string());
             messages.push(Message::assistant(
                 json!({"tool": call.name, "arguments": call.arguments}).to_string(),
             ));
@@ -421,23 +423,20 @@ impl Responder<'_> {
         context: &QueryContext,
         tool: &str,
         arguments: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, crate::tools::ToolError> {
         context.observe(|| Step::ToolCall {
             tool: tool.to_string(),
             arguments: arguments.clone(),
             caller: ToolCaller::Llm,
         });
         let result = if self.focus.tools.iter().any(|spec| spec.name == tool) {
-            self.tools
-                .call(tool, arguments)
-                .await
-                .map_err(|e| e.to_string())
+            self.tools.call(tool, arguments).await
         } else {
-            Err(crate::tools::ToolError::Unknown(tool.to_string()).to_string())
+            Err(crate::tools::ToolError::Unknown(tool.to_string()))
         };
         context.observe(|| Step::ToolResult {
             tool: tool.to_string(),
-            result: result.clone(),
+            result: result.clone().map_err(|error| error.to_string()),
             caller: ToolCaller::Llm,
         });
         result

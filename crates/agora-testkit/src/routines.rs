@@ -1,8 +1,9 @@
 //! A scripted routine engine for deterministic orchestration tests (test code only).
 //!
 //! A "component" here is the bytes `scripted:<key>`, and the key names a Rust closure the test
-//! registered. `build` turns the JavaScript source `<key>` (surrounding whitespace ignored) or
-//! such component bytes into component bytes, refusing unknown keys as the real engine refuses
+//! registered. `build` turns the JavaScript source `<key>` (surrounding whitespace ignored), a
+//! source containing a key registered with [`ScriptedRoutineEngine::routine_containing`] (for
+//! code the node writes itself), or such component bytes into component bytes, refusing unknown keys as the real engine refuses
 //! code that does not build; `load` refuses unknown bytes as the real engine refuses invalid
 //! components. The engine counts builds, loads and runs, so tests can check that nothing is
 //! compiled on the request path and that a restart reloads what was stored.
@@ -33,6 +34,8 @@ struct Counters {
 #[derive(Clone, Default)]
 pub struct ScriptedRoutineEngine {
     scripts: Arc<RwLock<HashMap<String, Arc<Script>>>>,
+    /// Keys a source may contain rather than be.
+    contained: Arc<RwLock<Vec<String>>>,
     counters: Arc<Counters>,
 }
 
@@ -53,6 +56,19 @@ impl ScriptedRoutineEngine {
             scripts.insert(key.to_string(), script);
         }
         self
+    }
+
+    /// Registers the routine `key` for any JavaScript source that contains `key` (and is no
+    /// other key): code the node writes, whose text the test does not spell out.
+    pub fn routine_containing<F, Fut>(self, key: &str, script: F) -> Self
+    where
+        F: Fn(String, Arc<dyn ToolHost>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, RoutineError>> + Send + 'static,
+    {
+        if let Ok(mut contained) = self.contained.write() {
+            contained.push(key.to_string());
+        }
+        self.routine(key, script)
     }
 
     /// The component bytes of the routine `key`.
@@ -87,8 +103,17 @@ impl RoutineEngine for ScriptedRoutineEngine {
         match source {
             RoutineSource::JavaScript(text) => {
                 let key = text.trim();
-                match self.script(key) {
-                    Some(_) => Ok(Self::component(key)),
+                if self.script(key).is_some() {
+                    return Ok(Self::component(key));
+                }
+                let contained = self.contained.read().ok().and_then(|contained| {
+                    contained
+                        .iter()
+                        .find(|needle| key.contains(needle.as_str()))
+                        .cloned()
+                });
+                match contained {
+                    Some(needle) => Ok(Self::component(&needle)),
                     None => Err(RoutineError::Build(format!(
                         "no scripted routine {key:?} (1:1)"
                     ))),

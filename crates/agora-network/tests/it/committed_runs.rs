@@ -170,6 +170,14 @@ async fn the_committed_effects_agora_run_replays_to_its_numbers() {
     replay("agora-effects", Screenplay::Paper).await;
 }
 
+/// The same with `run_sql_query`'s mistakes explained from the schema and the examples' drafts
+/// examined first (`--explain-sql-errors --examine-drafts`; the record carries both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_explained_errors_agora_run_replays_to_its_numbers() {
+    replay("agora-explained-errors", Screenplay::Paper).await;
+}
+
 /// The agora mode on the paper's first 200 queries with the servers' programs grounded
 /// (`responder.ground_programs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,16 +265,21 @@ const SEED2: Screenplay = Screenplay::Generated {
 /// the same with a lenient examination and resampling, `reports/seed2-natural/` from the first 90
 /// of those with programs for natural-language messages, `reports/seed2-strict-arguments/` from the
 /// same 90 with strict tool arguments, `reports/effects/` from the paper's first 100 queries
-/// with a success that only read sent back. Their totals are the records'. Together
+/// with a success that only read sent back, `reports/explained-errors/` from the same with SQL
+/// mistakes explained and drafts examined. Their totals are the records'. Together
 /// with the replays above, this ties the reports to the cassettes.
 #[test]
 fn the_committed_reports_carry_the_committed_runs_totals() {
     let dir = demo_dir();
-    let reports: [(&str, &[(&str, &str)]); 9] = [
+    let reports: [(&str, &[(&str, &str)]); 10] = [
         ("local", &[("agora", "agora"), ("nl-only", "nl_only")]),
         (
             "effects",
             &[("agora-effects", "agora"), ("nl-only", "nl_only")],
+        ),
+        (
+            "explained-errors",
+            &[("agora-explained-errors", "agora"), ("nl-only", "nl_only")],
         ),
         (
             "screenplay",

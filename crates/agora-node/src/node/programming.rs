@@ -106,6 +106,9 @@ pub(super) struct Prepared<B> {
     pub(super) examples_upto: i64,
     /// The first request to the model.
     pub(super) messages: Vec<Message>,
+    /// Candidates to examine before the model is asked, which leave its prompt as it was when
+    /// they fail (`programmer.examine_drafts`).
+    pub(super) drafts: Vec<String>,
 }
 
 /// A candidate after the routine engine and the examination had it.
@@ -222,6 +225,7 @@ impl Node {
             bench,
             examples_upto,
             mut messages,
+            drafts,
         }) = job.subject.bench(self, &document, &config).await
         else {
             return;
@@ -234,10 +238,11 @@ impl Node {
         let mut last_problem: Option<(String, String)> = None;
         let mut fresh_prompts = 0;
 
-        // A program that answered requests is examined first, without an LLM call; the
-        // attempts the model gets stay as many.
+        // A program that answered requests is examined first, then the examples' drafts, each
+        // without an LLM call; the attempts the model gets stay as many.
         let mut answering = job.subject.answering_program(self);
-        let given = i64::from(answering.is_some());
+        let mut drafts = drafts.into_iter();
+        let given = i64::from(answering.is_some()) + drafts.len() as i64;
         for attempt in 1..=(1 + i64::from(config.repair_attempts) + given) {
             let context = QueryContext::new(
                 format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
@@ -259,12 +264,22 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            let turn = match answering.take() {
+            // A draft that fails is not the model's code: its prompt stays as it was.
+            let mut drafted = false;
+            let turn = match answering.take().or_else(|| {
+                drafted = true;
+                drafts.next()
+            }) {
                 Some(source) => {
-                    tried.push(source.clone());
+                    // The model writing a draft back is not a repeat: it is examined as the
+                    // model's, and repaired, as without the drafts.
+                    if !drafted {
+                        tried.push(source.clone());
+                    }
                     Turn::Code(source)
                 }
                 None => {
+                    drafted = false;
                     // OpenAI's range; NaN or anything not above 0 is off.
                     let resample = (config.resample_temperature > 0.0)
                         .then_some((config.resample_temperature.min(2.0), attempt));
@@ -318,7 +333,7 @@ impl Node {
                     pass,
                 } => {
                     record.source = Some(source.clone());
-                    if !tried.contains(&source) {
+                    if !drafted && !tried.contains(&source) {
                         // An edit the node made: the model giving it back is a repeat too.
                         tried.push(source.clone());
                     }
@@ -364,6 +379,9 @@ impl Node {
             };
             tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "{} candidate rejected", S::WHAT);
             self.keep_attempt(record, &context).await;
+            if drafted {
+                continue;
+            }
             messages = prompt::repair_messages(messages, &source, &problem);
             last_problem = Some((source, problem));
         }

@@ -194,9 +194,15 @@ impl JobSubject for ProtocolHash {
         // (and granted) for what the examples could have called.
         let tools = node.focus(Subject::Protocol(document)).tools;
         let messages = prompt::first_messages(document, &tools, &examples[shown..]);
+        let drafts = if config.examine_drafts {
+            prompt::drafts(&examples, DRAFTS_EXAMINED)
+        } else {
+            Vec::new()
+        };
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
             messages,
+            drafts,
             bench: ReceiverBench {
                 reply_schema: exam::reply_schema(document.text())
                     .and_then(|schema| jsonschema::validator_for(&schema).ok()),
@@ -288,6 +294,9 @@ impl JobSubject for ProtocolHash {
 
 /// Checks the programmer takes out of one candidate at most (see [`guard`]).
 const MAX_CHECKS_REMOVED: usize = 3;
+/// The examples' drafts a job examines at most before it asks the model
+/// (`programmer.examine_drafts`).
+const DRAFTS_EXAMINED: usize = 3;
 
 /// A candidate as examined: its source (maybe edited), component, report and the conditions of
 /// the checks taken out.

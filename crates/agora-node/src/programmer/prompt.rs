@@ -105,6 +105,32 @@ pub(crate) fn first_messages(
     vec![Message::system(RULES), Message::user(user)]
 }
 
+/// The examples' distinct traced drafts (see [`dataflow`]), the one that covers the most
+/// examples first (the earlier on a tie), at most `most`.
+pub(crate) fn drafts(examples: &[Example], most: usize) -> Vec<String> {
+    let mut distinct: Vec<(String, usize)> = Vec::new();
+    for example in examples {
+        let Some(draft) = dataflow::receiver_draft(
+            &example.body,
+            &recorded_calls(&example.tool_calls),
+            &example.reply,
+        ) else {
+            continue;
+        };
+        match distinct.iter_mut().find(|(seen, _)| *seen == draft) {
+            Some((_, covered)) => *covered += 1,
+            None => distinct.push((draft, 1)),
+        }
+    }
+    // Stable: ties keep the examples' order.
+    distinct.sort_by_key(|(_, covered)| std::cmp::Reverse(*covered));
+    distinct
+        .into_iter()
+        .take(most)
+        .map(|(draft, _)| draft)
+        .collect()
+}
+
 /// The examples' traced code (see [`dataflow`]), one block per distinct draft, naming the
 /// examples it covers; empty when no example could be traced.
 pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> String {

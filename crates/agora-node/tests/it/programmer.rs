@@ -1338,3 +1338,89 @@ async fn a_message_program_that_fails_is_repaired_and_then_the_tool_loop_answers
     let told = last_user_message(&repair);
     assert!(told.contains("no such place"), "{told}");
 }
+
+/// A node whose programmer (threshold 2) examines the examples' drafts first
+/// (`programmer.examine_drafts`), which run as `draft`.
+async fn drafting_node<F, Fut>(dir: &std::path::Path, programmer: &Programmer, draft: F) -> Node
+where
+    F: Fn(String, Arc<dyn ToolHost>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<String, RoutineError>> + Send + 'static,
+{
+    let engine = engine().routine_containing("function handle(body)", draft);
+    node_with(llm(programmer), engine, dir, |c| {
+        c.thresholds.implementation = 2;
+        c.programmer.examine_drafts = true;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_of_the_examples_that_passes_becomes_the_routine_without_an_llm_call() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = drafting_node(dir.path(), &programmer, good).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(outcomes(&attempts), ["passed"]);
+    let source = attempts[0].source.as_deref().unwrap();
+    // The node's own trace of the examples: the request's place and date into the tool, the
+    // tool's values into the reply.
+    assert!(source.starts_with("function handle(body)"), "{source}");
+    assert!(source.contains("weather_forecast"), "{source}");
+    assert_eq!(attempts[0].report, "2/2 examples passed");
+    assert_eq!(attempts[0].prompt_tokens, 0);
+    assert_eq!(implementing_calls(&node).await, 0);
+    assert_eq!(
+        programmer.candidates.lock().unwrap().len(),
+        1,
+        "never asked"
+    );
+
+    ask(&node, "Oslo", 3).await;
+    assert_eq!(
+        paths(&node).await,
+        [RequestPath::Llm, RequestPath::Llm, RequestPath::Routine]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draft_that_fails_leaves_the_job_to_the_model() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = drafting_node(dir.path(), &programmer, wrong).await;
+    ask(&node, "Paris", 1).await;
+    ask(&node, "Lima", 2).await;
+    node.programmer_idle().await;
+    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    // Both examples trace to the same draft: examined once, then the model's candidate.
+    assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
+    assert!(
+        attempts[0]
+            .source
+            .as_deref()
+            .unwrap()
+            .starts_with("function handle(body)")
+    );
+    assert_eq!(attempts[0].prompt_tokens, 0);
+    assert_eq!(attempts[1].source.as_deref(), Some("good"));
+    assert_eq!(implementing_calls(&node).await, 1);
+
+    // Off (the default), no draft is examined.
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let off = node_with(
+        llm(&programmer),
+        engine().routine_containing("function handle(body)", good),
+        dir.path(),
+        |c| c.thresholds.implementation = 2,
+    )
+    .await;
+    ask(&off, "Paris", 1).await;
+    ask(&off, "Lima", 2).await;
+    off.programmer_idle().await;
+    let attempts = off.store().attempts(Some(&hash())).await.unwrap();
+    assert_eq!(outcomes(&attempts), ["passed"]);
+    assert_eq!(attempts[0].source.as_deref(), Some("good"));
+}
