@@ -264,34 +264,22 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            // A draft that fails is not the model's code: its prompt stays as it was.
-            let mut drafted = false;
-            let turn = match answering.take().or_else(|| {
-                drafted = true;
-                drafts.next()
-            }) {
-                Some(source) => {
-                    // The model writing a draft back is not a repeat: it is examined as the
-                    // model's, and repaired, as without the drafts.
-                    if !drafted {
-                        tried.push(source.clone());
-                    }
-                    Turn::Code(source)
-                }
-                None => {
-                    drafted = false;
-                    // OpenAI's range; NaN or anything not above 0 is off.
-                    let resample = (config.resample_temperature > 0.0)
-                        .then_some((config.resample_temperature.min(2.0), attempt));
-                    self.next_candidate(
-                        &context,
-                        &messages,
-                        config.max_tokens,
-                        &mut tried,
-                        resample,
-                    )
-                    .await
-                }
+            // A draft that fails is not the model's code: its prompt stays as it was, and the
+            // model writing the draft back is not a repeat (it is examined and repaired as
+            // without the drafts).
+            let (turn, drafted) = if let Some(source) = answering.take() {
+                tried.push(source.clone());
+                (Turn::Code(source), false)
+            } else if let Some(draft) = drafts.next() {
+                (Turn::Code(draft), true)
+            } else {
+                // OpenAI's range; NaN or anything not above 0 is off.
+                let resample = (config.resample_temperature > 0.0)
+                    .then_some((config.resample_temperature.min(2.0), attempt));
+                let turn = self
+                    .next_candidate(&context, &messages, config.max_tokens, &mut tried, resample)
+                    .await;
+                (turn, false)
             };
             let source = match turn {
                 Turn::Code(source) => source,

@@ -714,6 +714,25 @@ const RENT_PD: &str = "---\nname: rent\n---\n\nThe request is a JSON object with
 kind of ski to rent. The reply is a JSON object with `status`: `success` if the ski was rented, \
 `failure` if not.\n";
 
+/// A carving ski rented under [`RENT_PD`] from a node with `desk` and `llm`, configured by
+/// `configure`; the request must be answered.
+async fn rent_carving(
+    llm: &Arc<ScriptedLlm>,
+    desk: &Arc<Desk>,
+    configure: impl FnOnce(&mut agora_node::NodeConfig),
+) {
+    let dir = temp_dir();
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .connected_tools(vec![desk.clone()])
+        .config(configure)
+        .build()
+        .await;
+    let reply = node
+        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+}
+
 /// A protocol answer that says the request was done, when every tool call only read, is sent
 /// back once with `responder.require_effects` (and only then): told so, the LLM writes.
 #[tokio::test]
@@ -736,17 +755,8 @@ async fn a_success_that_only_read_is_sent_back_once_when_effects_are_required() 
     };
     for on in [true, false] {
         let llm = ScriptedLlm::new(lazy);
-        let dir = temp_dir();
         let desk = Desk::new();
-        let node = NodeBuilder::new(llm.clone(), dir.path())
-            .connected_tools(vec![desk.clone()])
-            .config(|c| c.responder.require_effects = on)
-            .build()
-            .await;
-        let reply = node
-            .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
-            .await;
-        assert_eq!(reply.status, Status::Success, "{reply:?}");
+        rent_carving(&llm, &desk, |c| c.responder.require_effects = on).await;
         let statements = desk.statements.lock().unwrap().clone();
         let steps = step_messages(&llm);
         if on {
@@ -788,15 +798,7 @@ async fn a_mistaken_call_is_asked_for_again_and_a_failed_one_may_be_given_up() {
         Ok(json!({"tool": "desk", "arguments": {"statement": statement}}).to_string())
     };
     let llm = ScriptedLlm::new(steps);
-    let dir = temp_dir();
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .connected_tools(vec![Desk::new()])
-        .build()
-        .await;
-    let reply = node
-        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
-        .await;
-    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    rent_carving(&llm, &Desk::new(), |_| {}).await;
     let steps = step_messages(&llm);
     assert_eq!(steps.len(), 3, "{steps:?}");
     assert_eq!(
