@@ -7,19 +7,24 @@
 //! are `SkiId, StartDate, EndDate`) 14 times, was told that, and answered every time that the
 //! rental failed: 14 of its 23 wrong `rentSki` answers. Those 14 conversations replayed with
 //! other texts after the error (Qwen2.5-Coder-1.5B, temperature 0):
-//! - the table's columns and the table that has the column, then the responder's "Fix the
-//!   arguments, or answer without this tool": 14 answers that the rental failed;
-//! - the same, then "Fix the statement and run it again": 14 repeated statements;
-//! - with the join the two tables allow (`FROM SkiRentals JOIN Skis USING (SkiId)`) as well, then
-//!   "Fix the statement and run it again": 4 statements on `Skis` that run, 7 that name another
-//!   missing column (`StartDate` on `Skis`), 3 repeats.
+//! - the table's columns, the table that has the column and the join that reaches it, then the
+//!   responder's "Fix the arguments, or answer without this tool": 14 answers that the rental
+//!   failed;
+//! - the table's columns and the table that has the column, without the join, then "Fix the
+//!   statement and run it again": 14 repeated statements;
+//! - with the join, then "Fix the statement and run it again": 4 statements on `Skis` that run,
+//!   7 that name another missing column (`StartDate` on `Skis`), 3 repeats;
+//! - the same, ending "This error is in your call, not an answer to the request: fix the call and
+//!   make it again": 3 that run, 4 failure answers, 4 other missing columns, 3 repeats.
 //!
-//! The last is what [`explain`] says. It is a hint from the schema, never a rewritten
-//! statement: the model is told where the column is, and writes the statement itself.
+//! The third is what [`explain`] says. It is a hint from the schema, never a rewritten
+//! statement: the model is told where the column is, and writes the statement itself. Recorded
+//! on those 100 queries it made them worse, 49 correct to 34 (see `crate::network`): the LLM
+//! joined the rentals of the requested date, found none, and answered that no ski was free.
 
 use std::collections::BTreeMap;
 
-/// A table's columns, by table name, in the schema's order.
+/// Each table's columns in the schema's order, by table name.
 pub type Columns = BTreeMap<String, Vec<String>>;
 
 /// What the statement got wrong and how to make it right, from `error` (SQLite's message) and
