@@ -105,10 +105,14 @@ pub(crate) fn first_messages(
     vec![Message::system(RULES), Message::user(user)]
 }
 
-/// The examples' distinct traced drafts (see [`dataflow`]), the one that covers the most
-/// examples first (the earlier on a tie), at most `most`.
+/// The examples' distinct traced drafts (see [`dataflow`]) that two or more different requests
+/// trace to, the one that covers the most requests first (the earlier on a tie), at most
+/// `most`. A draft of one request keeps what the model made up for it as literals (the ski
+/// resort's rental ran to `'2024-06-24'`, the day after that one request's date, and a routine
+/// would rent every ski until then); a literal that two different requests left the same is the
+/// protocol's.
 pub(crate) fn drafts(examples: &[Example], most: usize) -> Vec<String> {
-    let mut distinct: Vec<(String, usize)> = Vec::new();
+    let mut distinct: Vec<(String, Vec<&str>)> = Vec::new();
     for example in examples {
         let Some(draft) = dataflow::receiver_draft(
             &example.body,
@@ -117,13 +121,16 @@ pub(crate) fn drafts(examples: &[Example], most: usize) -> Vec<String> {
         ) else {
             continue;
         };
+        let body = example.body.as_str();
         match distinct.iter_mut().find(|(seen, _)| *seen == draft) {
-            Some((_, covered)) => *covered += 1,
-            None => distinct.push((draft, 1)),
+            Some((_, bodies)) if !bodies.contains(&body) => bodies.push(body),
+            Some(_) => {}
+            None => distinct.push((draft, vec![body])),
         }
     }
+    distinct.retain(|(_, bodies)| bodies.len() >= 2);
     // Stable: ties keep the examples' order.
-    distinct.sort_by_key(|(_, covered)| std::cmp::Reverse(*covered));
+    distinct.sort_by_key(|(_, bodies)| std::cmp::Reverse(bodies.len()));
     distinct
         .into_iter()
         .take(most)
@@ -223,6 +230,47 @@ pub(crate) fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn example(body: &str, date: &str) -> Example {
+        Example {
+            id: 0,
+            protocol_hash: agora_protocol::ProtocolHash::of(b"rent"),
+            query_id: String::new(),
+            body: body.into(),
+            tool_calls: serde_json::json!([{
+                "tool": "run_sql_query",
+                "arguments": {"query": format!("INSERT INTO SkiRentals VALUES ('{date}')")},
+                "result": [{"changes": 1}],
+            }]),
+            reply: r#"{"status":"success"}"#.into(),
+            created_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn only_drafts_that_two_different_requests_trace_to_are_examined() {
+        let on = |date: &str| format!(r#"{{"date":"{date}"}}"#);
+        // The date comes from the request: one draft, traced from two requests.
+        let read = [
+            example(&on("2024-01-05"), "2024-01-05"),
+            example(&on("2024-02-07"), "2024-02-07"),
+        ];
+        let drafts = drafts(&read, 3);
+        assert_eq!(drafts.len(), 1, "{drafts:?}");
+        assert!(drafts[0].contains("${request.date}"), "{}", drafts[0]);
+        // A date from nowhere is a literal of one request's draft each: none is examined.
+        let made_up = [
+            example(&on("2024-01-05"), "2024-01-06"),
+            example(&on("2024-02-07"), "2024-02-08"),
+        ];
+        assert!(super::drafts(&made_up, 3).is_empty());
+        // The same request twice is one request.
+        let twice = [
+            example(&on("2024-01-05"), "2024-01-05"),
+            example(&on("2024-01-05"), "2024-01-05"),
+        ];
+        assert!(super::drafts(&twice, 3).is_empty());
+    }
 
     #[test]
     fn code_is_read_from_the_first_fence_or_the_whole_answer() {
