@@ -2,7 +2,6 @@
 //! binaries are small shell scripts, the health endpoint is an axum server.
 #![cfg(unix)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,10 +12,21 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
+/// An executable shell script `name` in `dir` running `body`. A child process writes it: a file
+/// this process held open for writing could be inherited by a child another test forks at that
+/// moment, and executing it then fails with "Text file busy" (seen once under the whole
+/// workspace's tests).
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("temp dir is writable");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let status = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"printf '#!/bin/sh\n%s\n' "$1" > "$2" && chmod 755 "$2""#)
+        .arg("script")
+        .arg(body)
+        .arg(&path)
+        .status()
+        .expect("sh runs");
+    assert!(status.success(), "writing {}", path.display());
     path
 }
 
