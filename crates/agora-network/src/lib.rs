@@ -4,8 +4,6 @@
 //!   screenplay, embedded from `demo/network/`.
 //! - `tools`: the servers' built-in demo tools: seeded mocks, SQL over the server's own
 //!   database, and external tools that go through a helper node to another server.
-//! - `sql_mistakes`: what a statement naming a column or table the schema lacks got wrong,
-//!   said from the schema (`--explain-sql-errors`).
 //! - `network`: building the nodes on loopback: the protocol databases, and the agents of one
 //!   process (all of them, or a shard), sharing one LLM client and one routine runtime.
 //! - `hosting`: where the agents run, as the runner sees it: in this process, or in worker
@@ -26,7 +24,6 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod spec;
-pub mod sql_mistakes;
 pub mod switches;
 pub mod tools;
 pub mod weather;

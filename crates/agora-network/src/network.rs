@@ -86,7 +86,7 @@
 //! `demo/network/reports/effects`).
 //!
 //! With SQL mistakes explained from the schema as well (`--explain-sql-errors`,
-//! [`crate::sql_mistakes`]) and the examples' drafts examined before the model is asked
+//! `ServiceDatabase::explain_mistake`) and the examples' drafts examined before the model is asked
 //! (`--examine-drafts`), the same 100 gave 34 correct for $1.08: only skiResort2's `rentSki`
 //! changed, 15 → 0 of 38. Told that `SkiType` is in `Skis` and how to join it, the LLM joined
 //! the rentals of the requested date, found none, and answered that no ski was free; a grounded
@@ -573,7 +573,7 @@ impl Agents {
                     tool = tool.reporting_changes();
                 }
                 if options.switches.explain_sql_errors {
-                    tool = tool.explaining_mistakes(schema);
+                    tool = tool.explaining_mistakes();
                 }
                 tools.push(Arc::new(tool));
             }

@@ -82,8 +82,8 @@ pub struct SqlTool {
     /// A write without result rows returns how many rows it changed
     /// ([`SqlTool::reporting_changes`]).
     report_changes: bool,
-    /// Each table's columns, for [`SqlTool::explaining_mistakes`]; empty without it.
-    mistakes_explained: crate::sql_mistakes::Columns,
+    /// A statement naming a column its tables lack is explained ([`SqlTool::explaining_mistakes`]).
+    explain_mistakes: bool,
 }
 
 impl SqlTool {
@@ -125,7 +125,7 @@ impl SqlTool {
             params: false,
             scalar_params: false,
             report_changes: false,
-            mistakes_explained: Default::default(),
+            explain_mistakes: false,
         }
     }
 
@@ -158,16 +158,12 @@ impl SqlTool {
         self
     }
 
-    /// A statement that names a column or a table the schema lacks fails with what the schema
-    /// says about it ([`crate::sql_mistakes::explain`]: where the column is, and the join that
-    /// reaches it) as a [`ToolError::Mistaken`], after which the responder asks for the
-    /// statement again instead of offering an answer without the tool (`--explain-sql-errors`).
-    pub fn explaining_mistakes(mut self, schema: &DatabaseSpec) -> SqlTool {
-        self.mistakes_explained = schema
-            .tables
-            .iter()
-            .map(|(name, table)| (name.clone(), table.columns.keys().cloned().collect()))
-            .collect();
+    /// A statement that names a column its tables lack fails with what the schema says about it
+    /// (`ServiceDatabase::explain_mistake`: where the column is, and the join that reaches it) as
+    /// a [`ToolError::Mistaken`], after which the responder asks for the statement again instead
+    /// of offering an answer without the tool (`--explain-sql-errors`).
+    pub fn explaining_mistakes(mut self) -> SqlTool {
+        self.explain_mistakes = true;
         self
     }
 
@@ -255,7 +251,11 @@ impl Tool for SqlTool {
                 reason: error.to_string(),
             }),
             Err(ServiceDbError::Sql(error)) => {
-                match crate::sql_mistakes::explain(&error, query, &self.mistakes_explained) {
+                let explained = self
+                    .explain_mistakes
+                    .then(|| self.database.explain_mistake(query, &error))
+                    .flatten();
+                match explained {
                     Some(explained) => Err(ToolError::Mistaken {
                         tool: self.spec.name.clone(),
                         reason: format!("{error}. {explained}"),
@@ -443,7 +443,7 @@ mod tests {
             Err(ToolError::Failed { reason, .. }) => assert_eq!(reason, "no such column: Floor"),
             other => panic!("expected a failure, got {other:?}"),
         }
-        let explaining = counting.explaining_mistakes(&schema);
+        let explaining = counting.explaining_mistakes();
         match explaining.call(wrong_column).await {
             Err(ToolError::Mistaken { reason, .. }) => assert_eq!(
                 reason,
@@ -451,6 +451,16 @@ mod tests {
                  No table has a column Floor. Fix the statement and run it again."
             ),
             other => panic!("expected a mistake, got {other:?}"),
+        }
+        // An unknown table never reaches SQLite: the gate refuses it, naming the tables.
+        match explaining
+            .call(json!({"query": "SELECT * FROM Rentals"}))
+            .await
+        {
+            Err(ToolError::InvalidArguments { reason, .. }) => {
+                assert!(reason.ends_with("the tables are: Rooms"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
         }
         let syntax = json!({"query": "SELECT FROM Rooms"});
         assert!(matches!(

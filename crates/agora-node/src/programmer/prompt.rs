@@ -93,13 +93,7 @@ pub(crate) fn first_messages(
         }
         user.push_str(&format!("Reply: {}\n\n", clip(&example.reply)));
     }
-    let drafts = examples.iter().map(|example| {
-        dataflow::receiver_draft(
-            &example.body,
-            &recorded_calls(&example.tool_calls),
-            &example.reply,
-        )
-    });
+    let drafts = examples.iter().map(receiver_draft);
     user.push_str(&traced_drafts(drafts));
     user.push_str("Write handle(body) now.");
     vec![Message::system(RULES), Message::user(user)]
@@ -112,35 +106,38 @@ pub(crate) fn first_messages(
 /// would rent every ski until then); a literal that two different requests left the same is the
 /// protocol's.
 pub(crate) fn drafts(examples: &[Example], most: usize) -> Vec<String> {
-    let mut distinct: Vec<(String, Vec<&str>)> = Vec::new();
-    for example in examples {
-        let Some(draft) = dataflow::receiver_draft(
-            &example.body,
-            &recorded_calls(&example.tool_calls),
-            &example.reply,
-        ) else {
-            continue;
-        };
-        let body = example.body.as_str();
-        match distinct.iter_mut().find(|(seen, _)| *seen == draft) {
-            Some((_, bodies)) if !bodies.contains(&body) => bodies.push(body),
-            Some(_) => {}
-            None => distinct.push((draft, vec![body])),
-        }
-    }
-    distinct.retain(|(_, bodies)| bodies.len() >= 2);
+    let mut traced: Vec<(String, usize)> = distinct(examples.iter().map(receiver_draft))
+        .into_iter()
+        .map(|(draft, covered)| {
+            let requests: std::collections::BTreeSet<&str> = covered
+                .iter()
+                .map(|number| examples[number - 1].body.as_str())
+                .collect();
+            (draft, requests.len())
+        })
+        .filter(|(_, requests)| *requests >= 2)
+        .collect();
     // Stable: ties keep the examples' order.
-    distinct.sort_by_key(|(_, bodies)| std::cmp::Reverse(bodies.len()));
-    distinct
+    traced.sort_by_key(|(_, requests)| std::cmp::Reverse(*requests));
+    traced
         .into_iter()
         .take(most)
         .map(|(draft, _)| draft)
         .collect()
 }
 
-/// The examples' traced code (see [`dataflow`]), one block per distinct draft, naming the
-/// examples it covers; empty when no example could be traced.
-pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> String {
+/// `example` as the routine that would have produced it ([`dataflow::receiver_draft`]).
+fn receiver_draft(example: &Example) -> Option<String> {
+    dataflow::receiver_draft(
+        &example.body,
+        &recorded_calls(&example.tool_calls),
+        &example.reply,
+    )
+}
+
+/// The distinct drafts of `drafts`, each with the (1-based) numbers of the examples it covers,
+/// in the order first seen.
+fn distinct(drafts: impl Iterator<Item = Option<String>>) -> Vec<(String, Vec<usize>)> {
     let mut distinct: Vec<(String, Vec<usize>)> = Vec::new();
     for (index, draft) in drafts.enumerate() {
         let Some(draft) = draft else { continue };
@@ -149,6 +146,13 @@ pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> Str
             None => distinct.push((draft, vec![index + 1])),
         }
     }
+    distinct
+}
+
+/// The examples' traced code (see [`dataflow`]), one block per distinct draft, naming the
+/// examples it covers; empty when no example could be traced.
+pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> String {
+    let distinct = distinct(drafts);
     if distinct.is_empty() {
         return String::new();
     }

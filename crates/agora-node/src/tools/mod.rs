@@ -80,7 +80,7 @@ impl ToolError {
     /// for [`ToolError::Mistaken`] (whose reason already says how), and otherwise to fix the
     /// arguments or answer without the tool. Told the latter after a statement naming a column
     /// its table lacks, the local model answered that the request failed, 14 times of 14
-    /// (probed; see `agora_network::tools::SqlTool::explaining_mistakes`).
+    /// (probed; see `agora_store`'s `service_db::mistakes`).
     pub fn feedback(&self) -> String {
         match self {
             ToolError::Mistaken { .. } => self.to_string(),
