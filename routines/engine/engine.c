@@ -155,9 +155,9 @@ static bool run_jobs(void) {
 // string "\u0000undefined" rather than as `null`, which would hide it. It is what a program gets
 // when it reads a value that is not there (`[data.roomNumber, start]` where the data has no
 // roomNumber), and as `null` it became a SQL NULL that was written (bookings of room NULL, seen
-// in recorded natural-language programs). The runtime refuses the call or sends `null` after all
-// (agora-routines, `RuntimeConfig::refuse_undefined_arguments`). An undefined object member is
-// left alone: JSON drops it, and a tool that needs it says so.
+// in recorded natural-language programs). The runtime refuses such a call before any tool runs
+// (agora-routines, `arguments.rs`). An undefined object member is left alone: JSON drops it, and
+// a tool that needs it says so.
 static JSValue js_mark_undefined(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
     if (argc < 2) {
         return JS_UNDEFINED;

@@ -14,7 +14,7 @@ use agora_network::spec::{
     NetworkSpec, counts_by_server_task, embedded_screenplay, parse_screenplay,
 };
 use agora_network::weather::{self as demo, WeatherDemo};
-use agora_network::{Mode, RunRecord, Sample, ServerSwitches};
+use agora_network::{Mode, RunRecord, Sample, ServerSetup};
 use agora_server::LlmSettings;
 use anyhow::Context;
 use anyhow::bail;
@@ -99,48 +99,11 @@ pub enum DemoCommand {
         /// The seed of `--sample-per-pair`'s draw.
         #[arg(long, default_value_t = 1, requires = "sample_per_pair")]
         sample_seed: u64,
-        /// Hold the servers' programs (code as action) to where their data comes from: the
-        /// request's dates, no made-up values (`responder.ground_programs`, off by default).
+        /// A TOML file of `[responder]` and `[programmer]` settings for every agent, in place of
+        /// a node's defaults (a key left out keeps its default): for measuring one setting
+        /// against the defaults.
         #[arg(long)]
-        ground_programs: bool,
-        /// The servers' `run_sql_query` takes `params` for its `?` placeholders and refuses a
-        /// statement they do not match (off by default: a placeholder then matches NULL).
-        #[arg(long)]
-        sql_params: bool,
-        /// The fewest examples a server's programmer examines a first routine on
-        /// (`programmer.min_examples`; by default the paper's first use).
-        #[arg(long, default_value_t = 0)]
-        min_examples: u32,
-        /// A server's candidate routine may differ from the recorded replies in empty members
-        /// and in the wording of short texts (`programmer.grading = "lenient"`).
-        #[arg(long)]
-        lenient_grading: bool,
-        /// Ask once more at this temperature when a server's programmer repeats a candidate
-        /// (`programmer.resample_temperature`; 0, the default: not).
-        #[arg(long, default_value_t = 0.0)]
-        resample_temperature: f32,
-        /// A server answers a natural-language message with a program it writes for that
-        /// message, before its tool loop (`responder.natural_code_as_action`; agora mode only).
-        #[arg(long)]
-        natural_programs: bool,
-        /// Hold tool arguments to their types: a program's tool call with an `undefined` array
-        /// element is refused, and so is an array or object among `run_sql_query`'s `params`
-        /// (off by default: sent as `null` and bound as JSON text).
-        #[arg(long)]
-        strict_arguments: bool,
-        /// Tell the servers' LLMs that a request to do something is done only by a tool call
-        /// that does it, and answered as done only after it (`responder.require_effects`).
-        #[arg(long)]
-        require_effects: bool,
-        /// `run_sql_query` says where a column or table the statement names wrongly is in the
-        /// schema, and the servers' LLMs are asked for the statement again
-        /// (`SqlTool::explaining_mistakes`).
-        #[arg(long)]
-        explain_sql_errors: bool,
-        /// The servers' programmers examine the examples' traced code before they ask the LLM
-        /// (`programmer.examine_drafts`).
-        #[arg(long)]
-        examine_drafts: bool,
+        servers: Option<PathBuf>,
     },
     /// One worker process of `demo network --processes N` (started by it; speaks JSON lines on
     /// stdin and stdout).
@@ -333,20 +296,12 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
             processes,
             sample_per_pair,
             sample_seed,
-            ground_programs,
-            sql_params,
-            min_examples,
-            lenient_grading,
-            resample_temperature,
-            natural_programs,
-            strict_arguments,
-            require_effects,
-            explain_sql_errors,
-            examine_drafts,
+            servers,
         } => {
-            if !(0.0..=2.0).contains(&resample_temperature) {
-                bail!("--resample-temperature must be between 0 and 2, not {resample_temperature}");
-            }
+            let setup = match &servers {
+                Some(path) => ServerSetup::from_file(path)?,
+                None => ServerSetup::default(),
+            };
             let mode = if mode == "nl-only" {
                 Mode::NlOnly
             } else {
@@ -369,18 +324,7 @@ pub async fn run(command: DemoCommand) -> anyhow::Result<()> {
                     per_pair: usize::try_from(per_pair).unwrap_or(usize::MAX),
                     seed: sample_seed,
                 }),
-                switches: ServerSwitches {
-                    ground_programs,
-                    sql_params,
-                    min_examples,
-                    lenient_grading,
-                    resample_temperature,
-                    natural_programs,
-                    strict_arguments,
-                    require_effects,
-                    explain_sql_errors,
-                    examine_drafts,
-                },
+                setup,
             })
             .await?;
             write_run(&out, &run)?;

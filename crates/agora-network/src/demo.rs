@@ -15,8 +15,8 @@ use anyhow::{Context, bail};
 use crate::hosting::WorkerLaunch;
 use crate::record::{Mode, RunRecord, Sample};
 use crate::run::{Checkpoint, Halt, RunOptions, run_screenplay, run_screenplay_in_workers};
+use crate::setup::ServerSetup;
 use crate::spec::{NetworkSpec, embedded_screenplay, parse_screenplay};
-use crate::switches::ServerSwitches;
 
 /// Which LLM answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,8 +84,8 @@ pub struct NetworkDemo {
     /// Run a stratified sample of the screenplay instead of all of it (`queries` then counts
     /// the sample's queries).
     pub sample: Option<Sample>,
-    /// The servers' switches beyond the paper's setup (all off by default).
-    pub switches: ServerSwitches,
+    /// How the agents answer and program.
+    pub setup: ServerSetup,
 }
 
 impl NetworkDemo {
@@ -107,10 +107,7 @@ impl NetworkDemo {
             llm_description,
             progress: self.progress,
             native_tools,
-            propose_from_schema: false,
-            // Measured on the first 100 queries: 67 correct against 56 without (see `network`).
-            code_as_action: true,
-            switches: self.switches,
+            setup: self.setup.clone(),
             halt,
             checkpoint,
         }
@@ -236,14 +233,11 @@ pub async fn open_llm(
     })
 }
 
-/// The routine runtime of a demo process; compiled routines are cached next to `dir`. A program's
-/// tool call with an `undefined` array element is refused only with `refuse_undefined_arguments`
-/// (`--strict-arguments`): the committed runs were recorded with it sent as `null`.
+/// The routine runtime of a demo process; compiled routines are cached next to `dir`.
 pub fn demo_routine_engine(
     dir: &Path,
     query_timeout: Duration,
     today: &str,
-    refuse_undefined_arguments: bool,
 ) -> anyhow::Result<Arc<dyn RoutineEngine>> {
     // Routines see noon of the screenplay's day (the `currentDate` mock's date) on their wall
     // clock, whatever the host's clock says, so that replays take the recorded paths.
@@ -256,7 +250,6 @@ pub fn demo_routine_engine(
             // A server's tools ask other agents, which may take as long as a query.
             max_tool_wait_secs: Some(query_timeout.as_secs().max(1)),
             fixed_wall_clock_unix_secs: u64::try_from(noon.as_second()).ok(),
-            refuse_undefined_arguments,
             ..RoutineRuntimeSettings::default()
         },
         "sqlite://:memory:",
@@ -292,12 +285,7 @@ pub async fn run_demo(demo: NetworkDemo) -> anyhow::Result<RunRecord> {
     let opened = open_llm(&demo.llm, demo.record.clone(), demo.query_timeout).await?;
     std::fs::create_dir_all(&demo.dir)
         .with_context(|| format!("creating {}", demo.dir.display()))?;
-    let routine_engine = demo_routine_engine(
-        &demo.dir,
-        demo.query_timeout,
-        &spec.today,
-        demo.switches.strict_arguments,
-    )?;
+    let routine_engine = demo_routine_engine(&demo.dir, demo.query_timeout, &spec.today)?;
     let result = run_screenplay(
         spec,
         &entries,

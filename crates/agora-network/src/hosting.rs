@@ -29,8 +29,8 @@ use crate::network::{
     TaskQuery, prepare_dir,
 };
 use crate::record::Mode;
+use crate::setup::ServerSetup;
 use crate::spec::NetworkSpec;
-use crate::switches::ServerSwitches;
 
 /// How to start worker processes.
 #[derive(Debug, Clone)]
@@ -57,15 +57,8 @@ pub struct WorkerRun {
     pub query_timeout_secs: u64,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
-    /// The senders propose their tasks' schema protocols instead of having their LLMs
-    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
-    pub propose_from_schema: bool,
-    /// The servers answer protocol requests with programs the LLM writes
-    /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
-    pub code_as_action: bool,
-    /// The servers' switches beyond the paper's setup (all off by default).
-    #[serde(flatten)]
-    pub switches: ServerSwitches,
+    /// How the agents answer and program.
+    pub setup: ServerSetup,
 }
 
 /// What one worker needs to build its share of the network.

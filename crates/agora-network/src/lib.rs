@@ -11,7 +11,7 @@
 //! - `run`: replaying the screenplay, attributing every LLM call to its query.
 //! - `record`: what a run leaves behind (each query's output and verdict); `report`: the report
 //!   computed from run records, leading with correctness.
-//! - `switches`: the servers' switches beyond the paper's setup, off by default.
+//! - `setup`: how the servers answer and program (a node's defaults unless a run says otherwise).
 //! - `judge` (re-exported `agora_judge`): the network and screenplay as data, the seeded mocks,
 //!   the judge of every answer and the screenplay generator, as pure code.
 //! - `demo`: `agora demo network`'s entry point (the LLM, recording, the run).
@@ -23,12 +23,12 @@ pub mod network;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod setup;
 pub mod spec;
-pub mod switches;
 pub mod tools;
 pub mod weather;
 pub mod worker;
 
 pub use agora_judge as judge;
 pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
-pub use switches::ServerSwitches;
+pub use setup::ServerSetup;

@@ -12,88 +12,9 @@
 //! with its helper, whose node its external tools drive. Ports are bound before any node is
 //! built ([`ServerPorts`]), so every URL is known first, whichever process holds the port.
 //!
-//! In `agora` mode the servers answer protocol requests with code as action
-//! (`responder.code_as_action`, see `agora_node::acting`): on the first 100 queries, with the
-//! focus fix that put taxi2's fare rule in front of it, the judged correct answers went from 56
-//! to 67 (skiResort2's `suggestRestaurant` 4/15 to 12/15, taxi2's `callTaxi` on the protocol
-//! path 0/3 to 3/3), and the cost from $1.01 to $0.94.
-//!
-//! With the programs grounded as well (`responder.ground_programs`, `--ground-programs`; off by
-//! default until the paper's screenplay is recorded with it), the generated seed-2 screenplay
-//! went from 129 to 154 of 300 judged correct at the same cost ($2.65 against $2.64), the
-//! servers' routines from 52/136 to 74/132 correct (see `demo/network/reports/seed2-grounded`);
-//! on the paper's first 200 queries it gave 135 correct against 136, for $1.54 against $1.44.
-//!
-//! Stricter still (`--sql-params`: `run_sql_query` binds a `params` list and refuses a statement
-//! whose `?` placeholders it does not match; `--min-examples 3`: a first routine waits for 3
-//! examples), the first 181 queries of the same screenplay gave 93 correct against 88, for $3.92
-//! against $1.91: hotel1's `bookRoom` 2 → 9 of 31, restaurant3's `bookTable` 37 → 36 at 8× the
-//! cost, because its candidates failed examinations on three or more inconsistent examples (an
-//! `"error": ""` in one success reply and none in another) and the model kept answering (see
-//! `demo/network/reports/seed2-strict`). Both stay off by default.
-//!
-//! With the examination lenient about those inconsistencies as well (`--lenient-grading`:
-//! `""`, `null` and no member are the same, a two- or three-word text may be reworded if it keeps
-//! its words) and a repeated candidate asked for again at temperature 0.7
-//! (`--resample-temperature 0.7`), the same 181 queries gave 95 correct for $2.71 (against 93 for
-//! $3.92 strict, 88 for $1.91 grounded): restaurant3's first routine passed on its 3 examples and
-//! answered 40 of its 51 requests (29 correct), so its cost fell back from $1.38 to $0.18.
-//! hotel1's `bookRoom` still had no routine (its candidates' SQL differs from the examples', which
-//! no grading of replies forgives). The six sampled requests, seeds 44 to 46, all gave back the
-//! greedy code: at 0.7 the model's code did not vary (see `demo/network/reports/seed2-lenient`).
-//!
-//! With the servers also answering a natural-language message with a program written for it
-//! (`--natural-programs`, `responder.natural_code_as_action`), the first 90 of those queries
-//! (the recording was stopped there for time) gave 51 correct for $1.81, against 45 for $1.11
-//! in the lenient run's first 90. The sender's ladder took the same rung for every query; the 67
-//! that stayed in natural language went from 29 to 35 correct, at 2.2× their cost ($0.65 →
-//! $1.43): a lookup the tool loop answered in two cheap steps now costs a program (restaurant2's
-//! `openingTimes`, 6 of 6 both ways, $0.08 → $0.35), and a failed program is paid for before
-//! the tool loop answers anyway. hotel1 and hotel2's `bookRoom` went from 2 to 3 of 19 (see
-//! `demo/network/reports/seed2-natural`).
-//!
-//! With tool arguments held to their types as well (`--strict-arguments`: a program's call with
-//! an `undefined` array element is refused by the routine runtime, and so is an object or array
-//! among `run_sql_query`'s `params`), the same 90 queries gave 48 correct for $2.00, against 51
-//! for $1.81. Four answers were lost and one gained. Three of the lost were hotel1 `bookRoom`
-//! replies of "room 101" whose program had bound a whole result row, so the row's text
-//! `{"RoomNumber":101}` was what it booked: the judge reads replies, and took them as correct.
-//! The fourth (skiResort1 `bookRoom`) and the one gained (restaurant3 `bookTable`) took other
-//! paths after a refusal changed the repair's text. At the end of the natural-programs
-//! run hotel1's database held 9 bookings, none of a room (4 of that text, 5 of room NULL, from
-//! `[data.roomNumber, ...]`); with strict arguments it held 1 (room 1, a number the model wrote
-//! into its code), and hotel2 one such in both. Refused, the model's repair kept the mistake
-//! and the tool loop answered "no room" (see `demo/network/reports/seed2-strict-arguments`).
-//!
-//! Every figure above was judged from the replies alone. Since 2026-11-27 the runner also reads
-//! each server's database around a query and the judge holds the reply to what was written
-//! (`agora_judge::writes`); judged so, by replaying each cassette, the runs above read: first
-//! 100 queries 31 correct (67 from the replies), with the focus fix; seed 2 115 (129) ungrounded
-//! against 97 (154) grounded, server routines 52/136 against 29/132, because grounded
-//! restaurant3's `bookTable` routine books a row of NULLs (every value it binds is `null`); the
-//! paper's first 200 grounded 67 (135)
-//! against 68 (136); seed 2's first 181 strict 67 (93) against 58 (88) grounded, lenient 75
-//! (95); its first 90 with programs for messages 46 (51) against 37 (45) before them, and with
-//! strict arguments 46 (48). The largest single loss is skiResort2's `rentSki` on the paper's
-//! screenplay: its routine answers `success` and writes nothing, as did the LLM answer it was
-//! examined against, so all 302 of its answers are wrong (see `demo/network/reports/screenplay`).
-//!
-//! With a success that only read sent back (`--require-effects`, `responder.require_effects`,
-//! and the SQL tool answering a write with `[{"changes": N}]`), the paper's first 100 queries
-//! gave 49 correct for $2.30, against 31 for $0.94: skiResort2's `rentSki` 0 → 15 of 38, at
-//! $1.40 against $0.12, because its LLM now writes the rental but answers `failure` for 21 free
-//! skis, and with its examples disagreeing no routine for it passed (see
-//! `demo/network/reports/effects`).
-//!
-//! With SQL mistakes explained from the schema as well (`--explain-sql-errors`,
-//! `ServiceDatabase::explain_mistake`) and the examples' drafts examined before the model is asked
-//! (`--examine-drafts`), the same 100 gave 34 correct for $1.08: only skiResort2's `rentSki`
-//! changed, 15 → 0 of 38. Told that `SkiType` is in `Skis` and how to join it, the LLM joined
-//! the rentals of the requested date, found none, and answered that no ski was free; a grounded
-//! answer, it was the one example of the first routine, which then answered `failure` to the
-//! 33 after it (see `demo/network/reports/explained-errors`). No draft was examined: the other
-//! jobs' first candidates (the programs that had answered) passed, and skiResort2's one example
-//! held a failed call, from which no draft is traced.
+//! The servers answer and program as [`ServerSetup`] says: a node's defaults unless a
+//! measurement says otherwise. In `nl-only` mode every threshold is infinite and the servers
+//! answer with the tool loop alone (the paper's counterfactual).
 //!
 //! Agents are priced as the model the paper gave them, so costs compare with the paper's even
 //! though one local model answers for all of them.
@@ -121,8 +42,8 @@ use tokio::sync::{Mutex, OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::record::{CallTotals, Mode};
+use crate::setup::ServerSetup;
 use crate::spec::{NetworkSpec, NodeTask, ToolSpecEntry};
-use crate::switches::ServerSwitches;
 use crate::tools::{ExternalTool, MockKind, MockTool, SqlTool};
 
 /// The write token the demo's protocol databases use.
@@ -162,14 +83,8 @@ pub struct NetworkOptions {
     pub sender_timeout_secs: u64,
     /// The responder uses the endpoint's native tool calling (OpenAI), not JSON-schema steps.
     pub native_tools: bool,
-    /// The senders propose their tasks' schema protocols instead of having their LLMs
-    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
-    pub propose_from_schema: bool,
-    /// The servers answer protocol requests with programs the LLM writes
-    /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
-    pub code_as_action: bool,
-    /// The servers' switches beyond the paper's setup (all off by default).
-    pub switches: ServerSwitches,
+    /// How the agents answer and program.
+    pub setup: ServerSetup,
 }
 
 /// Which agents one process hosts: the servers (each with its helper) and the users whose
@@ -562,20 +477,7 @@ impl Agents {
                     .await
                     .with_context(|| format!("creating {}'s database", server.id))?;
                 service_dbs.push(database.clone());
-                let mut tool = SqlTool::new(database, schema);
-                if options.switches.sql_params {
-                    tool = tool.with_params();
-                }
-                if options.switches.strict_arguments {
-                    tool = tool.with_scalar_params();
-                }
-                if options.switches.require_effects {
-                    tool = tool.reporting_changes();
-                }
-                if options.switches.explain_sql_errors {
-                    tool = tool.explaining_mistakes();
-                }
-                tools.push(Arc::new(tool));
+                tools.push(Arc::new(SqlTool::new(database, schema)));
             }
             for tool in &server.tools {
                 match tool {
@@ -919,10 +821,8 @@ impl AgentBuilder<'_> {
         config.public_url = url.clone();
         config.sender.protocol_db_token = Some(DB_TOKEN.into());
         config.sender.timeout_secs = self.options.sender_timeout_secs;
+        self.options.setup.apply(&mut config);
         config.responder.native_tools = self.options.native_tools;
-        config.negotiation.propose_from_schema = self.options.propose_from_schema;
-        config.responder.code_as_action = self.options.code_as_action;
-        self.options.switches.apply(&mut config);
         apply_mode(&mut config, self.options.mode);
         let store_url = sqlite_url(&self.dir, kind, id);
         let store = open_store(&store_url).await?;

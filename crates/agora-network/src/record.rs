@@ -10,8 +10,8 @@ use agora_judge::{Judge, Verdict, Writes};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::setup::ServerSetup;
 use crate::spec::NetworkSpec;
-use crate::switches::ServerSwitches;
 
 /// Which thresholds the network ran with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,9 +162,9 @@ pub struct RunRecord {
     /// Set when the run covered a stratified sample of the screenplay, not a prefix of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<Sample>,
-    /// The servers' switches that were on (written only when on).
-    #[serde(flatten)]
-    pub switches: ServerSwitches,
+    /// How the agents answered and programmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<ServerSetup>,
 }
 
 /// A stratified sample of the screenplay (`agora_judge::spec::stratified_sample`): each

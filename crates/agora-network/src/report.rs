@@ -408,7 +408,7 @@ fn summarize(input: &ReportInput) -> ReportSummary {
         cost_ratio,
         agora_categories: input.agora.map(category_shares),
         nl_only_estimate,
-        goals: input.agora.map(goals::goals),
+        goals: input.agora.map(|agora| goals::goals(agora, input.nl_only)),
     }
 }
 

@@ -31,8 +31,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::hosting::{Hosting, WorkerLaunch, WorkerRun};
 use crate::network::{NetworkOptions, TaskQuery, service_db_path};
 use crate::record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
+use crate::setup::ServerSetup;
 use crate::spec::{Entry, NetworkSpec};
-use crate::switches::ServerSwitches;
 
 /// How to run.
 pub struct RunOptions {
@@ -54,14 +54,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// The responder uses the endpoint's native tool calling.
     pub native_tools: bool,
-    /// The senders propose their tasks' schema protocols instead of having their LLMs
-    /// negotiate (`negotiation.propose_from_schema`; off for a node by default).
-    pub propose_from_schema: bool,
-    /// The servers answer protocol requests with programs the LLM writes
-    /// (`responder.code_as_action`, in `agora` mode only; off for a node by default).
-    pub code_as_action: bool,
-    /// The servers' switches beyond the paper's setup (all off by default).
-    pub switches: ServerSwitches,
+    /// How the agents answer and program.
+    pub setup: ServerSetup,
     /// Asked after every query: a reason stops the run with an error (a replay whose cassette
     /// lacked a call, for instance).
     pub halt: Option<Halt>,
@@ -96,9 +90,7 @@ pub async fn run_screenplay(
             seed: options.seed,
             sender_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
-            propose_from_schema: options.propose_from_schema,
-            code_as_action: options.code_as_action,
-            switches: options.switches,
+            setup: options.setup.clone(),
         },
     )
     .await?;
@@ -123,9 +115,7 @@ pub async fn run_screenplay_in_workers(
             seed: options.seed,
             query_timeout_secs: options.query_timeout.as_secs().max(1),
             native_tools: options.native_tools,
-            propose_from_schema: options.propose_from_schema,
-            code_as_action: options.code_as_action,
-            switches: options.switches,
+            setup: options.setup.clone(),
         },
     )
     .await?;
@@ -315,7 +305,7 @@ async fn run_record(
         },
         wall_secs: started.elapsed().as_secs_f64(),
         sample: options.sample,
-        switches: options.switches,
+        setup: Some(options.setup.clone()),
     };
     run.recompute_totals();
     run.judge(spec);

@@ -69,21 +69,15 @@ impl Tool for MockTool {
     }
 }
 
-/// `run_sql_query`: one SQL statement on the server's own database.
+/// `run_sql_query`: one SQL statement on the server's own database, with `params` for its `?`
+/// placeholders. A statement whose placeholders the values do not match is refused (an unbound
+/// placeholder would match NULL, so a lookup would find nothing instead of failing), and so is an
+/// array or object among the values (a whole result row where a room number goes would book the
+/// row's text). A write that returns no rows returns `[{"changes": N}]`, so the model sees what
+/// its INSERT did.
 pub struct SqlTool {
     spec: ToolSpec,
     database: ServiceDatabase,
-    /// Whether the tool takes `params` for the statement's `?` placeholders
-    /// ([`SqlTool::with_params`]).
-    params: bool,
-    /// Whether an array or object among the `params` is refused
-    /// ([`SqlTool::with_scalar_params`]).
-    scalar_params: bool,
-    /// A write without result rows returns how many rows it changed
-    /// ([`SqlTool::reporting_changes`]).
-    report_changes: bool,
-    /// A statement naming a column its tables lack is explained ([`SqlTool::explaining_mistakes`]).
-    explain_mistakes: bool,
 }
 
 impl SqlTool {
@@ -104,10 +98,10 @@ impl SqlTool {
             .collect();
         let description = format!(
             "Runs one SQL statement (SQLite dialect: LIMIT, not TOP) on this service's database \
-             and returns the result rows as JSON objects (an empty list for statements without \
-             results). Only SELECT, INSERT, UPDATE and DELETE on these tables; the schema cannot \
-             be changed. Dates are 'YYYY-MM-DD' text; quote strings with single quotes. \
-             Tables: {}",
+             and returns the result rows as JSON objects (for an INSERT, UPDATE or DELETE, \
+             [{{\"changes\": N}}]: the rows it changed). Only SELECT, INSERT, UPDATE and DELETE \
+             on these tables; the schema cannot be changed. Dates are 'YYYY-MM-DD' text; quote \
+             strings with single quotes. Tables: {}",
             tables.join("; ")
         );
         SqlTool {
@@ -116,73 +110,30 @@ impl SqlTool {
                 description,
                 parameters: json!({
                     "type": "object",
-                    "properties": {"query": {"type": "string", "description": "One SQL statement"}},
+                    "properties": {
+                        "query": {"type": "string", "description": "One SQL statement"},
+                        "params": {
+                            "type": "array",
+                            "description": "Values for the statement's ? placeholders, in order"
+                        }
+                    },
                     "required": ["query"]
                 }),
                 returns: Some(json!({"type": "array", "items": {"type": "object"}})),
             },
             database,
-            params: false,
-            scalar_params: false,
-            report_changes: false,
-            explain_mistakes: false,
         }
     }
 
-    /// The tool taking `params`, values for the statement's `?` placeholders in order, and
-    /// refusing a statement whose placeholders the values do not match. Without it, `params` is
-    /// not described and is ignored, and a placeholder matches NULL (so a lookup by `?` finds
-    /// no rows instead of failing): what the committed recordings were made with.
-    pub fn with_params(mut self) -> SqlTool {
-        self.params = true;
-        self.spec.parameters = json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "One SQL statement"},
-                "params": {
-                    "type": "array",
-                    "description": "Values for the statement's ? placeholders, in order"
-                }
-            },
-            "required": ["query"]
-        });
-        self
-    }
-
-    /// Under [`SqlTool::with_params`] (without it `params` are ignored), refuses an array or an
-    /// object among the `params` rather than binding its JSON text. The model passed a whole result row (`{"RoomNumber":101}`) where a
-    /// room number goes, which booked "room" `{"RoomNumber":101}`, and a list for `IN (?)`,
-    /// which matched nothing; either way the statement ran and its effect was wrong.
-    pub fn with_scalar_params(mut self) -> SqlTool {
-        self.scalar_params = true;
-        self
-    }
-
-    /// A statement that names a column its tables lack fails with what the schema says about it
-    /// (`ServiceDatabase::explain_mistake`: where the column is, and the join that reaches it) as
-    /// a [`ToolError::Mistaken`], after which the responder asks for the statement again instead
-    /// of offering an answer without the tool (`--explain-sql-errors`).
-    pub fn explaining_mistakes(mut self) -> SqlTool {
-        self.explain_mistakes = true;
-        self
-    }
-
-    /// A statement that writes and returns no rows returns `[{"changes": N}]` instead of `[]`
-    /// (`ServiceDatabase::run_reporting_changes`; `--require-effects`): told `[]` after the
-    /// INSERT it had been asked for, the local model answered that the rental failed.
-    pub fn reporting_changes(mut self) -> SqlTool {
-        self.report_changes = true;
-        self.spec.description = self.spec.description.replacen(
-            "(an empty list for statements without results)",
-            "(for an INSERT, UPDATE or DELETE, [{\"changes\": N}]: the rows it changed)",
-            1,
-        );
-        self
+    fn invalid(&self, reason: impl Into<String>) -> ToolError {
+        ToolError::InvalidArguments {
+            tool: self.spec.name.clone(),
+            reason: reason.into(),
+        }
     }
 }
 
-/// Why `params` cannot be bound under [`SqlTool::with_scalar_params`]: the first value that is
-/// an array or an object.
+/// Why `params` cannot be bound: the first value that is an array or an object.
 fn non_scalar(params: &[Value]) -> Option<String> {
     params.iter().enumerate().find_map(|(index, value)| {
         let what = match value {
@@ -214,55 +165,26 @@ impl Tool for SqlTool {
         let query = arguments
             .get("query")
             .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::InvalidArguments {
-                tool: self.spec.name.clone(),
-                reason: "query is required and must be a string".into(),
-            })?;
-        let params = if self.params {
-            let params = match arguments.get("params") {
-                None | Some(Value::Null) => &[][..],
-                Some(Value::Array(values)) => values.as_slice(),
-                Some(_) => {
-                    return Err(ToolError::InvalidArguments {
-                        tool: self.spec.name.clone(),
-                        reason: "params must be an array of values, one per ? placeholder".into(),
-                    });
-                }
-            };
-            if let Some(reason) = self.scalar_params.then(|| non_scalar(params)).flatten() {
-                return Err(ToolError::InvalidArguments {
-                    tool: self.spec.name.clone(),
-                    reason,
-                });
+            .ok_or_else(|| self.invalid("query is required and must be a string"))?;
+        let params = match arguments.get("params") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(values)) => values.as_slice(),
+            Some(_) => {
+                return Err(
+                    self.invalid("params must be an array of values, one per ? placeholder")
+                );
             }
-            Some(params)
-        } else {
-            None
         };
-        let ran = match (self.report_changes, params) {
-            (true, params) => self.database.run_reporting_changes(query, params).await,
-            (false, Some(params)) => self.database.run_with(query, params).await,
-            (false, None) => self.database.run(query).await,
-        };
-        match ran {
+        if let Some(reason) = non_scalar(params) {
+            return Err(self.invalid(reason));
+        }
+        match self
+            .database
+            .run_reporting_changes(query, Some(params))
+            .await
+        {
             Ok(rows) => Ok(Value::Array(rows.into_iter().map(Value::Object).collect())),
-            Err(error @ ServiceDbError::Refused(_)) => Err(ToolError::InvalidArguments {
-                tool: self.spec.name.clone(),
-                reason: error.to_string(),
-            }),
-            Err(ServiceDbError::Sql(error)) => {
-                let explained = self
-                    .explain_mistakes
-                    .then(|| self.database.explain_mistake(query, &error))
-                    .flatten();
-                match explained {
-                    Some(explained) => Err(ToolError::Mistaken {
-                        tool: self.spec.name.clone(),
-                        reason: format!("{error}. {explained}"),
-                    }),
-                    None => Err(ToolError::failed(&self.spec.name, error)),
-                }
-            }
+            Err(error @ ServiceDbError::Refused(_)) => Err(self.invalid(error.to_string())),
             Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
     }
@@ -333,7 +255,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_sql_tool_binds_params_only_where_it_offers_them() {
+    async fn the_sql_tool_binds_scalar_params_and_reports_changes() {
         let dir = tempfile::tempdir().expect("dir");
         let table = ServiceTable {
             name: "Rooms".into(),
@@ -352,24 +274,18 @@ mod tests {
         let schema: DatabaseSpec = serde_json::from_value(json!({"tables": {"Rooms": {
             "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
         .expect("schema");
+        let tool = SqlTool::new(database, &schema);
+        assert!(tool.spec().parameters["properties"]["params"].is_object());
+        assert!(tool.spec().description.contains("\"changes\""));
+
         let lookup = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
-
-        let plain = SqlTool::new(database.clone(), &schema);
-        assert!(
-            plain.spec().parameters["properties"]
-                .get("params")
-                .is_none()
-        );
-        assert_eq!(plain.call(lookup.clone()).await.expect("rows"), json!([]));
-
-        let with_params = SqlTool::new(database, &schema).with_params();
-        assert!(with_params.spec().parameters["properties"]["params"].is_object());
         assert_eq!(
-            with_params.call(lookup).await.expect("rows"),
+            tool.call(lookup.clone()).await.expect("rows"),
             json!([{"RoomNumber": 101}])
         );
+        // A placeholder without a value never matches NULL: the statement is refused.
         let unbound = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?"});
-        match with_params.call(unbound).await {
+        match tool.call(unbound).await {
             Err(ToolError::InvalidArguments { reason, .. }) => {
                 assert!(reason.contains("placeholder"), "{reason}")
             }
@@ -377,96 +293,57 @@ mod tests {
         }
         let not_a_list = json!({"query": "SELECT * FROM Rooms", "params": 101});
         assert!(matches!(
-            with_params.call(not_a_list).await,
+            tool.call(not_a_list).await,
             Err(ToolError::InvalidArguments { .. })
         ));
-
-        // A whole row where a value goes: bound as its JSON text, the statement runs (and an
-        // INSERT would write that text); with scalar params it is refused before it runs.
-        let row = json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)",
-            "params": [{"RoomNumber": 101}]});
-        assert_eq!(
-            with_params.call(row.clone()).await.expect("runs"),
-            json!([])
-        );
-        let scalar = with_params.with_scalar_params();
+        // A whole row or a list where a value goes is refused before the statement runs.
         for (params, says) in [
             (json!([{"RoomNumber": 102}]), "params[0] is an object"),
             (json!([102, [101, 102]]), "params[1] is an array"),
         ] {
             let call =
                 json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)", "params": params});
-            match scalar.call(call).await {
+            match tool.call(call).await {
                 Err(ToolError::InvalidArguments { reason, .. }) => {
                     assert!(reason.starts_with(says), "{reason}")
                 }
                 other => panic!("expected a refusal, got {other:?}"),
             }
         }
-        let count = json!({"query": "SELECT COUNT(*) AS n FROM Rooms", "params": []});
+        let count = json!({"query": "SELECT COUNT(*) AS n FROM Rooms"});
         assert_eq!(
-            scalar.call(count).await.expect("rows"),
-            json!([{"n": 2}]),
-            "the row's text was written once, by the call without scalar params"
-        );
-        let value = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
-        assert_eq!(
-            scalar.call(value.clone()).await.expect("rows"),
-            json!([{"RoomNumber": 101}])
+            tool.call(count).await.expect("rows"),
+            json!([{"n": 1}]),
+            "nothing refused was written"
         );
 
-        // Reporting changes: a write says how many rows it changed, a read is as before, and the
-        // tool tells a read from a write before it runs.
-        let counting = scalar.reporting_changes();
-        assert!(counting.spec().description.contains("\"changes\""));
+        // A write says how many rows it changed, a read is as before, and the tool tells a read
+        // from a write before it runs.
         let insert = json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (?)", "params": [103]});
-        assert_eq!(counting.changes_state(&insert), Some(true));
-        assert_eq!(counting.changes_state(&value), Some(false));
+        assert_eq!(tool.changes_state(&insert), Some(true));
+        assert_eq!(tool.changes_state(&lookup), Some(false));
         assert_eq!(
-            counting.call(insert).await.expect("runs"),
+            tool.call(insert).await.expect("runs"),
             json!([{"changes": 1}])
         );
         let none = json!({"query": "DELETE FROM Rooms WHERE RoomNumber = ?", "params": [999]});
         assert_eq!(
-            counting.call(none).await.expect("runs"),
+            tool.call(none).await.expect("runs"),
             json!([{"changes": 0}])
         );
-        assert_eq!(
-            counting.call(value).await.expect("rows"),
-            json!([{"RoomNumber": 101}])
-        );
 
-        // A column the table lacks: SQLite's words alone, or, explained, what the schema says
-        // about it as a mistake to fix.
+        // SQLite's own error, and the gate's refusal of an unknown table naming the tables.
         let wrong_column = json!({"query": "SELECT Floor FROM Rooms"});
-        match counting.call(wrong_column.clone()).await {
+        match tool.call(wrong_column).await {
             Err(ToolError::Failed { reason, .. }) => assert_eq!(reason, "no such column: Floor"),
             other => panic!("expected a failure, got {other:?}"),
         }
-        let explaining = counting.explaining_mistakes();
-        match explaining.call(wrong_column).await {
-            Err(ToolError::Mistaken { reason, .. }) => assert_eq!(
-                reason,
-                "no such column: Floor. Rooms has no column Floor: its columns are RoomNumber. \
-                 No table has a column Floor. Fix the statement and run it again."
-            ),
-            other => panic!("expected a mistake, got {other:?}"),
-        }
-        // An unknown table never reaches SQLite: the gate refuses it, naming the tables.
-        match explaining
-            .call(json!({"query": "SELECT * FROM Rentals"}))
-            .await
-        {
+        match tool.call(json!({"query": "SELECT * FROM Rentals"})).await {
             Err(ToolError::InvalidArguments { reason, .. }) => {
                 assert!(reason.ends_with("the tables are: Rooms"), "{reason}")
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
-        let syntax = json!({"query": "SELECT FROM Rooms"});
-        assert!(matches!(
-            explaining.call(syntax).await,
-            Err(ToolError::Failed { .. })
-        ));
     }
 
     #[test]

@@ -100,12 +100,7 @@ async fn start(
         bail!("a worker needs the local model's URL: the coordinator starts the model");
     }
     let opened = open_llm(&choice, None, timeout).await?;
-    let routine_engine = demo_routine_engine(
-        &run.dir,
-        timeout,
-        &spec.today,
-        run.switches.strict_arguments,
-    )?;
+    let routine_engine = demo_routine_engine(&run.dir, timeout, &spec.today)?;
     let options = NetworkOptions {
         dir: run.dir.clone(),
         mode: run.mode,
@@ -114,9 +109,7 @@ async fn start(
         seed: run.seed,
         sender_timeout_secs: run.query_timeout_secs.max(1),
         native_tools: run.native_tools,
-        propose_from_schema: run.propose_from_schema,
-        code_as_action: run.code_as_action,
-        switches: run.switches,
+        setup: run.setup.clone(),
     };
     let agents = Agents::start(spec, &options, setup.shard, ports, servers, &setup.db_urls)
         .await

@@ -22,37 +22,19 @@
 //! it asks the model for anything (see `node::programming`). The memory is a hint: it is not
 //! stored, and after a restart the programmer starts from the examples alone.
 //!
-//! Measured (local model, the network demo's first 100 queries, judged; see
-//! `demo/network/reports/local`): skiResort2's `suggestRestaurant` went from 4/15 to 12/15
-//! correct, because restaurant3's `isOpen` program looks the requested date's weekday up where
-//! the tool loop used today's date; taxi2's `callTaxi` answers on the protocol path went from
-//! 0/3 to 3/3 once its fare rule was in focus (see [`crate::focus`]). What the model still gets
-//! wrong (`real_model_acting` in agora-server): it inverts "open every day but Tuesday" unless
-//! the text says "(closed)"; it computes "plus 20%" as `30 + 0.2`; with two surcharges it applies
-//! the second only in an `else`. The examination cannot catch a program whose own answers are its
-//! examples: their correctness is the program's.
+//! The examination cannot catch a program whose own answers are its examples: their
+//! correctness is the program's. What the local model gets wrong in its programs, and what code
+//! as action changed on the network demo, is in `demo/network/RESULTS.md`.
 //!
-//! With `responder.ground_programs` (off by default; the committed network runs were recorded
-//! without it), programs are held to where their data comes from: the prompt says to give the
-//! tools the request's dates and to make no value up; a program that uses `Math.random` is sent
-//! back unrun (seed 2's hotel1 `bookRoom` programs drew room numbers at random, and the routine
-//! made from them answered 0 of 29 right); a tool call that passes a date an earlier tool call
-//! returned (today's, from a clock tool) while the request gives another is refused before it
-//! runs, so before the program writes anything (each of the 36 first programs for a restaurant's
-//! `bookTable` in the committed cassettes passed `currentDate`'s date to `dayOfTheWeek`); and the
-//! reply must be grounded ([`grounding::ungrounded`]).
-//!
-//! Building a program happens on the request path: about a second of Cranelift compile per
-//! program (ESTIMATE, from `agora-routines`' artifact cache docs), small beside the LLM call that
-//! wrote it (5–15 s on the local model).
+//! Building a program happens on the request path: a Cranelift compile per program, small beside
+//! the LLM call that wrote it.
 //!
 //! With `responder.natural_code_as_action` (off by default), a natural-language message is
 //! answered the same way before the tool loop: the model writes `handle(body)` for that one
 //! message, and the program gets `{"message": ..., "data": ...}`, the message and the first JSON
 //! object written in it (a sender's "The data: {...}"). Told that `body` was the message's text,
 //! the small model parsed it as JSON all the same, and its repairs kept the `JSON.parse`. The
-//! reply is checked for nothing but being non-empty and, when `ground_programs` is on, resting on
-//! a tool result (or the description) when tools were on offer: its shape and member names are
+//! reply is checked for nothing but being non-empty: its shape and member names are
 //! the program's own, so the protocol checks misfire (in the first recording, the reply's
 //! `"data": null` counted as a lost value, and its `numTickets`, the request's, as a tool's
 //! `TicketsLeft` changed). The program is never a routine's candidate (a message has no protocol
@@ -62,7 +44,7 @@
 //! Not done: trying a program on scratch state first. A failed program's tool calls happened
 //! (a database write stays written) before the next program or the tool loop runs.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use agora_llm::{ChatRequest, Message};
 use agora_protocol::VerifiedDocument;
@@ -74,7 +56,7 @@ use crate::focus::Focus;
 use crate::node::build_and_load;
 use crate::observer::{Observer, Step, ToolCaller};
 use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
-use crate::programmer::{exam, grounding, prompt};
+use crate::programmer::{exam, prompt};
 use crate::responder::{Answer, ToolCall, clip_to};
 use crate::routine_table::{GrantedTools, run_within};
 use crate::routines::{RoutineEngine, RoutineLimits, ToolHost};
@@ -118,26 +100,6 @@ fields (it is sent as JSON); otherwise a string.\n\
 
 const RULES: &str = concat!(rules_head!(), rules_tail!());
 
-/// The rules on dates and made-up values (`responder.ground_programs`), for a program that
-/// answers a `$what` ("request" or "message").
-macro_rules! grounding_rules {
-    ($what:literal) => {
-        concat!(
-            "- A date in the ",
-            $what,
-            " is the date the ",
-            $what,
-            " is about: give the tools that date, not today's date.\n- Never make a value up (no \
-             Math.random): a reply value comes from the ",
-            $what,
-            ", a tool result, or the agent's rules.\n"
-        )
-    };
-}
-
-/// [`RULES`] with the rules on dates and made-up values (`responder.ground_programs`).
-const GROUNDED_RULES: &str = concat!(rules_head!(), grounding_rules!("request"), rules_tail!());
-
 /// The rules for a program that answers one natural-language message, up to the reply's.
 macro_rules! message_rules_head {
     () => {
@@ -169,13 +131,6 @@ Answer with the complete code in one ```javascript block and nothing else."
 }
 
 const MESSAGE_RULES: &str = concat!(message_rules_head!(), message_rules_tail!());
-
-/// [`MESSAGE_RULES`] with the rules on dates and made-up values (`responder.ground_programs`).
-const GROUNDED_MESSAGE_RULES: &str = concat!(
-    message_rules_head!(),
-    grounding_rules!("message"),
-    message_rules_tail!()
-);
 
 /// A program that answered a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,11 +176,10 @@ impl Actor<'_> {
         document: &VerifiedDocument,
         body: &str,
     ) -> Result<Acted, ActError> {
-        let ground = self.config.ground_programs;
         let reply_schema = exam::reply_schema(document.text())
             .and_then(|schema| jsonschema::validator_for(&schema).ok());
         let json_reply = crate::responder::json_exchange(document, body);
-        let check = |reply: &str, calls: &[ToolCall]| {
+        let check = |reply: &str, _calls: &[ToolCall]| {
             check_reply(reply, json_reply, reply_schema.as_ref())
                 .and_then(|value| no_lost_value(value, document.text()))
                 .and_then(|value| {
@@ -235,44 +189,27 @@ impl Actor<'_> {
                         Ok(value)
                     }
                 })
-                .and_then(|value| {
-                    if ground {
-                        grounded(value, body, calls, document.text(), self.focus)
-                    } else {
-                        Ok(value)
-                    }
-                })
         };
-        let first = first_messages(self.focus, document, body, ground);
+        let first = first_messages(self.focus, document, body);
         self.write_and_run(context, first, body, check).await
     }
 
     /// Writes a program that answers one natural-language `message` and runs it on the
     /// message (`responder.natural_code_as_action`): the same loop as [`Actor::act`], with the
     /// message in place of a protocol. The reply is the program's value, a JSON object or a
-    /// text; with `ground_programs`, it must rest on a tool result when tools were on offer.
+    /// text.
     pub async fn act_on_message(
         &self,
         context: &QueryContext,
         message: &str,
     ) -> Result<Acted, ActError> {
-        let ground = self.config.ground_programs;
         // Lighter checks than a protocol reply's: the reply's shape and member names are the
         // program's own, so a `null` member or a number named like a tool result's member (the
         // request's `numTickets` beside a tool's `TicketsLeft`) is no sign of a lost or made-up
         // value; both sent correct programs back in a first try.
-        let check = |reply: &str, calls: &[ToolCall]| {
-            check_reply(reply, false, None)
-                .and_then(not_empty)
-                .and_then(|value| {
-                    let sources = grounding::Sources::of(message, calls, "", self.focus);
-                    match grounding::rests_on_nothing(&value, &sources).filter(|_| ground) {
-                        None => Ok(value),
-                        Some(reason) => Err(not_grounded(&value, &reason)),
-                    }
-                })
-        };
-        let first = message_messages(self.focus, message, ground);
+        let check =
+            |reply: &str, _calls: &[ToolCall]| check_reply(reply, false, None).and_then(not_empty);
+        let first = message_messages(self.focus, message);
         let body = serde_json::json!({"message": message, "data": data_in(message)}).to_string();
         self.write_and_run(context, first, &body, check).await
     }
@@ -287,7 +224,6 @@ impl Actor<'_> {
         body: &str,
         check: impl Fn(&str, &[ToolCall]) -> Result<Value, String>,
     ) -> Result<Acted, ActError> {
-        let ground = self.config.ground_programs;
         let mut messages = first.clone();
         let mut last_problem = String::from("no attempt was allowed");
         let mut tried: Vec<String> = Vec::new();
@@ -314,25 +250,13 @@ impl Actor<'_> {
                 continue;
             }
             tried.push(source.clone());
-            if ground && let Some(problem) = draws_random(&source) {
-                tracing::info!(attempt, %problem, "a program was sent back unrun");
-                messages = prompt::repair_messages(messages, &source, &problem);
-                last_problem = problem;
-                continue;
-            }
             let recorder = Arc::new(Recorder {
                 tools: GrantedTools::new(self.tools.clone(), &self.focus.tool_names()),
                 calls: Mutex::new(Vec::new()),
                 observer: context.observer(),
-                request_dates: if ground { dates_in(body) } else { Vec::new() },
-                refused: Mutex::new(None),
             });
             let outcome = self.run(&source, body, recorder.clone()).await;
             let calls = recorder.take();
-            let outcome = match recorder.refusal() {
-                Some(refusal) => Err(refusal),
-                None => outcome,
-            };
             let problem = match outcome.and_then(|reply| check(&reply, &calls)) {
                 Ok(value) => {
                     tracing::info!(attempt, tools = calls.len(), "a program answered");
@@ -367,12 +291,7 @@ impl Actor<'_> {
 }
 
 /// The first request: the rules, then the agent, the protocol, the tools and the request.
-fn first_messages(
-    focus: &Focus,
-    document: &VerifiedDocument,
-    body: &str,
-    ground: bool,
-) -> Vec<Message> {
+fn first_messages(focus: &Focus, document: &VerifiedDocument, body: &str) -> Vec<Message> {
     let text: String = document.text().chars().take(MAX_PD_CHARS).collect();
     let mut user = format!(
         "About this agent: {}\n\nProtocol document:\n<<<\n{}\n>>>\n\n",
@@ -386,13 +305,12 @@ fn first_messages(
         "Request body: {}\n\nWrite handle(body) now.",
         clip_to(body, MAX_PD_CHARS)
     ));
-    let rules = if ground { GROUNDED_RULES } else { RULES };
-    vec![Message::system(rules), Message::user(user)]
+    vec![Message::system(RULES), Message::user(user)]
 }
 
 /// The first request for a message's program: the rules, then the agent, the tools and the
 /// message.
-fn message_messages(focus: &Focus, message: &str, ground: bool) -> Vec<Message> {
+fn message_messages(focus: &Focus, message: &str) -> Vec<Message> {
     let mut user = format!("About this agent: {}\n\n", focus.description);
     if !focus.tools.is_empty() {
         user.push_str(&format!("Tools:\n{}\n\n", calls(&focus.tools)));
@@ -401,12 +319,7 @@ fn message_messages(focus: &Focus, message: &str, ground: bool) -> Vec<Message> 
         "Message:\n<<<\n{}\n>>>\n\nWrite handle(body) now.",
         clip_to(message, MAX_PD_CHARS)
     ));
-    let rules = if ground {
-        GROUNDED_MESSAGE_RULES
-    } else {
-        MESSAGE_RULES
-    };
-    vec![Message::system(rules), Message::user(user)]
+    vec![Message::system(MESSAGE_RULES), Message::user(user)]
 }
 
 /// The first request again, after the model repeated a failed program in its repair.
@@ -622,114 +535,15 @@ fn not_empty(value: Value) -> Result<Value, String> {
     Ok(value)
 }
 
-/// What the model is told when its program draws random numbers, or `None` when it does not.
-/// A service's answer is a function of the request and its data: a random room number or price
-/// is made up, and a routine copied from the program would make it up on every request.
-pub(crate) fn draws_random(source: &str) -> Option<String> {
-    source.contains("Math.random").then(|| {
-        "Your code makes a value up with Math.random. Read every value of the reply from the \
-         request or a tool result (look it up with the tools), never draw it at random."
-            .to_string()
-    })
-}
-
-/// The reply, unless its data comes from no tool result, request, document or description
-/// ([`grounding::ungrounded`]).
-fn grounded(
-    value: Value,
-    body: &str,
-    calls: &[ToolCall],
-    document: &str,
-    focus: &Focus,
-) -> Result<Value, String> {
-    match grounding::ungrounded(
-        &value,
-        &grounding::Sources::of(body, calls, document, focus),
-    ) {
-        None => Ok(value),
-        Some(reason) => Err(not_grounded(&value, &reason)),
-    }
-}
-
-/// What the model is told of a reply that is not grounded, and why.
-fn not_grounded(value: &Value, reason: &str) -> String {
-    format!(
-        "Your code returned {}, but {reason}. Look the data up with the tools and return what \
-         they give.",
-        clip_to(&value.to_string(), MAX_SHOWN_CHARS)
-    )
-}
-
-/// The `YYYY-MM-DD` dates in `text`, in order, without repeats.
-fn dates_in(text: &str) -> Vec<String> {
-    crate::responder::dates_in(text)
-        .into_iter()
-        .map(|(date, _)| date.to_string())
-        .collect()
-}
-
-/// Why a tool call is refused, if it is: the request gives dates, and the call passes another
-/// date that an earlier call's result held (today's date from a clock tool, most often), so the
-/// program answers about a day the request is not about.
-fn date_not_requested(
-    request_dates: &[String],
-    earlier: &[ToolCall],
-    tool: &str,
-    arguments: &str,
-) -> Option<String> {
-    if request_dates.is_empty() {
-        return None;
-    }
-    dates_in(arguments).into_iter().find_map(|date| {
-        if request_dates.contains(&date) {
-            return None;
-        }
-        let source = earlier.iter().find(|call| {
-            call.result
-                .as_ref()
-                .is_ok_and(|result| result.to_string().contains(&date))
-        })?;
-        Some(format!(
-            "callTool(\"{tool}\", {arguments}) was refused: it passes {date}, which \
-             {} returned, but the request is about {}. Give the tools the request's date \
-             (read it from the request).",
-            source.tool,
-            request_dates.join(" and ")
-        ))
-    })
-}
-
 /// The granted tools, with every call recorded for the example the answer leaves (and told to
 /// the request's observer, if it has one).
 struct Recorder {
     tools: GrantedTools,
     calls: Mutex<Vec<ToolCall>>,
     observer: Option<Arc<dyn Observer>>,
-    /// The request's dates, when calls are checked for them (`responder.ground_programs`).
-    request_dates: Vec<String>,
-    /// The first call refused (see [`date_not_requested`]); no later call runs.
-    refused: Mutex<Option<String>>,
 }
 
 impl Recorder {
-    fn refusal(&self) -> Option<String> {
-        self.refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Refuses the call `name(arguments)` if it passes a date the request is not about (see
-    /// [`date_not_requested`]), remembering the refusal.
-    fn refuse(&self, name: &str, arguments: &str) -> Option<String> {
-        let refusal = {
-            let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-            date_not_requested(&self.request_dates, &calls, name, arguments)?
-        };
-        *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(refusal.clone());
-        Some(refusal)
-    }
-
     fn take(&self) -> Vec<ToolCall> {
         match self.calls.lock() {
             Ok(mut calls) => std::mem::take(&mut *calls),
@@ -741,13 +555,6 @@ impl Recorder {
 #[async_trait::async_trait]
 impl ToolHost for Recorder {
     async fn call_tool(&self, name: &str, arguments: &str) -> Result<String, String> {
-        // A refused call is not made (nor shown as made): the program fails with the refusal.
-        if let Some(refused) = self.refusal() {
-            return Err(refused);
-        }
-        if let Some(refusal) = self.refuse(name, arguments) {
-            return Err(refusal);
-        }
         let arguments_value: Value = serde_json::from_str(arguments)
             .unwrap_or_else(|_| Value::String(arguments.to_string()));
         if let Some(observer) = &self.observer {
@@ -883,63 +690,6 @@ mod tests {
     }
 
     #[test]
-    fn dates_are_found_whole_and_once() {
-        assert_eq!(
-            dates_in(r#"{"startDate":"2024-03-08","endDate":"2024-03-12","again":"2024-03-08"}"#),
-            ["2024-03-08", "2024-03-12"]
-        );
-        // Not a date: longer digit runs, or another shape.
-        assert!(dates_in("12024-03-081 2024/03/08 24-03-08").is_empty());
-        assert!(dates_in("").is_empty());
-    }
-
-    #[test]
-    fn a_call_with_a_date_a_tool_returned_is_refused_where_the_request_gives_another() {
-        let today = ToolCall {
-            tool: "currentDate".into(),
-            arguments: serde_json::json!({}),
-            result: Ok(serde_json::json!({"date": "2024-07-25"})),
-        };
-        let requested = vec!["2024-03-12".to_string()];
-        let arguments = r#"{"date":"2024-07-25"}"#;
-        let refusal = date_not_requested(
-            &requested,
-            std::slice::from_ref(&today),
-            "dayOfTheWeek",
-            arguments,
-        )
-        .unwrap();
-        assert!(refusal.contains("currentDate returned"), "{refusal}");
-        assert!(refusal.contains("2024-03-12"), "{refusal}");
-        // The request's own date, a date no tool returned (computed), or a request without
-        // dates: the call runs.
-        let own = r#"{"date":"2024-03-12"}"#;
-        assert_eq!(
-            date_not_requested(
-                &requested,
-                std::slice::from_ref(&today),
-                "dayOfTheWeek",
-                own
-            ),
-            None
-        );
-        let computed = r#"{"date":"2024-03-13"}"#;
-        assert_eq!(
-            date_not_requested(
-                &requested,
-                std::slice::from_ref(&today),
-                "dayOfTheWeek",
-                computed
-            ),
-            None
-        );
-        assert_eq!(
-            date_not_requested(&[], &[today], "dayOfTheWeek", arguments),
-            None
-        );
-    }
-
-    #[test]
     fn an_empty_answer_goes_back_to_the_model() {
         for empty in [json!({}), json!([]), json!("  "), Value::Null] {
             let problem = not_empty(empty.clone()).unwrap_err();
@@ -965,28 +715,5 @@ mod tests {
         );
         assert_eq!(data_in("Is it open on Tuesday?"), None);
         assert_eq!(data_in("{\"unclosed\": 1"), None);
-    }
-
-    #[test]
-    fn a_program_that_draws_random_numbers_makes_its_data_up() {
-        let random =
-            "function handle(body) { return { roomNumber: Math.floor(Math.random() * 100) }; }";
-        assert!(draws_random(random).unwrap().contains("Math.random"));
-        let looked_up = "function handle(body) { return callTool(\"rooms\", {})[0]; }";
-        assert_eq!(draws_random(looked_up), None);
-    }
-
-    #[test]
-    fn a_grounded_prompt_adds_the_rules_on_dates_and_made_up_values() {
-        assert!(GROUNDED_RULES.starts_with(&RULES[..RULES.find("- Return the reply").unwrap()]));
-        assert!(GROUNDED_RULES.ends_with(&RULES[RULES.find("- Return the reply").unwrap()..]));
-        // Word for word what the committed grounded runs were recorded with.
-        assert!(GROUNDED_RULES.contains(
-            "- A date in the request is the date the request is about: give the tools that date, \
-             not today's date.\n- Never make a value up (no Math.random): a reply value comes \
-             from the request, a tool result, or the agent's rules.\n"
-        ));
-        assert!(GROUNDED_MESSAGE_RULES.contains("A date in the message is the date the message"));
-        assert!(!RULES.contains("today"));
     }
 }

@@ -104,7 +104,7 @@ impl ConversationConfig {
 }
 
 /// Limits on the LLM responder.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ResponderConfig {
     /// Most tool calls the LLM may make while answering one message.
@@ -118,12 +118,13 @@ pub struct ResponderConfig {
     /// models behind llama-server do not produce native tool calls.
     pub native_tools: bool,
     /// Answer a single-shot protocol request with a program the LLM writes and the routine
-    /// sandbox runs (see [`crate::acting`]) before trying the tool loop. Needs a routine engine.
+    /// sandbox runs (see [`crate::acting`]) before trying the tool loop. Applies only where the
+    /// node has a routine engine.
     pub code_as_action: bool,
     /// Answer a single natural-language message with a program too, before the tool loop
     /// (code as action without a protocol: the program is written for that message alone and
-    /// never becomes a routine; see [`crate::acting`]). Needs a routine engine. Off by default
-    /// until the committed network runs are recorded with it.
+    /// never becomes a routine; see [`crate::acting`]). Applies only where the node has a
+    /// routine engine. Its default is decided by measurement (`demo/network/RESULTS.md`).
     pub natural_code_as_action: bool,
     /// Programs written for one request: the first, and repairs after a failed run (a repeated
     /// program starts the conversation over once).
@@ -135,22 +136,12 @@ pub struct ResponderConfig {
     /// request's envelope dropped (the payload alone; see [`crate::envelope`]). Each costs one
     /// more LLM call, only when it fires.
     pub check_answers: bool,
-    /// Hold code as action's programs to where their data comes from (see [`crate::acting`]):
-    /// the model is told to give the tools the request's dates and to make no value up; a
-    /// program that uses `Math.random` is sent back unrun; a tool call that passes a date an
-    /// earlier tool returned (today's) where the request gives another is refused, before the
-    /// program writes anything; a reply whose data comes from no tool goes back too; and the
-    /// programmer rejects a candidate that uses `Math.random`. Off by default until the committed
-    /// network runs are recorded with it.
-    pub ground_programs: bool,
     /// Send a protocol answer back once when it says the request was done (a `status` of
     /// `success`) while every tool call made only read ([`crate::tools::Tool::changes_state`]:
-    /// a SELECT), with [`crate::responder::NOT_DONE`]. Off by default until the committed network
-    /// runs are recorded with it: on the paper's screenplay, skiResort2's LLM answered `rentSki`
-    /// with a ski it had looked up and never rented, and its routine learned that. Told so (a
-    /// probe of that step on the local model), the model wrote the rental; told the same in the
-    /// system prompt instead, it did not. (A write's result matters too: told `[]` after its
-    /// INSERT, the model answered `failure`; the demo's SQL tool reports `{"changes": N}`.)
+    /// a SELECT), with [`crate::responder::NOT_DONE`]: a small model answers a booking with the
+    /// room it looked up and never books it, and a routine learned from that answer would do
+    /// the same for every later request. Its default is decided by measurement
+    /// (`demo/network/RESULTS.md`).
     pub require_effects: bool,
 }
 
@@ -161,13 +152,12 @@ impl Default for ResponderConfig {
             max_step_tokens: 512,
             max_tool_result_chars: 4000,
             native_tools: false,
-            code_as_action: false,
+            code_as_action: true,
             natural_code_as_action: false,
             program_attempts: 3,
             max_program_tokens: 600,
             check_answers: true,
-            ground_programs: false,
-            require_effects: false,
+            require_effects: true,
         }
     }
 }
@@ -194,7 +184,7 @@ impl Default for RoutineConfig {
 /// After `thresholds.implementation` LLM-answered requests of a protocol, the LLM writes a
 /// JavaScript routine for it in the background; the routine is examined against the recorded
 /// requests and activated only if it passes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProgrammerConfig {
     /// Write routines at all (it also needs a routine engine).
@@ -218,48 +208,10 @@ pub struct ProgrammerConfig {
     pub routine_memory_bytes: u64,
     /// The fewest LLM-answered examples a protocol's first routine is written and examined on,
     /// whatever `thresholds.implementation` says (`0`: that threshold alone). A candidate that
-    /// passes one example can pass it with its logic inverted; but more examples also show the
-    /// examination the LLM's inconsistent replies, and jobs fail on them (measured in
-    /// `agora_network::network`).
+    /// passes one example can pass it with its logic inverted; more examples also show the
+    /// examination more of the LLM's own inconsistencies. Its default is decided by measurement
+    /// (`demo/network/RESULTS.md`).
     pub min_examples: u32,
-    /// How closely a candidate's replies must follow the recorded ones at its examination.
-    pub grading: Grading,
-    /// When the model writes a candidate it already wrote in the job, ask once more at this
-    /// temperature, with a seed of the attempt's own (`0`: do not; the job then starts over from
-    /// a fresh prompt, and a second repeat ends it). At temperature 0 the same conversation
-    /// gives the same code. At most 2 (OpenAI's range). Measured on seed 2's first 181 queries
-    /// at 0.7: the six sampled requests all gave the greedy code back (see
-    /// `agora_network::network`).
-    pub resample_temperature: f32,
-    /// Before the model is asked, examine the examples' traced code
-    /// ([`crate::programmer::prompt::drafts`]: each example as the routine that would have
-    /// produced it, only those that two or more different requests trace to, the one that covers
-    /// the most first, at most three): a draft that passes becomes the routine without an LLM
-    /// call, and one that fails leaves the model's prompt as it was. The model is shown the same
-    /// drafts and mostly writes them back unchanged (147 of the 161 first prompts of the
-    /// committed cassettes that showed one draft for every example), so this saves that call
-    /// where the draft passes; the other 14 it rewrote, once turning the ski resort's draft,
-    /// which fitted its example, into a room lookup. Off by default: it changes what the
-    /// committed cassettes replay.
-    pub examine_drafts: bool,
-}
-
-/// How closely a candidate's JSON reply must follow the recorded reply at its examination,
-/// beyond key order, layout and the spelling of numbers (`programmer.grading`). Where the
-/// protocol document declares a reply schema, tool-derived values are what is compared either
-/// way (see `programmer::exam`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Grading {
-    /// The recorded members with the recorded values; a text of four words or more may be
-    /// worded differently.
-    #[default]
-    Recorded,
-    /// As `recorded`, and: a member holding `""` or `null` is the same as no member, and a
-    /// text of two or three words may be worded differently as long as it keeps every one of
-    /// those words ("Table already booked" and "The table is already booked."). The model's
-    /// own replies differ in exactly these ways from one request to the next.
-    Lenient,
 }
 
 impl Default for ProgrammerConfig {
@@ -275,9 +227,6 @@ impl Default for ProgrammerConfig {
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
             min_examples: 0,
-            grading: Grading::Recorded,
-            resample_temperature: 0.0,
-            examine_drafts: false,
         }
     }
 }

@@ -2,10 +2,9 @@
 //!
 //! A node's description often carries rules for several kinds of request ("a room may be booked
 //! only if the getTemperature forecast ...; skis are rented from the database; asked for a
-//! restaurant, it asks isOpen ..."). A small model given every rule applies the wrong one: in the
-//! committed 1000-query network run, the 1.5B model answered 284 of 324 ski rentals at one
-//! resort by calling the room rule's `getTemperature` and the restaurant rule's `isOpen`, and
-//! then refusing. So a protocol request is answered with its focus:
+//! restaurant, it asks isOpen ..."). A small model given every rule applies the wrong one (a ski
+//! rental answered by the room rule's `getTemperature` and the restaurant rule's `isOpen`, then
+//! refused). So a protocol request is answered with its focus:
 //!
 //! - the description's first sentence (who the node is) always stays;
 //! - every other sentence stays when it shares a word stem with the protocol document (its name,
@@ -256,7 +255,7 @@ const STOP_WORDS: &[&str] = &[
     "you",
     "your",
     "yyyy",
-    // The schema protocol's own wording (`sender::schema_protocol`).
+    // Words every protocol document's boilerplate uses.
     "agora",
     "bodies",
     "body",

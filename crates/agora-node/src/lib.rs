@@ -33,8 +33,8 @@ pub mod tools;
 pub use accounting::{Category, Client, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConversationConfig, Grading, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig,
-    SenderConfig, SuitabilityMode, Thresholds,
+    ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig, SenderConfig,
+    SuitabilityMode, Thresholds,
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};

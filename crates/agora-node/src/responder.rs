@@ -13,16 +13,15 @@
 //! envelope ([`crate::envelope`]) is sent back once more, asking for the whole message, and one
 //! in a JSON exchange with member names the documents never mention (a tool's `temperature_c`
 //! for the protocol's `temperature`) once more again. All but the rules' tools are
-//! `check_answers` (on by default). With `require_effects` (off by default), a protocol answer
+//! `check_answers` (on by default). With `require_effects` (on by default), a protocol answer
 //! that says the request was done (`"status": "success"`) while every tool call only read
-//! ([`crate::tools::Tool::changes_state`]) is sent back once too, with [`NOT_DONE`]: on the
-//! local model, a ski resort's loop looked a ski up, answered `success` and rented nothing, and
-//! told so, wrote the rental (the same rule in its system prompt changed nothing).
+//! ([`crate::tools::Tool::changes_state`]) is sent back once too, with [`NOT_DONE`]: a small
+//! model looks a ski up, answers `success` and rents nothing, and told so, writes the rental
+//! (the same rule in its system prompt does not do it).
 //!
-//! Measured on Qwen2.5-Coder-1.5B (temperature 0) with the seed message protocols
-//! (`agora-server`'s example `seed_protocols_on_the_local_model`): without these checks, each of
-//! the four first answers was the forecast alone, with figures no tool gave (15.0 °C where the
-//! tool said 4.0). Told once to look it up and once to give the whole message, the model did both.
+//! Why: without these checks a small model's first answers under the seed message protocols were
+//! the payload alone, with figures no tool gave; told once to look it up and once to give the
+//! whole message, it did both (`agora-server`'s example `seed_protocols_on_the_local_model`).
 
 use agora_llm::{ChatRequest, Message, ToolDefinition};
 use agora_protocol::VerifiedDocument;

@@ -44,11 +44,6 @@ pub struct RuntimeConfig {
     /// need: a routine that read the hour from `Date` took another branch in a replay than in
     /// its recording.
     pub fixed_wall_clock: Option<Duration>,
-    /// Whether a JavaScript routine's tool call is refused, before the tool runs, when an array
-    /// in its arguments has an `undefined` element (the code read a value that is not there;
-    /// see `arguments.rs`). `false`: the element is sent as `null`, as `JSON.stringify` does,
-    /// which the committed network demo runs were recorded with. Default: `true`.
-    pub refuse_undefined_arguments: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -65,7 +60,6 @@ impl Default for RuntimeConfig {
             epoch_tick: Duration::from_millis(10),
             max_tool_wait: Duration::from_secs(120),
             fixed_wall_clock: None,
-            refuse_undefined_arguments: true,
         }
     }
 }

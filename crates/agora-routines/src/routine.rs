@@ -57,8 +57,6 @@ pub(crate) struct RunState {
     timeout: Duration,
     timed_out: bool,
     tool_clock: Arc<ToolClock>,
-    /// [`crate::RuntimeConfig::refuse_undefined_arguments`].
-    refuse_undefined_arguments: bool,
 }
 
 /// Time one run has spent waiting on tool calls: finished waits, and the one under way.
@@ -109,7 +107,7 @@ impl WasiView for RunState {
 
 impl bindings::agora::routine::host::Host for RunState {
     async fn call_tool(&mut self, name: String, args: String) -> Result<String, String> {
-        let args = crate::arguments::screen(&name, args, self.refuse_undefined_arguments)?;
+        let args = crate::arguments::screen(&name, args)?;
         let tools = Arc::clone(&self.tools);
         let _waiting = self.tool_clock.wait();
         tools.call_tool(&name, &args).await
@@ -216,7 +214,6 @@ impl LoadedRoutine for WasmRoutine {
                 timeout: limits.timeout,
                 timed_out: false,
                 tool_clock: Arc::clone(&tool_clock),
-                refuse_undefined_arguments: self.shared.refuse_undefined_arguments,
             },
         );
         store.limiter(|state| &mut state.limiter);

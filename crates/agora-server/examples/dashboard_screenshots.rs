@@ -1,5 +1,5 @@
 //! Screenshots of a running node's dashboard, one PNG per page: how `docs/dashboard/` was made
-//! from the weather demo's end state (README, "Dashboard").
+//! from the weather demo's end state (`docs/dashboard.md`).
 //!
 //! ```sh
 //! source ~/.cache/agora/env.sh

@@ -192,7 +192,6 @@ pub fn build_routine_engine(
     if let Some(secs) = settings.max_tool_wait_secs {
         config.max_tool_wait = std::time::Duration::from_secs(secs);
     }
-    config.refuse_undefined_arguments = settings.refuse_undefined_arguments;
     config.fixed_wall_clock = settings
         .fixed_wall_clock_unix_secs
         .map(std::time::Duration::from_secs);

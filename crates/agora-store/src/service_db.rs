@@ -15,7 +15,6 @@
 //! - at most [`STATEMENT_TIME_LIMIT`] of work: a SQLite progress handler aborts the statement at
 //!   the deadline, so a runaway query stops inside SQLite rather than only being abandoned.
 
-mod mistakes;
 mod statement;
 
 use std::path::Path;
@@ -64,8 +63,6 @@ pub struct ServiceTable {
 pub struct ServiceDatabase {
     pool: SqlitePool,
     table_names: Arc<[String]>,
-    /// Each table's column names, in the order of `table_names`.
-    columns: Arc<[Vec<String>]>,
 }
 
 /// Why a service database operation failed.
@@ -142,10 +139,6 @@ impl ServiceDatabase {
         Ok(ServiceDatabase {
             pool,
             table_names: tables.iter().map(|t| t.name.clone()).collect(),
-            columns: tables
-                .iter()
-                .map(|t| t.columns.iter().map(|(name, _)| name.clone()).collect())
-                .collect(),
         })
     }
 
@@ -278,20 +271,6 @@ impl ServiceDatabase {
     /// anything, before or without running it.
     pub fn writes(sql: &str) -> Option<bool> {
         statement::writes(sql)
-    }
-
-    /// What `sql` got wrong, when it failed with `error` (a [`ServiceDbError::Sql`] text) for
-    /// naming a column its tables lack: those tables' columns, the table that has the column
-    /// and the join that reaches it (see the `mistakes` module for what this did on the local
-    /// model). `None` for any other error.
-    pub fn explain_mistake(&self, sql: &str, error: &str) -> Option<String> {
-        let tables: Vec<(&str, &[String])> = self
-            .table_names
-            .iter()
-            .zip(self.columns.iter())
-            .map(|(name, columns)| (name.as_str(), columns.as_slice()))
-            .collect();
-        mistakes::explain(error, &statement::names(sql), &tables)
     }
 
     /// The names of this database's tables, in the order they were created.

@@ -162,6 +162,13 @@ impl NodeBuilder {
         Self {
             config: NodeConfig {
                 name: "test-node".into(),
+                // The scripted LLMs answer the tool loop's steps; a test of code as action (a
+                // program the LLM writes first) turns it on.
+                responder: agora_node::ResponderConfig {
+                    code_as_action: false,
+                    natural_code_as_action: false,
+                    ..Default::default()
+                },
                 ..NodeConfig::default()
             },
             llm,

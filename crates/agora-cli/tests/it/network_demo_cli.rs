@@ -212,7 +212,7 @@ fn a_generated_screenplay_and_the_judge_from_the_command_line() {
         .filter(|e| !e[0].as_str().unwrap().starts_with("protocolDb"));
     assert_eq!(queries.count(), 300);
     assert_eq!(entries.len(), 330);
-    let record = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/nl-only.json");
+    let record = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/agora.json");
     let output = agora()
         .args(["demo", "network-report", "--judge"])
         .arg(&record)

@@ -22,6 +22,10 @@ pub const COST_RATIO: f64 = 4.7;
 pub const COST_PER_CORRECT_VS_NL_ONLY: f64 = 0.20;
 /// Share of a pair's routine-answered queries judged correct.
 pub const ROUTINE_SHARE: f64 = 0.95;
+/// Routine answers a pair needs before its routines are held to the LLM's share on the pair.
+pub const ROUTINE_ANSWERS_COMPARED: usize = 10;
+/// How far a pair's routines may fall below the NL-only LLM's share on the pair, at most.
+pub const ROUTINE_BELOW_LLM: f64 = 0.10;
 /// The late part of a run, for a pair's routines as they stand at its end: the last 30 %.
 const LATE_FRACTION: f64 = 0.3;
 /// Pairs listed as holding the share correct back.
@@ -42,12 +46,28 @@ pub struct RoutinePair {
     pub late_answered: usize,
     /// Of those, judged correct.
     pub late_correct: usize,
+    /// The NL-only run's queries of this pair (all answered by the server's LLM), when there
+    /// is an NL-only run.
+    pub llm_answered: usize,
+    /// Of those, judged correct.
+    pub llm_correct: usize,
+    /// The most frequent reason among the routines' answers not judged correct, digits masked.
+    pub routine_reason: String,
 }
 
 impl RoutinePair {
     /// Whether its routines meet [`ROUTINE_SHARE`] over the whole run.
     pub fn meets_goal(&self) -> bool {
         self.correct as f64 >= ROUTINE_SHARE * self.answered as f64
+    }
+
+    /// Whether its routines, having answered at least [`ROUTINE_ANSWERS_COMPARED`] queries, are
+    /// more than [`ROUTINE_BELOW_LLM`] below the NL-only LLM's share on the pair.
+    pub fn below_the_llm(&self) -> bool {
+        self.answered >= ROUTINE_ANSWERS_COMPARED
+            && self.llm_answered > 0
+            && ratio_or_zero(self.correct as f64, self.answered as f64) + ROUTINE_BELOW_LLM
+                < ratio_or_zero(self.llm_correct as f64, self.llm_answered as f64)
     }
 }
 
@@ -81,11 +101,13 @@ pub struct Goals {
     pub held_back: Vec<HeldBack>,
 }
 
-/// Reads the goals' per-pair figures off an Agora run.
-pub(super) fn goals(agora: &RunRecord) -> Goals {
+/// Reads the goals' per-pair figures off an Agora run, and the NL-only run's LLM on the same
+/// pairs when there is one.
+pub(super) fn goals(agora: &RunRecord, nl_only: Option<&RunRecord>) -> Goals {
     let end = agora.queries.iter().map(|q| q.index + 1).max().unwrap_or(0);
     let late_from = (end as f64 * (1.0 - LATE_FRACTION)).floor() as usize;
     let mut routines: BTreeMap<(&str, &str), RoutinePair> = BTreeMap::new();
+    let mut routine_reasons: BTreeMap<(&str, &str), BTreeMap<String, usize>> = BTreeMap::new();
     let mut held: BTreeMap<(&str, &str), Tallying> = BTreeMap::new();
     for q in &agora.queries {
         let key = (q.server.as_str(), q.task.as_str());
@@ -118,12 +140,34 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
         row.not_correct += 1;
         row.by_routine += usize::from(by_routine);
         row.by_llm += usize::from(q.answered_by.as_deref() == Some("llm"));
-        let reason = q
-            .verdict
-            .as_ref()
-            .and_then(|v| v.reason())
-            .unwrap_or(q.verdict_word());
-        *reasons.entry(masked(reason)).or_default() += 1;
+        let reason = masked(
+            q.verdict
+                .as_ref()
+                .and_then(|v| v.reason())
+                .unwrap_or(q.verdict_word()),
+        );
+        if by_routine {
+            *routine_reasons
+                .entry(key)
+                .or_default()
+                .entry(reason.clone())
+                .or_default() += 1;
+        }
+        *reasons.entry(reason).or_default() += 1;
+    }
+    for q in nl_only
+        .map(|run| run.queries.as_slice())
+        .unwrap_or_default()
+    {
+        if let Some(pair) = routines.get_mut(&(q.server.as_str(), q.task.as_str())) {
+            pair.llm_answered += 1;
+            pair.llm_correct += usize::from(q.correct());
+        }
+    }
+    for (key, reasons) in routine_reasons {
+        if let (Some(pair), Some((reason, _))) = (routines.get_mut(&key), most_frequent(reasons)) {
+            pair.routine_reason = reason;
+        }
     }
     let mut routines: Vec<RoutinePair> = routines.into_values().collect();
     routines.sort_by_key(|p| std::cmp::Reverse(p.answered));
@@ -131,11 +175,7 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
         .into_values()
         .filter(|tallying| tallying.row.not_correct > 0)
         .map(|Tallying { mut row, reasons }| {
-            // The most frequent reason; among equals, the first in order.
-            if let Some((reason, count)) = reasons
-                .into_iter()
-                .max_by(|(a, m), (b, n)| m.cmp(n).then_with(|| b.cmp(a)))
-            {
+            if let Some((reason, count)) = most_frequent(reasons) {
                 row.reason = reason;
                 row.reason_count = count;
             }
@@ -147,6 +187,13 @@ pub(super) fn goals(agora: &RunRecord) -> Goals {
         routines,
         held_back,
     }
+}
+
+/// The most frequent reason and its count; among equals, the first in order.
+fn most_frequent(reasons: BTreeMap<String, usize>) -> Option<(String, usize)> {
+    reasons
+        .into_iter()
+        .max_by(|(a, m), (b, n)| m.cmp(n).then_with(|| b.cmp(a)))
 }
 
 /// A pair's row while its verdicts are counted, with every reason's count.
@@ -246,16 +293,35 @@ pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -
     writeln!(
         md,
         "| every pair's routine answers at least {} correct | {meeting} of {} pairs \
-         (measured) | {} |\n",
+         (measured) | {} |",
         percent(ROUTINE_SHARE),
         goals.routines.len(),
         met(meeting == goals.routines.len()),
     )?;
+    let below: Vec<&RoutinePair> = goals
+        .routines
+        .iter()
+        .filter(|p| p.below_the_llm())
+        .collect();
+    writeln!(
+        md,
+        "| every pair's routines (with at least {ROUTINE_ANSWERS_COMPARED} answers) within {} of \
+         the NL-only LLM's share on the pair | {} of {} pairs below (measured) | {} |\n",
+        percent(ROUTINE_BELOW_LLM),
+        below.len(),
+        goals
+            .routines
+            .iter()
+            .filter(|p| p.answered >= ROUTINE_ANSWERS_COMPARED && p.llm_answered > 0)
+            .count(),
+        met(below.is_empty()),
+    )?;
     writeln!(
         md,
         "Answers by the servers' routines, per (server, task), over the whole run and over its \
-         last {:.0} % (closer to the routines active at the end):\n\n| server | task | correct / \
-         answered | share | last {:.0} % | at least {} |\n|---|---|---|---|---|---|",
+         last {:.0} % (closer to the routines active at the end), beside the NL-only run's LLM on \
+         the same pair:\n\n| server | task | correct / answered | share | last {:.0} % | at least \
+         {} | NL-only LLM |\n|---|---|---|---|---|---|---|",
         LATE_FRACTION * 100.0,
         LATE_FRACTION * 100.0,
         percent(ROUTINE_SHARE),
@@ -264,14 +330,36 @@ pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -
         let late = fraction(pair.late_correct, pair.late_answered);
         writeln!(
             md,
-            "| {} | {} | {}/{} | {} | {late} | {} |",
+            "| {} | {} | {}/{} | {} | {late} | {} | {} |",
             pair.server,
             pair.task,
             pair.correct,
             pair.answered,
             percent(ratio_or_zero(pair.correct as f64, pair.answered as f64)),
             met(pair.meets_goal()),
+            fraction(pair.llm_correct, pair.llm_answered),
         )?;
+    }
+    if !below.is_empty() {
+        writeln!(
+            md,
+            "\nThe pairs whose routines fall more than {} below the NL-only LLM's share, with \
+             the routines' most frequent wrong reason (digits masked):\n",
+            percent(ROUTINE_BELOW_LLM),
+        )?;
+        for pair in &below {
+            writeln!(
+                md,
+                "- {} {}: routines {}/{}, NL-only LLM {}/{}: {}",
+                pair.server,
+                pair.task,
+                pair.correct,
+                pair.answered,
+                pair.llm_correct,
+                pair.llm_answered,
+                pair.routine_reason,
+            )?;
+        }
     }
     writeln!(
         md,

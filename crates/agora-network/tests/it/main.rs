@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod committed_runs;
+mod defaults;
 mod real_model_weather_demo;
 mod report;
 mod scaled_network;

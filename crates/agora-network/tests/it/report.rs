@@ -63,7 +63,7 @@ fn run(mode: Mode, queries: Vec<QueryRecord>, network: NetworkStats) -> RunRecor
         network,
         wall_secs: 12.5,
         sample: None,
-        switches: Default::default(),
+        setup: None,
     };
     record.recompute_totals();
     record
@@ -594,8 +594,9 @@ fn the_goals_name_the_routines_and_pairs_that_miss_them() {
         "| at least 80.0 % of all queries judged correct | 76.7 % (23/30, measured) | **no** |",
         "| correct at least as often as NL-only | 15 against 0 over the 20 queries both ran (measured) | yes |",
         "| every pair's routine answers at least 95.0 % correct | 1 of 2 pairs (measured) | **no** |",
-        "| s1 | weather | 14/14 | 100.0 % | 6/6 | yes |",
-        "| s2 | booking | 3/6 | 50.0 % | 1/3 | **no** |",
+        "| s1 | weather | 14/14 | 100.0 % | 6/6 | yes | 0/13 |",
+        "| s2 | booking | 3/6 | 50.0 % | 1/3 | **no** | 0/7 |",
+        "within 10.0 % of the NL-only LLM's share on the pair | 0 of 1 pairs below (measured) | yes |",
         "| s2 | booking | 5/10 | 2 | 3 | 3× price ##, expected ## |",
         "| s1 | weather | 2/20 | 2 | 0 | 2× wrong temperature |",
     ] {
@@ -605,4 +606,48 @@ fn the_goals_name_the_routines_and_pairs_that_miss_them() {
         md.contains("| NL-only / Agora cost at least 4.7× |"),
         "{md}"
     );
+}
+
+/// A pair whose routines answered at least 10 queries and fall more than 10 points below the
+/// NL-only LLM on the same pair is named, with the routines' most frequent wrong reason.
+#[test]
+fn routines_far_below_the_llm_on_their_pair_are_named() {
+    use agora_judge::Verdict;
+    let mut agora = agora_run();
+    for q in &mut agora.queries {
+        let i = q.index;
+        q.answered_by = Some(if i >= 10 { "routine" } else { "llm" }.to_owned());
+        // Of the 14 weather queries routines answer, 4 are wrong: 71 %.
+        q.verdict = Some(match i {
+            11 | 13 | 14 | 16 => Verdict::Wrong("stale forecast for 2024-01-0#".into()),
+            _ => Verdict::Correct,
+        });
+    }
+    let mut nl_only = nl_only_run();
+    for q in &mut nl_only.queries {
+        q.verdict = Some(Verdict::Correct);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "below".to_owned(),
+        agora: Some(&agora),
+        nl_only: Some(&nl_only),
+        screenplay_counts: counts(),
+    };
+    let summary = write_report(dir.path(), &input).unwrap();
+    let goals = summary.goals.as_ref().unwrap();
+    let weather = goals.routines.iter().find(|p| p.task == "weather").unwrap();
+    assert_eq!((weather.correct, weather.answered), (10, 14));
+    assert_eq!((weather.llm_correct, weather.llm_answered), (13, 13));
+    assert!(weather.below_the_llm());
+    // Booking's routines answered 6: too few to be held to the LLM.
+    let booking = goals.routines.iter().find(|p| p.task == "booking").unwrap();
+    assert!(!booking.below_the_llm());
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    for line in [
+        "| 1 of 1 pairs below (measured) | **no** |",
+        "- s1 weather: routines 10/14, NL-only LLM 13/13: stale forecast for ####-##-##",
+    ] {
+        assert!(md.contains(line), "missing {line}\n{md}");
+    }
 }

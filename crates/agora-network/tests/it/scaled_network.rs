@@ -9,7 +9,7 @@
 //! - senders write `Please do the task T. Data: {data}` in natural language and the data itself
 //!   as the body under a protocol; they read a reply's `answer` member (or, in natural language,
 //!   a minimal instance of the output schema, which is what `answer` holds);
-//! - the senders' LLMs negotiate (`propose_from_schema` off), and negotiated protocols carry a
+//! - the senders' LLMs negotiate, and negotiated protocols carry a
 //!   `REPLY-ANSWER: {minimal output}` line (and `TASK-NAME:`, which
 //!   the scripted protocol fit check looks for) and name the task's fields (which the node's
 //!   structural fit check looks for);
@@ -28,8 +28,8 @@ use std::time::Duration;
 use agora_llm::{ChatRequest, Llm, OutputFormat, RecordingLlm, ReplayLlm, Role};
 use agora_network::run::{RunOptions, run_screenplay};
 use agora_network::spec::{Entry, NETWORK_JSON, NetworkSpec, parse_screenplay};
-use agora_network::{CallTotals, Mode, RunRecord};
-use agora_node::{RoutineEngine, RoutineError, ToolHost};
+use agora_network::{CallTotals, Mode, RunRecord, ServerSetup};
+use agora_node::{ResponderConfig, RoutineEngine, RoutineError, ToolHost};
 use agora_testkit::{
     ScriptedLlm, ScriptedRoutineEngine, last_user_message, schema_name, system_prompt,
 };
@@ -440,9 +440,15 @@ async fn run(
             llm_description: description.into(),
             progress: false,
             native_tools: false,
-            propose_from_schema: false,
-            code_as_action: false,
-            switches: Default::default(),
+            // The scripted LLM plays the tool loop, not code as action.
+            setup: ServerSetup {
+                responder: ResponderConfig {
+                    code_as_action: false,
+                    natural_code_as_action: false,
+                    ..ResponderConfig::default()
+                },
+                ..ServerSetup::default()
+            },
             halt: None,
             checkpoint: Some(Arc::new(move |so_far: &RunRecord| {
                 kept.lock().unwrap().push(so_far.clone());

@@ -9,17 +9,8 @@
 //! `{verdict: agree|change, message}`. The node, not the LLM, writes the PD's front matter, so a
 //! finished negotiation always yields a PD in the project's front-matter form.
 //!
-//! With [`NegotiationConfig::propose_from_schema`] the sender's LLM takes no part: the node
-//! proposes the task's schema protocol (`sender::schema_protocol`), asks once more if the
-//! receiver wants a change, and concludes when the receiver's answer starts with "I agree"
-//! (this node's receiver starts every agreeing turn so, and no other). A document the sender's
-//! LLM drafts is adopted only if it names every field of the task (`sender::fit`).
-//!
-//! Measured on the network demo's first 100 queries (local model, 2026-11-25): with the schema
-//! protocol 45/100 correct, $0.91; with the LLM negotiating (the default) 56/100, $1.00. The
-//! schema protocol cost the sender nothing, but skiResort2's responder, given the schema
-//! document for `rentSki`, answered without looking at its database (22/38 correct, against
-//! 35/38 under the LLM's document, where a routine served from query 27 on).
+//! A document the sender's LLM drafts is adopted only if it names every field of the task
+//! (`sender::fit`).
 //!
 //! Unlike the Python reference library, the sender then tells the receiver the final PD (an
 //! [`agora_protocol::negotiation::FinalProtocol`] message). The receiver checks it against its
@@ -63,11 +54,6 @@ pub struct NegotiationConfig {
     pub max_sender_tokens: u32,
     /// Most tokens for one receiver turn.
     pub max_receiver_tokens: u32,
-    /// Propose the task's schema protocol (`sender::schema_protocol`), written by the node from
-    /// the task's schemas, instead of having the sender's LLM negotiate: the receiver agrees
-    /// (at its first or second turn) or the negotiation ends refused. No sender LLM call. Off by
-    /// default: on the local model it scored lower (see the module docs).
-    pub propose_from_schema: bool,
 }
 
 impl Default for NegotiationConfig {
@@ -77,7 +63,6 @@ impl Default for NegotiationConfig {
             receiver_threshold: 10,
             max_sender_tokens: 1024,
             max_receiver_tokens: 400,
-            propose_from_schema: false,
         }
     }
 }

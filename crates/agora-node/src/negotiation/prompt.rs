@@ -76,21 +76,8 @@ pub(crate) fn receiver_said(reply: &str) -> String {
 }
 
 /// The words a receiver's agreement starts with. This node's receiver starts every agreeing turn
-/// with them and no other turn ([`receiver_text`]), so a sender reads agreement without an LLM.
+/// with them and no other turn ([`receiver_text`]).
 const AGREEMENT: &str = "I agree.";
-
-/// The sender's opening message when it proposes the task's schema protocol.
-pub(crate) fn schema_proposal(document: &str) -> String {
-    format!(
-        "I propose this protocol for my requests. If you can serve it with your tools, answer \
-         \"{AGREEMENT}\"; otherwise say exactly what to change.\n\nProposed protocol:\n{document}"
-    )
-}
-
-/// The sender's second and last message when the receiver asked to change the schema protocol.
-pub(crate) const SCHEMA_INSISTENCE: &str = "The protocol carries exactly my task's input and \
-    output: my requests cannot carry any other field, and I need every field of the reply. If you \
-    can serve it as it stands, answer \"I agree.\"; otherwise say why you cannot.";
 
 /// Whether a receiver's answer agrees: it starts with "I agree" (case and leading space aside).
 pub(crate) fn agreed(answer: &str) -> bool {
@@ -210,6 +197,5 @@ mod tests {
             "Not yet. I agree with most; rename `date`."
         );
         assert!(!agreed(&receiver_text(false, "I agree")));
-        assert!(schema_proposal("---\nname: X\n---\nBody").ends_with("Body"));
     }
 }

@@ -9,7 +9,7 @@
 //!    other targets, and in its protocol database; skip (and remember as rejected) those whose
 //!    text does not name every field of the task (`sender::fit`), prefilter the rest by name and
 //!    description when there are more than `max_candidates`, and ask the LLM (`checking`)
-//!    whether each fits the task (the task's own schema protocol fits without asking);
+//!    whether each fits the task;
 //! 3. from `negotiate_threshold` uses, or as soon as the target asked for it
 //!    (`negotiationRequested`), negotiate a protocol (`negotiation`), publish it to the protocol
 //!    database if one is configured, and send under it from then on, with the database's URL
@@ -34,7 +34,7 @@ use super::Node;
 use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::fit::{self, ProtocolFit};
-use crate::sender::{self, SendError, SendOutcome, schema_protocol};
+use crate::sender::{self, SendError, SendOutcome};
 use crate::task::Task;
 
 /// Largest `/.wellknown` listing or search result read.
@@ -62,8 +62,7 @@ pub struct TaskRun {
 pub enum Rung {
     /// A natural-language request; the sender's LLM wrote it and read the reply.
     NaturalLanguage,
-    /// A request under a protocol, written (and read) by the sender's LLM, or by no LLM under
-    /// the task's own schema protocol.
+    /// A request under a protocol, written (and read) by the sender's LLM.
     Protocol,
     /// A request under a protocol, written and read by a sender routine: no LLM call.
     Routine,
@@ -388,15 +387,7 @@ impl Node {
             documents.truncate(config.max_candidates.max(1));
         }
         for (document, sources) in documents {
-            // The task's own schema protocol fits it by construction.
-            let fit = if schema_protocol::is_for(task, &document) {
-                Ok(ProtocolFit::Fits {
-                    reason: "the task's schema protocol".to_string(),
-                })
-            } else {
-                self.ask_fit(context, task, &document).await
-            };
-            let fit = match fit {
+            let fit = match self.ask_fit(context, task, &document).await {
                 Ok(fit) => fit,
                 Err(error) => {
                     tracing::warn!(%error, "could not check a candidate protocol");

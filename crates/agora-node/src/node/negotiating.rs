@@ -25,7 +25,7 @@ use crate::negotiation::{
     NATURAL_SINCE_NEGOTIATION, Negotiated, NegotiationError, asks_to_negotiate, check_document,
     compose_document, parse_receiver_turn, parse_sender_turn, prompt,
 };
-use crate::sender::{fit, schema_protocol};
+use crate::sender::fit;
 use crate::task::Task;
 
 impl Node {
@@ -71,9 +71,6 @@ impl Node {
         task: &Task,
     ) -> Result<Negotiated, NegotiationError> {
         let config = &self.inner.config.negotiation;
-        if config.propose_from_schema {
-            return self.propose_schema(channel, task).await;
-        }
         let mut messages = prompt::sender_opening(task);
         let mut receiver_answered = false;
         for round in 1..=config.max_rounds {
@@ -114,35 +111,6 @@ impl Node {
         Err(NegotiationError::RoundLimit {
             rounds: config.max_rounds,
         })
-    }
-
-    /// The schema-protocol negotiation: the node proposes the task's schema protocol, and asks
-    /// once more if the receiver wants a change (the task's fields are fixed); no sender LLM
-    /// call. Why not let the LLM take the change requests up: on the local model the receivers'
-    /// change requests were noise ("add a `restaurant` field" to `isOpen`, "add `price` to the
-    /// request" of `callTaxi`), and the sender's model wrote them in, with made-up values to
-    /// fill them ("The Golden Palace", "New York, NY, USA") on every request after.
-    async fn propose_schema(
-        &self,
-        channel: &mut Channel,
-        task: &Task,
-    ) -> Result<Negotiated, NegotiationError> {
-        let document = schema_protocol::document(task);
-        let mut answer = channel
-            .send(&prompt::schema_proposal(document.text()))
-            .await?;
-        let mut rounds = 1;
-        if !prompt::agreed(&answer) && self.inner.config.negotiation.max_rounds >= 2 {
-            answer = channel.send(prompt::SCHEMA_INSISTENCE).await?;
-            rounds = 2;
-        }
-        if prompt::agreed(&answer) {
-            return self.conclude(channel, document, rounds).await;
-        }
-        Err(NegotiationError::Refused(format!(
-            "the receiver did not agree to the task's schema protocol: {}",
-            crate::negotiation::clip(&answer)
-        )))
     }
 
     /// Tells the receiver the final document, checks its confirmation and stores the document.
@@ -309,8 +277,7 @@ impl Node {
                 );
             }
         };
-        // An explicit word of agreement helps the sender's model to close, and lets a sender
-        // that proposed the schema protocol read the agreement without an LLM.
+        // An explicit word of agreement helps the sender's model to close.
         let text = prompt::receiver_text(turn.agrees, &turn.message);
         self.negotiation_reply(conversation, history, message, text, RequestPath::Llm)
     }

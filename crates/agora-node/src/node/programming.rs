@@ -106,9 +106,6 @@ pub(super) struct Prepared<B> {
     pub(super) examples_upto: i64,
     /// The first request to the model.
     pub(super) messages: Vec<Message>,
-    /// Candidates to examine before the model is asked, which leave its prompt as it was when
-    /// they fail (`programmer.examine_drafts`).
-    pub(super) drafts: Vec<String>,
 }
 
 /// A candidate after the routine engine and the examination had it.
@@ -225,7 +222,6 @@ impl Node {
             bench,
             examples_upto,
             mut messages,
-            drafts,
         }) = job.subject.bench(self, &document, &config).await
         else {
             return;
@@ -238,11 +234,10 @@ impl Node {
         let mut last_problem: Option<(String, String)> = None;
         let mut fresh_prompts = 0;
 
-        // A program that answered requests is examined first, then the examples' drafts, each
-        // without an LLM call; the attempts the model gets stay as many.
+        // A program that answered requests is examined first, without an LLM call; the attempts
+        // the model gets stay as many.
         let mut answering = job.subject.answering_program(self);
-        let mut drafts = drafts.into_iter();
-        let given = i64::from(answering.is_some()) + drafts.len() as i64;
+        let given = i64::from(answering.is_some());
         for attempt in 1..=(1 + i64::from(config.repair_attempts) + given) {
             let context = QueryContext::new(
                 format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
@@ -264,22 +259,12 @@ impl Node {
                 routine_id: None,
                 created_at_ms: 0,
             };
-            // A draft that fails is not the model's code: its prompt stays as it was, and the
-            // model writing the draft back is not a repeat (it is examined and repaired as
-            // without the drafts).
-            let (turn, drafted) = if let Some(source) = answering.take() {
+            let turn = if let Some(source) = answering.take() {
                 tried.push(source.clone());
-                (Turn::Code(source), false)
-            } else if let Some(draft) = drafts.next() {
-                (Turn::Code(draft), true)
+                Turn::Code(source)
             } else {
-                // OpenAI's range; NaN or anything not above 0 is off.
-                let resample = (config.resample_temperature > 0.0)
-                    .then_some((config.resample_temperature.min(2.0), attempt));
-                let turn = self
-                    .next_candidate(&context, &messages, config.max_tokens, &mut tried, resample)
-                    .await;
-                (turn, false)
+                self.next_candidate(&context, &messages, config.max_tokens, &mut tried)
+                    .await
             };
             let source = match turn {
                 Turn::Code(source) => source,
@@ -321,7 +306,7 @@ impl Node {
                     pass,
                 } => {
                     record.source = Some(source.clone());
-                    if !drafted && !tried.contains(&source) {
+                    if !tried.contains(&source) {
                         // An edit the node made: the model giving it back is a repeat too.
                         tried.push(source.clone());
                     }
@@ -367,9 +352,6 @@ impl Node {
             };
             tracing::info!(attempt, outcome = %record.outcome, report = %record.report, "{} candidate rejected", S::WHAT);
             self.keep_attempt(record, &context).await;
-            if drafted {
-                continue;
-            }
             messages = prompt::repair_messages(messages, &source, &problem);
             last_problem = Some((source, problem));
         }
@@ -525,36 +507,17 @@ pub(super) const REPEATED: &str = "the model wrote a candidate it had already wr
 
 impl Node {
     /// Asks the model (ledger category `implementing`) for the next candidate and checks that it
-    /// is new: at temperature 0 a model that repeats itself would go on repeating itself. With
-    /// `resample` (a temperature and the attempt's number), a repeat is asked for once more at
-    /// that temperature, seeded with the default seed plus the attempt's number, so a replayed
-    /// job asks the same. New code is added to `tried`.
+    /// is new: at temperature 0 a model that repeats itself would go on repeating itself. New
+    /// code is added to `tried`.
     pub(super) async fn next_candidate(
         &self,
         context: &QueryContext,
         messages: &[Message],
         max_tokens: u32,
         tried: &mut Vec<String>,
-        resample: Option<(f32, i64)>,
     ) -> Turn {
-        let greedy = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
-        let mut turn = self.candidate(context, &greedy, tried).await;
-        if let (Turn::Repeated(_), Some((temperature, attempt))) = (&turn, resample) {
-            let seed = greedy.seed.unwrap_or_default().saturating_add(attempt);
-            let sampled = greedy.temperature(temperature).seed(Some(seed));
-            turn = self.candidate(context, &sampled, tried).await;
-        }
-        turn
-    }
-
-    /// One candidate from `request`, checked against `tried` (see [`Node::next_candidate`]).
-    async fn candidate(
-        &self,
-        context: &QueryContext,
-        request: &ChatRequest,
-        tried: &mut Vec<String>,
-    ) -> Turn {
-        match self.chat(Category::Implementing, context, request).await {
+        let request = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
+        match self.chat(Category::Implementing, context, &request).await {
             Err(error) => Turn::LlmFailed(format!("the LLM failed: {error}")),
             Ok(response) => {
                 let source = prompt::extract_code(&response.content);

@@ -26,7 +26,7 @@ use super::Node;
 use super::programming::{
     Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load, examples_to_work_on,
 };
-use crate::config::{Grading, ProgrammerConfig};
+use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
@@ -138,14 +138,10 @@ impl Node {
 pub(super) struct ReceiverBench {
     examples: Vec<Example>,
     reply_schema: Option<jsonschema::Validator>,
-    /// How closely a candidate's replies must follow the recorded ones (`programmer.grading`).
-    grading: Grading,
     /// The tools a routine is granted: those the responder is offered for the protocol.
     granted: Vec<String>,
     /// The protocol document's text (a value it names is no tool's to hard-code).
     document: String,
-    /// Reject a candidate that draws random numbers (`responder.ground_programs`).
-    ground: bool,
 }
 
 /// A receiver routine is written for a protocol.
@@ -194,22 +190,14 @@ impl JobSubject for ProtocolHash {
         // (and granted) for what the examples could have called.
         let tools = node.focus(Subject::Protocol(document)).tools;
         let messages = prompt::first_messages(document, &tools, &examples[shown..]);
-        let drafts = if config.examine_drafts {
-            prompt::drafts(&examples, DRAFTS_EXAMINED)
-        } else {
-            Vec::new()
-        };
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
             messages,
-            drafts,
             bench: ReceiverBench {
                 reply_schema: exam::reply_schema(document.text())
                     .and_then(|schema| jsonschema::validator_for(&schema).ok()),
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
                 document: document.text().to_string(),
-                ground: node.inner.config.responder.ground_programs,
-                grading: config.grading,
                 examples,
             },
         })
@@ -234,17 +222,9 @@ impl JobSubject for ProtocolHash {
         }
         let mut feedback = exam.feedback();
         let mut passed = exam.passed();
-        // Passing every example is not enough for a candidate that hard-codes a tool's value,
-        // or (grounded) draws random numbers.
-        let rejected = || {
-            exam::hard_coded(&source, &bench.examples, &bench.document).or_else(|| {
-                bench
-                    .ground
-                    .then(|| crate::acting::draws_random(&source))
-                    .flatten()
-            })
-        };
-        if passed && let Some(problem) = rejected() {
+        // Passing every example is not enough for a candidate that hard-codes a tool's value.
+        if passed && let Some(problem) = exam::hard_coded(&source, &bench.examples, &bench.document)
+        {
             report.push_str(&format!("; rejected: {problem}"));
             feedback = problem;
             passed = false;
@@ -294,9 +274,6 @@ impl JobSubject for ProtocolHash {
 
 /// Checks the programmer takes out of one candidate at most (see [`guard`]).
 const MAX_CHECKS_REMOVED: usize = 3;
-/// The examples' drafts a job examines at most before it asks the model
-/// (`programmer.examine_drafts`).
-const DRAFTS_EXAMINED: usize = 3;
 
 /// A candidate as examined: its source (maybe edited), component, report and the conditions of
 /// the checks taken out.
@@ -350,7 +327,6 @@ async fn build_and_examine(
         loaded.as_ref(),
         &bench.examples,
         bench.reply_schema.as_ref(),
-        bench.grading,
         limits,
     )
     .await;

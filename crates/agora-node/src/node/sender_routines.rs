@@ -283,7 +283,6 @@ impl JobSubject for SenderSubject {
         let read = node.inner.store.sender_examples(&self.key, limit).await;
         let (examples, shown) = examples_to_work_on(read, config)?;
         Some(Prepared {
-            drafts: Vec::new(),
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
             messages: routine::first_messages(document, &self.task, &examples[shown..]),
             bench: SenderBench {

@@ -4,9 +4,7 @@
 //! names. The querier (see `crate::sender`) writes the body with the LLM and reads the reply into
 //! the task's output schema; every call goes to the ledger (`conversation` category) under one
 //! query id per task run. A natural-language message that left out some of the data gets the
-//! data appended (`sender::with_all_data`). Under the task's own schema protocol
-//! (`sender::schema_protocol`) the body is the data and a reply in the output schema is read
-//! without the LLM. Choosing a protocol by itself, negotiating and sender-side routines
+//! data appended (`sender::with_all_data`). Choosing a protocol by itself, negotiating and sender-side routines
 //! are the ladder's later rungs.
 
 use agora_llm::ChatRequest;
@@ -16,7 +14,7 @@ use tracing::Instrument;
 
 use super::Node;
 use crate::accounting::{Category, QueryContext};
-use crate::sender::{self, Answer, SendError, SendOutcome, schema_protocol};
+use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
 
 impl Node {
@@ -65,29 +63,21 @@ impl Node {
         protocol: Option<(&VerifiedDocument, &[String])>,
     ) -> Result<SendOutcome, SendError> {
         let config = &self.inner.config.sender;
-        // Under the task's own schema protocol the body is the data and the reply is read
-        // without the LLM (see `sender::schema_protocol`).
-        let by_schema =
-            protocol.is_some_and(|(document, _)| schema_protocol::is_for(task, document));
-        let body = if by_schema {
-            schema_protocol::encode(data)
-        } else {
-            let compose = match protocol {
-                Some((document, _)) => sender::compose_for_protocol(task, data, document),
-                None => sender::compose_natural(task, data),
-            };
-            let written = self
-                .chat(
-                    Category::Conversation,
-                    context,
-                    &ChatRequest::new(compose).max_tokens(config.max_tokens),
-                )
-                .await?;
-            let body = sender::unfence(&written.content);
-            match protocol {
-                Some(_) => body,
-                None => sender::with_all_data(&body, data),
-            }
+        let compose = match protocol {
+            Some((document, _)) => sender::compose_for_protocol(task, data, document),
+            None => sender::compose_natural(task, data),
+        };
+        let written = self
+            .chat(
+                Category::Conversation,
+                context,
+                &ChatRequest::new(compose).max_tokens(config.max_tokens),
+            )
+            .await?;
+        let body = sender::unfence(&written.content);
+        let body = match protocol {
+            Some(_) => body,
+            None => sender::with_all_data(&body, data),
         };
         let envelope = match protocol {
             Some((document, sources)) => sender::envelope(Some(document), sources, &body),
@@ -102,24 +92,13 @@ impl Node {
             Answer::Rejected(message) => return Err(SendError::Rejected(message)),
             Answer::Failure(message) => return Err(SendError::Failed(message)),
         };
-        let decoded = if by_schema {
-            schema_protocol::decode(task, &reply)
-        } else {
-            None
-        };
-        let output = match decoded {
-            Some(output) => output,
-            None => {
-                let read = ChatRequest::new(sender::read_reply(task, data, &reply))
-                    .json_schema("task_output", task.output_schema.clone())
-                    .max_tokens(config.max_tokens);
-                let response = self.chat(Category::Conversation, context, &read).await?;
-                let output: Value = serde_json::from_str(response.content.trim())
-                    .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
-                sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
-                output
-            }
-        };
+        let read = ChatRequest::new(sender::read_reply(task, data, &reply))
+            .json_schema("task_output", task.output_schema.clone())
+            .max_tokens(config.max_tokens);
+        let response = self.chat(Category::Conversation, context, &read).await?;
+        let output: Value = serde_json::from_str(response.content.trim())
+            .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
+        sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
         let tally = context.tally();
         tracing::info!(llm_calls = tally.calls, "task answered");
         let outcome = SendOutcome {
@@ -130,8 +109,7 @@ impl Node {
             llm_cost_usd: tally.cost_usd,
             negotiation_requested,
         };
-        // A schema protocol needs no sender routine: its sender side makes no LLM call.
-        if let Some((document, _)) = protocol.filter(|_| !by_schema) {
+        if let Some((document, _)) = protocol {
             let key = agora_store::SenderKey {
                 target: target.to_string(),
                 task: task.name.clone(),

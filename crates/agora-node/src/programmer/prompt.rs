@@ -99,33 +99,6 @@ pub(crate) fn first_messages(
     vec![Message::system(RULES), Message::user(user)]
 }
 
-/// The examples' distinct traced drafts (see [`dataflow`]) that two or more different requests
-/// trace to, the one that covers the most requests first (the earlier on a tie), at most
-/// `most`. A draft of one request keeps what the model made up for it as literals (the ski
-/// resort's rental ran to `'2024-06-24'`, the day after that one request's date, and a routine
-/// would rent every ski until then); a literal that two different requests left the same is the
-/// protocol's.
-pub(crate) fn drafts(examples: &[Example], most: usize) -> Vec<String> {
-    let mut traced: Vec<(String, usize)> = distinct(examples.iter().map(receiver_draft))
-        .into_iter()
-        .map(|(draft, covered)| {
-            let requests: std::collections::BTreeSet<&str> = covered
-                .iter()
-                .map(|number| examples[number - 1].body.as_str())
-                .collect();
-            (draft, requests.len())
-        })
-        .filter(|(_, requests)| *requests >= 2)
-        .collect();
-    // Stable: ties keep the examples' order.
-    traced.sort_by_key(|(_, requests)| std::cmp::Reverse(*requests));
-    traced
-        .into_iter()
-        .take(most)
-        .map(|(draft, _)| draft)
-        .collect()
-}
-
 /// `example` as the routine that would have produced it ([`dataflow::receiver_draft`]).
 fn receiver_draft(example: &Example) -> Option<String> {
     dataflow::receiver_draft(
@@ -234,47 +207,6 @@ pub(crate) fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn example(body: &str, date: &str) -> Example {
-        Example {
-            id: 0,
-            protocol_hash: agora_protocol::ProtocolHash::of(b"rent"),
-            query_id: String::new(),
-            body: body.into(),
-            tool_calls: serde_json::json!([{
-                "tool": "run_sql_query",
-                "arguments": {"query": format!("INSERT INTO SkiRentals VALUES ('{date}')")},
-                "result": [{"changes": 1}],
-            }]),
-            reply: r#"{"status":"success"}"#.into(),
-            created_at_ms: 0,
-        }
-    }
-
-    #[test]
-    fn only_drafts_that_two_different_requests_trace_to_are_examined() {
-        let on = |date: &str| format!(r#"{{"date":"{date}"}}"#);
-        // The date comes from the request: one draft, traced from two requests.
-        let read = [
-            example(&on("2024-01-05"), "2024-01-05"),
-            example(&on("2024-02-07"), "2024-02-07"),
-        ];
-        let drafts = drafts(&read, 3);
-        assert_eq!(drafts.len(), 1, "{drafts:?}");
-        assert!(drafts[0].contains("${request.date}"), "{}", drafts[0]);
-        // A date from nowhere is a literal of one request's draft each: none is examined.
-        let made_up = [
-            example(&on("2024-01-05"), "2024-01-06"),
-            example(&on("2024-02-07"), "2024-02-08"),
-        ];
-        assert!(super::drafts(&made_up, 3).is_empty());
-        // The same request twice is one request.
-        let twice = [
-            example(&on("2024-01-05"), "2024-01-05"),
-            example(&on("2024-01-05"), "2024-01-05"),
-        ];
-        assert!(super::drafts(&twice, 3).is_empty());
-    }
 
     #[test]
     fn code_is_read_from_the_first_fence_or_the_whole_answer() {

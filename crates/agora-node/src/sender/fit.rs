@@ -2,27 +2,18 @@
 //!
 //! The ladder's exploring rung gathers candidate protocols (the target's `/.wellknown`, the
 //! sender's protocols for the same task with other targets, a protocol database search) and asks
-//! the LLM (`checking`) whether each fits the task. A small model says yes to almost anything: in
-//! the committed network run (`demo/network`, Qwen2.5-Coder-1.5B) it said yes to all 28 distinct
-//! fit questions, 17 of them about a protocol written for another task (an `isOpen` protocol for
-//! `getTemperature` and for `bookTable`, a `suggestRestaurant` one for `availableMovies`...), and
-//! 101 of the run's 769 protocol-path queries went under a protocol of another task.
+//! the LLM (`checking`) whether each fits the task. A small model says yes to almost anything,
+//! including a protocol written for another task (an `isOpen` protocol for `bookTable`).
 //!
 //! So before the LLM is asked, [`missing_fields`] checks that the document's text names every
 //! field the task must send and get back. It is a necessary condition only, deterministic and
-//! free: a protocol whose request cannot say `fullName` cannot book a table. On that run it
-//! refuses all 101 cross-task uses (every one lacks a field) and none of the 668 same-task ones.
+//! free: a protocol whose request cannot say `fullName` cannot book a table.
 //!
 //! What passes goes to the LLM, which judges what code cannot: the job (a taxi protocol has an
 //! `address` and a `status`, yet it does not order food). The question asks the model to name
-//! the protocol's job and the task's before it decides, and to say yes only for the same job.
-//! Measured on 34 (protocol, task) pairs (the run's protocols against its tasks, as it asked or
-//! as they pass the structural check, and 8 variants with other names or no front matter): the
-//! earlier question (decision first, then a reason; "yes only if a request can carry the task's
-//! data and its reply gives what the task needs") said yes to all 34, 16 of them wrong; this one
-//! gets 30 right, and 3 of its 4 mistakes lack a field, so the structural check refuses them
-//! first. The one left is a renamed taxi protocol accepted for a delivery request: the model
-//! leans on names.
+//! the protocol's job and the task's before it decides, and to say yes only for the same job; a
+//! model still leans on names (a renamed taxi protocol accepted for a delivery request). The
+//! measurements behind this are in `demo/network/RESULTS.md`.
 
 use agora_llm::Message;
 use agora_protocol::VerifiedDocument;

@@ -9,7 +9,6 @@
 
 pub(crate) mod fit;
 pub(crate) mod routine;
-pub(crate) mod schema_protocol;
 
 use std::time::Duration;
 

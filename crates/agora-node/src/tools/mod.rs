@@ -62,30 +62,13 @@ pub enum ToolError {
         /// What went wrong.
         reason: String,
     },
-    /// The call itself was wrong in a way the tool can explain (a statement naming a column its
-    /// table lacks), and `reason` says how to make it right. Unlike the other errors, it says
-    /// nothing about the request: the responder asks for the call again instead of offering an
-    /// answer without the tool.
-    #[error("tool {tool} failed: {reason}")]
-    Mistaken {
-        /// The tool.
-        tool: String,
-        /// What was wrong, and how to make it right.
-        reason: String,
-    },
 }
 
 impl ToolError {
-    /// What the responder tells the model after this error: to fix the call and make it again
-    /// for [`ToolError::Mistaken`] (whose reason already says how), and otherwise to fix the
-    /// arguments or answer without the tool. Told the latter after a statement naming a column
-    /// its table lacks, the local model answered that the request failed, 14 times of 14
-    /// (probed; see `agora_store`'s `service_db::mistakes`).
+    /// What the responder tells the model after this error: to fix the arguments or answer
+    /// without the tool.
     pub fn feedback(&self) -> String {
-        match self {
-            ToolError::Mistaken { .. } => self.to_string(),
-            _ => format!("{self}. Fix the arguments, or answer without this tool."),
-        }
+        format!("{self}. Fix the arguments, or answer without this tool.")
     }
 
     /// [`ToolError::Failed`]: `tool` ran and failed for `reason`.

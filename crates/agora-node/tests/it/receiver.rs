@@ -687,20 +687,7 @@ impl agora_node::Tool for Desk {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        self.statements.lock().unwrap().push(statement.clone());
-        if statement.contains("SkiRentals WHERE SkiType") {
-            return Err(agora_node::tools::ToolError::Mistaken {
-                tool: "desk".into(),
-                reason: "no such column: SkiType. Skis has it. Fix the statement and run it again."
-                    .into(),
-            });
-        }
-        if statement.contains("locked") {
-            return Err(agora_node::tools::ToolError::failed(
-                "desk",
-                "the database is locked",
-            ));
-        }
+        self.statements.lock().unwrap().push(statement);
         Ok(json!([{"SkiId": "A321"}]))
     }
 
@@ -775,38 +762,4 @@ async fn a_success_that_only_read_is_sent_back_once_when_effects_are_required() 
             assert_eq!(steps.len(), 2, "{steps:?}");
         }
     }
-}
-
-/// A call the tool explains as mistaken ([`agora_node::tools::ToolError::Mistaken`]) is asked
-/// for again, without the offer to answer without the tool that follows any other failure.
-#[tokio::test]
-async fn a_mistaken_call_is_asked_for_again_and_a_failed_one_may_be_given_up() {
-    let steps = |request: &ChatRequest| -> Turn {
-        if schema_name(request) == Some("suitability") {
-            return Ok(r#"{"reason": "rentals", "suitable": "yes"}"#.into());
-        }
-        let last = last_user_message(request);
-        let statement = if last.starts_with("Request body") {
-            "SELECT * FROM SkiRentals WHERE SkiType = 'carving'"
-        } else if last.contains("SkiType") {
-            "SELECT SkiId FROM Skis WHERE locked"
-        } else {
-            return Ok(
-                json!({"tool": "final_answer", "answer": {"status": "failure"}}).to_string(),
-            );
-        };
-        Ok(json!({"tool": "desk", "arguments": {"statement": statement}}).to_string())
-    };
-    let llm = ScriptedLlm::new(steps);
-    rent_carving(&llm, &Desk::new(), |_| {}).await;
-    let steps = step_messages(&llm);
-    assert_eq!(steps.len(), 3, "{steps:?}");
-    assert_eq!(
-        steps[1],
-        "tool desk failed: no such column: SkiType. Skis has it. Fix the statement and run it again."
-    );
-    assert_eq!(
-        steps[2],
-        "tool desk failed: the database is locked. Fix the arguments, or answer without this tool."
-    );
 }

@@ -130,21 +130,6 @@ async fn an_undefined_array_element_in_a_tools_arguments_is_refused_or_sent_as_n
         parse(&reply.expect("answers")),
         json!({"values": [null, "\u{0}"]})
     );
-
-    // Not refusing: sent as null, as before the engine marked it.
-    let lax = WasmRuntime::new(RuntimeConfig {
-        refuse_undefined_arguments: false,
-        ..common::config()
-    })
-    .expect("runtime starts");
-    let routine = load_js(&lax, source).await;
-    let reply = routine
-        .run(r#"{"start":"2024-01-01"}"#, echo.clone(), limits(1000, 64))
-        .await;
-    assert_eq!(
-        parse(&reply.expect("answers")),
-        json!({"values": ["2024-01-01", null]})
-    );
 }
 
 #[tokio::test]

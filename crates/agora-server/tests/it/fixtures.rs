@@ -75,8 +75,6 @@ pub async fn ladder_sender(
         .config(|c| {
             c.sender.explore_threshold = explore;
             c.sender.negotiate_threshold = negotiate;
-            // These tests script the negotiators' LLM loop.
-            c.negotiation.propose_from_schema = false;
         })
         .build()
         .await

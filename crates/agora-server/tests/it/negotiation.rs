@@ -72,7 +72,6 @@ async fn pair(
     let sender = NodeBuilder::new(sender_llm, sender_dir)
         .config(|c| {
             c.name = "alice".into();
-            c.negotiation.propose_from_schema = false;
         })
         .spawn()
         .await;
@@ -180,7 +179,6 @@ async fn the_round_limit_ends_a_negotiation_with_a_clear_error() {
         NodeBuilder::new(sender_llm.clone(), a.path())
             .config(|c| {
                 c.negotiation.max_rounds = 3;
-                c.negotiation.propose_from_schema = false;
             })
             .build()
             .await
@@ -203,10 +201,7 @@ async fn the_round_limit_ends_a_negotiation_with_a_clear_error() {
         .config(|c| c.negotiation.max_rounds = 2)
         .spawn()
         .await;
-    let eager = NodeBuilder::new(sender_llm.clone(), c.path())
-        .config(|c| c.negotiation.propose_from_schema = false)
-        .build()
-        .await;
+    let eager = NodeBuilder::new(sender_llm.clone(), c.path()).build().await;
     let error = eager.negotiate(&strict.url, &task()).await.unwrap_err();
     match error {
         NegotiationError::Refused(reason) => assert!(reason.contains("2 rounds"), "{reason}"),
@@ -279,106 +274,6 @@ async fn a_busy_receiver_asks_its_senders_to_negotiate() {
     assert_eq!(second["negotiationRequested"], true, "{second}");
     let reply = agora_protocol::Reply::from_json(&second).unwrap();
     assert!(reply.negotiation_requested);
-}
-
-/// A receiver that agrees to the task's schema protocol ends the negotiation before the sender's
-/// LLM is asked anything; the sender then writes the body and reads the reply without it.
-#[tokio::test]
-async fn a_receiver_that_agrees_to_the_schema_protocol_costs_the_sender_no_llm_call() {
-    let (a, b) = (temp_dir(), temp_dir());
-    let bob_llm = receiver_llm("agree");
-    let alice = NodeBuilder::new(ScriptedLlm::unreachable(), a.path())
-        .config(|c| {
-            c.name = "alice".into();
-            c.negotiation.propose_from_schema = true;
-        })
-        .spawn()
-        .await;
-    let bob = receiver(bob_llm.clone(), b.path()).await;
-
-    let negotiated = alice.node.negotiate(&bob.url, &task()).await.unwrap();
-    assert_eq!(negotiated.rounds, 1);
-    assert!(negotiated.registered_by_receiver);
-    let text = negotiated.document.text();
-    assert!(text.starts_with("---\nname: Weather_forecast\n"), "{text}");
-    for field in [
-        "`location` (string, required)",
-        "`weatherCondition` (string, optional)",
-    ] {
-        assert!(text.contains(field), "{field} missing from\n{text}");
-    }
-    // The receiver's negotiator was shown the whole document.
-    let calls = bob_llm.calls();
-    let proposal = last_user_message(&calls[0]);
-    assert!(proposal.contains(text), "{proposal}");
-    let theirs = bob
-        .node
-        .store()
-        .document(&negotiated.document.hash())
-        .await
-        .unwrap();
-    assert_eq!(theirs.unwrap().document.text(), text);
-
-    let data = london();
-    let outcome = send_london(&alice.node, &bob, &negotiated.document).await;
-    assert_eq!(outcome.output["weatherCondition"], "rainy");
-    assert_eq!(outcome.llm_calls, 0);
-    let step = bob_llm.calls().pop().unwrap();
-    assert!(last_user_message(&step).contains(&data.to_string()));
-    assert!(alice.node.store().llm_calls(None).await.unwrap().is_empty());
-}
-
-/// A receiver that asks to change the schema protocol is asked once more: agreeing then
-/// concludes it, asking again ends the negotiation refused. The sender's LLM is never asked.
-#[tokio::test]
-async fn a_receiver_that_wants_a_change_is_asked_once_more_then_refused() {
-    let (a, b, c) = (temp_dir(), temp_dir(), temp_dir());
-    let alice = NodeBuilder::new(ScriptedLlm::unreachable(), a.path())
-        .config(|c| c.negotiation.propose_from_schema = true)
-        .build()
-        .await;
-
-    // Bob agrees at his second turn.
-    let turns = std::sync::atomic::AtomicUsize::new(0);
-    let bob_llm = ScriptedLlm::new(move |request: &ChatRequest| {
-        assert_eq!(schema_name(request), Some("negotiation_reply"));
-        let verdict = match turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-            0 => json!({"verdict": "change", "message": "Add a `restaurant` field."}),
-            _ => json!({"verdict": "agree", "message": "Fine as it stands."}),
-        };
-        Ok(verdict.to_string())
-    });
-    let bob = receiver(bob_llm.clone(), b.path()).await;
-    let negotiated = alice.negotiate(&bob.url, &task()).await.unwrap();
-    assert_eq!(negotiated.rounds, 2);
-    assert!(negotiated.registered_by_receiver);
-    assert!(
-        negotiated
-            .document
-            .text()
-            .contains("`temperature` (number, optional)")
-    );
-    let calls = bob_llm.calls();
-    let insisted = last_user_message(&calls[1]);
-    assert!(
-        insisted.contains("cannot carry any other field"),
-        "{insisted}"
-    );
-
-    // Carol always wants a change.
-    let carol = receiver(receiver_llm("change"), c.path()).await;
-    let error = alice.negotiate(&carol.url, &task()).await.unwrap_err();
-    match error {
-        NegotiationError::Refused(reason) => {
-            assert!(
-                reason.contains("did not agree to the task's schema protocol"),
-                "{reason}"
-            );
-            assert!(reason.contains("Fine with the fields"), "{reason}");
-        }
-        other => panic!("expected a refusal, got {other}"),
-    }
-    assert!(carol.node.store().documents().await.unwrap().is_empty());
 }
 
 /// Negotiating with its LLM, the sender never adopts a final document that leaves out a task

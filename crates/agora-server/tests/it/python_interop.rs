@@ -734,7 +734,6 @@ async fn python_interop_our_sender_negotiates_with_a_python_receiver() {
         Ok(negotiation_turn(request))
     });
     let sender = NodeBuilder::new(sender_llm.clone(), interop.dir())
-        .config(|c| c.negotiation.propose_from_schema = false)
         .build()
         .await;
     let task: agora_node::Task = serde_json::from_value(json!({

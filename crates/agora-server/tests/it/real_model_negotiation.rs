@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::support::Spawn;
-use agora_node::{Category, NegotiationError, Task};
+use agora_node::{Category, Task};
 use agora_protocol::ProtocolDocument;
 use agora_testkit::{NodeBuilder, suitability, temp_dir, weather_tool};
 use serde_json::json;
@@ -14,30 +14,12 @@ use serde_json::json;
 #[tokio::test]
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
-    let alice_calls = negotiate(false).await;
-    assert!(alice_calls > 0);
-}
-
-/// The sender proposes the task's schema protocol; the receiver's real model judges it. Either
-/// it agrees, and the document concluded names every field of the task, or it refuses, and
-/// nothing is stored; the sender's LLM is never asked. (On 2026-11-25 the 1.5B model refused,
-/// asking twice for `weatherCondition` in the request.)
-#[tokio::test]
-#[ignore = "needs the local model: run by scripts/test.sh"]
-async fn real_model_a_receiver_judges_the_schema_protocol() {
-    assert_eq!(negotiate(true).await, 0);
-}
-
-/// Negotiates the weather task between two real-model nodes, checks the outcome on both sides,
-/// and returns the sender's LLM calls.
-async fn negotiate(propose_from_schema: bool) -> usize {
     let (a, b) = (temp_dir(), temp_dir());
     let llm = agora_testkit::local_llm();
     let alice = NodeBuilder::new(llm.clone(), a.path())
         .config(|c| {
             c.name = "alice".into();
             c.negotiation.max_rounds = 4;
-            c.negotiation.propose_from_schema = propose_from_schema;
         })
         .spawn()
         .await;
@@ -75,15 +57,6 @@ async fn negotiate(propose_from_schema: bool) -> usize {
 
     let negotiated = match alice.node.negotiate(&bob.url, &task).await {
         Ok(negotiated) => negotiated,
-        Err(NegotiationError::Refused(reason)) if propose_from_schema => {
-            eprintln!("the receiver refused the schema protocol: {reason}");
-            assert!(
-                reason.contains("did not agree to the task's schema protocol"),
-                "{reason}"
-            );
-            assert!(bob.node.store().documents().await.unwrap().is_empty());
-            return alice.node.store().llm_calls(None).await.unwrap().len();
-        }
         Err(error) => panic!("the negotiation failed: {error}"),
     };
     let hash = negotiated.document.hash();
@@ -99,17 +72,6 @@ async fn negotiate(propose_from_schema: bool) -> usize {
     let theirs = bob.node.store().document(&hash).await.unwrap().unwrap();
     assert_eq!(theirs.document.text(), negotiated.document.text());
     assert!(suitability(&bob.node, &hash).await.allowed);
-    if propose_from_schema {
-        for field in [
-            "location",
-            "date",
-            "temperature",
-            "precipitation",
-            "weatherCondition",
-        ] {
-            assert!(parsed.body.contains(field), "{field} missing");
-        }
-    }
     let bob_calls = bob.node.store().llm_calls(None).await.unwrap();
     assert!(!bob_calls.is_empty());
     let alice_calls = alice.node.store().llm_calls(None).await.unwrap();
@@ -119,5 +81,5 @@ async fn negotiate(propose_from_schema: bool) -> usize {
             .chain(&alice_calls)
             .all(|c| c.category == Category::Negotiation.as_str())
     );
-    alice_calls.len()
+    assert!(!alice_calls.is_empty());
 }

@@ -309,19 +309,6 @@ pub(super) fn writes(sql: &str) -> Option<bool> {
     }
 }
 
-/// The names `sql` uses (identifiers, quoted or not, and keywords), outside its literals and
-/// comments; none when it cannot be tokenized.
-pub(super) fn names(sql: &str) -> Vec<String> {
-    tokenize(sql)
-        .map(|tokens| {
-            tokens
-                .iter()
-                .filter_map(|token| token.name().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Splits a statement into tokens; comments vanish. An unterminated literal, quoted identifier
 /// or block comment is refused.
 fn tokenize(sql: &str) -> Result<Vec<Token>, String> {
