@@ -69,12 +69,14 @@ impl Tool for MockTool {
     }
 }
 
-/// `run_sql_query`: one SQL statement on the server's own database, with `params` for its `?`
-/// placeholders. A statement whose placeholders the values do not match is refused (an unbound
-/// placeholder would match NULL, so a lookup would find nothing instead of failing), and so is an
-/// array or object among the values (a whole result row where a room number goes would book the
-/// row's text). A write that returns no rows returns `[{"changes": N}]`, so the model sees what
-/// its INSERT did.
+/// `run_sql_query`: one SQL statement on the server's own database. A statement whose `?`
+/// placeholders are not matched by as many values in `params` is refused (an unbound placeholder
+/// would match NULL, so a lookup would find nothing instead of failing), and so is an array or
+/// object among the values (a whole result row where a room number goes would book the row's
+/// text). `params` is taken when given but not described to the model: described, it changed
+/// which statements the local model wrote in its tool loop, for the worse on the network demo
+/// (`demo/network/RESULTS.md`). A write that returns no rows returns `[{"changes": N}]`, so the
+/// model sees what its INSERT did.
 pub struct SqlTool {
     spec: ToolSpec,
     database: ServiceDatabase,
@@ -110,13 +112,7 @@ impl SqlTool {
                 description,
                 parameters: json!({
                     "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "One SQL statement"},
-                        "params": {
-                            "type": "array",
-                            "description": "Values for the statement's ? placeholders, in order"
-                        }
-                    },
+                    "properties": {"query": {"type": "string", "description": "One SQL statement"}},
                     "required": ["query"]
                 }),
                 returns: Some(json!({"type": "array", "items": {"type": "object"}})),
@@ -275,7 +271,7 @@ mod tests {
             "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
         .expect("schema");
         let tool = SqlTool::new(database, &schema);
-        assert!(tool.spec().parameters["properties"]["params"].is_object());
+        assert!(tool.spec().parameters["properties"].get("params").is_none());
         assert!(tool.spec().description.contains("\"changes\""));
 
         let lookup = json!({"query": "SELECT * FROM Rooms WHERE RoomNumber = ?", "params": [101]});
