@@ -73,10 +73,9 @@ impl Tool for MockTool {
 /// placeholders are not matched by as many values in `params` is refused (an unbound placeholder
 /// would match NULL, so a lookup would find nothing instead of failing), and so is an array or
 /// object among the values (a whole result row where a room number goes would book the row's
-/// text). `params` is taken when given but not described to the model: described, it changed
-/// which statements the local model wrote in its tool loop, for the worse on the network demo
-/// (`demo/network/RESULTS.md`). A write that returns no rows returns `[{"changes": N}]`, so the
-/// model sees what its INSERT did.
+/// text). `params` is taken when given but not described in the schema, which stays as the
+/// committed runs had it until a measurement decides (`demo/network/RESULTS.md`). A write that
+/// returns no rows returns `[{"changes": N}]`, so the model sees what its INSERT did.
 pub struct SqlTool {
     spec: ToolSpec,
     database: ServiceDatabase,

@@ -130,9 +130,9 @@ fn query_facts(record: &serde_json::Value) -> Vec<(bool, String, u64, u64, u64)>
 
 #[test]
 fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
-    // 30 queries reach across processes (a server's helper asking a server in another worker),
-    // a negotiation, a server routine and sender routines.
-    let queries = 30;
+    // The committed queries reach across processes (a server's helper asking a server in another
+    // worker), negotiations, server routines and sender routines.
+    let queries = 60;
     let dir = tempfile::tempdir().unwrap();
     let (_, record) = replay_committed(dir.path(), queries, &["--processes", "3"]);
     assert!(
