@@ -533,22 +533,29 @@ fn a_sampled_nl_only_run_is_extrapolated_per_pair_with_its_spread() {
 
 /// The goals section: the share correct, every pair's routine answers against 95 % (over the run
 /// and its last 30 %), and the pairs holding the share back with their most frequent reason.
-#[test]
-fn the_goals_name_the_routines_and_pairs_that_miss_them() {
-    use agora_judge::Verdict;
+/// [`agora_run`] with its queries from 10 on answered by routines (the first 10 by the LLM),
+/// each query's verdict given by `verdict` of its index.
+fn agora_run_judged(verdict: impl Fn(usize) -> agora_judge::Verdict) -> RunRecord {
     let mut agora = agora_run();
     for q in &mut agora.queries {
         let i = q.index;
         q.answered_by = Some(if i >= 10 { "routine" } else { "llm" }.to_owned());
-        q.verdict = Some(match i {
-            0 | 3 => Verdict::Wrong("no price".into()),
-            1 | 2 => Verdict::Wrong("wrong temperature".into()),
-            12 => Verdict::Wrong("price 36, expected 30".into()),
-            24 => Verdict::Wrong("price 35, expected 30".into()),
-            27 => Verdict::Wrong("price 31, expected 30".into()),
-            _ => Verdict::Correct,
-        });
+        q.verdict = Some(verdict(i));
     }
+    agora
+}
+
+#[test]
+fn the_goals_name_the_routines_and_pairs_that_miss_them() {
+    use agora_judge::Verdict;
+    let agora = agora_run_judged(|i| match i {
+        0 | 3 => Verdict::Wrong("no price".into()),
+        1 | 2 => Verdict::Wrong("wrong temperature".into()),
+        12 => Verdict::Wrong("price 36, expected 30".into()),
+        24 => Verdict::Wrong("price 35, expected 30".into()),
+        27 => Verdict::Wrong("price 31, expected 30".into()),
+        _ => Verdict::Correct,
+    });
     let nl_only = nl_only_run();
     let dir = tempfile::tempdir().unwrap();
     let input = ReportInput {
@@ -613,16 +620,11 @@ fn the_goals_name_the_routines_and_pairs_that_miss_them() {
 #[test]
 fn routines_far_below_the_llm_on_their_pair_are_named() {
     use agora_judge::Verdict;
-    let mut agora = agora_run();
-    for q in &mut agora.queries {
-        let i = q.index;
-        q.answered_by = Some(if i >= 10 { "routine" } else { "llm" }.to_owned());
-        // Of the 14 weather queries routines answer, 4 are wrong: 71 %.
-        q.verdict = Some(match i {
-            11 | 13 | 14 | 16 => Verdict::Wrong("stale forecast for 2024-01-0#".into()),
-            _ => Verdict::Correct,
-        });
-    }
+    // Of the 14 weather queries routines answer, 4 are wrong: 71 %.
+    let agora = agora_run_judged(|i| match i {
+        11 | 13 | 14 | 16 => Verdict::Wrong("stale forecast for 2024-01-0#".into()),
+        _ => Verdict::Correct,
+    });
     let mut nl_only = nl_only_run();
     for q in &mut nl_only.queries {
         q.verdict = Some(Verdict::Correct);
