@@ -11,6 +11,8 @@
 //! - `run`: replaying the screenplay, attributing every LLM call to its query.
 //! - `record`: what a run leaves behind (each query's output and verdict); `report`: the report
 //!   computed from run records, leading with correctness.
+//! - `service_db`: a demo server's own SQL database (its business data), bounded and confined
+//!   for statements an LLM writes.
 //! - `setup`: how the servers answer and program (a node's defaults unless a run says otherwise).
 //! - `judge` (re-exported `agora_judge`): the network and screenplay as data, the seeded mocks,
 //!   the judge of every answer and the screenplay generator, as pure code.
@@ -23,6 +25,7 @@ pub mod network;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod service_db;
 pub mod setup;
 pub mod spec;
 pub mod tools;

@@ -33,7 +33,9 @@ use agora_server::protocol_db::{
 };
 use agora_server::runtime::{fetch_policy, open_store};
 use agora_server::{AppState, FetchSettings, serve_state};
-use agora_store::{RoutineOrigin, RoutineStatus, ServiceDatabase, ServiceTable};
+use agora_store::{RoutineOrigin, RoutineStatus};
+
+use crate::service_db::{ServiceDatabase, ServiceTable};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

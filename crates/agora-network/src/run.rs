@@ -21,10 +21,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::service_db::{ServiceDatabase, TableRows};
 use agora_judge::{Judge, Verdict, Writes};
 use agora_llm::Llm;
 use agora_node::RoutineEngine;
-use agora_store::{ServiceDatabase, TableRows};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -10,9 +10,9 @@
 //!
 use std::sync::Arc;
 
+use crate::service_db::{ServiceDatabase, ServiceDbError};
 use agora_node::tools::{Tool, ToolError, ToolSpec};
 use agora_node::{Node, Task};
-use agora_store::{ServiceDatabase, ServiceDbError};
 use serde_json::{Value, json};
 
 use crate::spec::{DatabaseSpec, NetworkSpec};
@@ -173,11 +173,7 @@ impl Tool for SqlTool {
         if let Some(reason) = non_scalar(params) {
             return Err(self.invalid(reason));
         }
-        match self
-            .database
-            .run_reporting_changes(query, Some(params))
-            .await
-        {
+        match self.database.run(query, params).await {
             Ok(rows) => Ok(Value::Array(rows.into_iter().map(Value::Object).collect())),
             Err(error @ ServiceDbError::Refused(_)) => Err(self.invalid(error.to_string())),
             Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
@@ -236,7 +232,7 @@ impl Tool for ExternalTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agora_store::ServiceTable;
+    use crate::service_db::ServiceTable;
 
     fn mock(kind: &str, name: &str) -> MockTool {
         let network = Arc::new(NetworkSpec::embedded().expect("network"));

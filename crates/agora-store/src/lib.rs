@@ -30,7 +30,6 @@ mod requests;
 mod routines;
 mod sender_memory;
 mod sender_routines;
-mod service_db;
 mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};
@@ -48,7 +47,3 @@ pub use records::{
 pub use requests::RequestBucket;
 pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
 pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};
-pub use service_db::{
-    MAX_ROWS, MAX_STATEMENT_BYTES, STATEMENT_TIME_LIMIT, ServiceDatabase, ServiceDbError,
-    ServiceTable, TableRows,
-};

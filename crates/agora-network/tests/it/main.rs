@@ -8,3 +8,4 @@ mod defaults;
 mod real_model_weather_demo;
 mod report;
 mod scaled_network;
+mod service_db;

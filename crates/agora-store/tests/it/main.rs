@@ -9,7 +9,6 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-mod service_db;
 mod suite;
 
 use agora_store::{Backend, RequestPath, Store, StoreError, StoreOptions};

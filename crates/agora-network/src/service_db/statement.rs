@@ -84,19 +84,18 @@ fn placeholders_in(tokens: &[Token]) -> Result<usize, String> {
 }
 
 /// Checks one statement against the database's `tables`; `Err` holds why it is refused, in words
-/// an LLM can act on. With `values` (the count of values to bind), the statement's placeholders
-/// are checked first: plain `?` ones only, exactly as many as the values.
-pub(super) fn check(sql: &str, tables: &[String], values: Option<usize>) -> Result<(), String> {
+/// an LLM can act on. The statement's placeholders are checked first against `values` (the count
+/// of values to bind): plain `?` ones only, exactly as many as the values, so that no `?` is
+/// left to match NULL.
+pub(super) fn check(sql: &str, tables: &[String], values: usize) -> Result<(), String> {
     let mut tokens = tokenize(sql)?;
-    if let Some(values) = values {
-        let wanted = placeholders_in(&tokens)?;
-        if wanted != values {
-            return Err(format!(
-                "the statement has {wanted} `?` placeholder(s) but {values} value(s) were given \
-                 in params: give one value per `?`, in order, or write the values into the \
-                 statement"
-            ));
-        }
+    let wanted = placeholders_in(&tokens)?;
+    if wanted != values {
+        return Err(format!(
+            "the statement has {wanted} `?` placeholder(s) but {values} value(s) were given \
+             in params: give one value per `?`, in order, or write the values into the \
+             statement"
+        ));
     }
     while tokens.last() == Some(&Token::Semicolon) {
         tokens.pop();
@@ -412,7 +411,7 @@ mod tests {
     }
 
     fn allowed(sql: &str) -> bool {
-        check(sql, &tables(), None).is_ok()
+        check(sql, &tables(), 0).is_ok()
     }
 
     fn placeholders(sql: &str) -> Result<usize, String> {
@@ -498,7 +497,7 @@ mod tests {
             "UPDATE OR REPLACE [Rooms] SET a = 1 FROM Bookings WHERE Rooms.a = Bookings.a",
             "DELETE FROM Bookings WHERE StartDate < '2024-01-01'",
         ] {
-            assert_eq!(check(sql, &tables(), None), Ok(()), "{sql}");
+            assert_eq!(check(sql, &tables(), 0), Ok(()), "{sql}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! A demo server's service database through its public API, on a temporary SQLite file: seeding,
 //! statements an LLM would write, SQLite's own errors, the statements it refuses, and its bounds.
 
-use agora_store::{MAX_ROWS, ServiceDatabase, ServiceDbError, ServiceTable};
+use agora_network::service_db::{MAX_ROWS, ServiceDatabase, ServiceDbError, ServiceTable};
 use serde_json::{Map, Value, json};
 
 fn object(value: Value) -> Map<String, Value> {
@@ -62,7 +62,10 @@ async fn seeded_rows_come_back_as_json() {
     let (db, _dir) = hotel().await;
     assert_eq!(db.table_names(), ["Rooms", "Bookings"]);
     let rooms = db
-        .run("SELECT RoomNumber, Kind, Price FROM Rooms ORDER BY RoomNumber")
+        .run(
+            "SELECT RoomNumber, Kind, Price FROM Rooms ORDER BY RoomNumber",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -76,6 +79,7 @@ async fn seeded_rows_come_back_as_json() {
         .run(
             "select b.Guest, r.Kind, b.StartDate, NULL AS Missing from bookings b \
              join rooms AS r on r.RoomNumber = b.RoomNumber;",
+            &[],
         )
         .await
         .unwrap();
@@ -92,19 +96,24 @@ async fn an_insert_is_seen_by_the_next_select() {
     let inserted = db
         .run(
             "INSERT INTO Bookings (RoomNumber, StartDate, Guest) VALUES (102, '2025-03-02', 'Bob')",
+            &[],
         )
         .await
         .unwrap();
-    assert!(inserted.is_empty());
+    // A write without result rows reports how many rows it changed.
+    assert_eq!(inserted, vec![object(json!({"changes": 1}))]);
     let guests = db
-        .run("SELECT Guest FROM Bookings WHERE RoomNumber = 102")
+        .run("SELECT Guest FROM Bookings WHERE RoomNumber = 102", &[])
         .await
         .unwrap();
     assert_eq!(guests, vec![object(json!({"Guest": "Bob"}))]);
     // A clone shares the same file and connection.
     let updated = db
         .clone()
-        .run("UPDATE Bookings SET Guest = 'Eve' WHERE RoomNumber = 102 RETURNING Guest")
+        .run(
+            "UPDATE Bookings SET Guest = 'Eve' WHERE RoomNumber = 102 RETURNING Guest",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(updated, vec![object(json!({"Guest": "Eve"}))]);
@@ -114,7 +123,10 @@ async fn an_insert_is_seen_by_the_next_select() {
 async fn a_primary_key_violation_is_sqlites_error() {
     let (db, _dir) = hotel().await;
     let result = db
-        .run("INSERT INTO Bookings VALUES (101, '2025-03-01', 'Mallory')")
+        .run(
+            "INSERT INTO Bookings VALUES (101, '2025-03-01', 'Mallory')",
+            &[],
+        )
         .await;
     match result {
         Err(ServiceDbError::Sql(message)) => {
@@ -122,7 +134,7 @@ async fn a_primary_key_violation_is_sqlites_error() {
         }
         other => panic!("expected a SQL error, got {other:?}"),
     }
-    match db.run("SELECT Colour FROM Rooms").await {
+    match db.run("SELECT Colour FROM Rooms", &[]).await {
         Err(ServiceDbError::Sql(message)) => {
             assert!(message.contains("no such column"), "{message}")
         }
@@ -133,26 +145,32 @@ async fn a_primary_key_violation_is_sqlites_error() {
 #[tokio::test]
 async fn statements_that_reach_past_the_tables_are_refused() {
     let (db, _dir) = hotel().await;
-    let why = refusal(db.run("SELECT * FROM Rooms; DELETE FROM Rooms").await);
+    let why = refusal(db.run("SELECT * FROM Rooms; DELETE FROM Rooms", &[]).await);
     assert!(why.contains("one statement"), "{why}");
-    refusal(db.run("PRAGMA table_info(Rooms)").await);
-    refusal(db.run("SELECT name FROM sqlite_master").await);
-    refusal(db.run("ATTACH DATABASE '/tmp/other.db' AS other").await);
-    refusal(db.run("DROP TABLE Rooms").await);
-    let why = refusal(db.run("SELECT * FROM Guests").await);
+    refusal(db.run("PRAGMA table_info(Rooms)", &[]).await);
+    refusal(db.run("SELECT name FROM sqlite_master", &[]).await);
+    refusal(
+        db.run("ATTACH DATABASE '/tmp/other.db' AS other", &[])
+            .await,
+    );
+    refusal(db.run("DROP TABLE Rooms", &[]).await);
+    let why = refusal(db.run("SELECT * FROM Guests", &[]).await);
     assert!(why.contains("Rooms, Bookings"), "{why}");
     // Nothing was deleted or dropped.
-    assert_eq!(db.run("SELECT * FROM Rooms").await.unwrap().len(), 2);
+    assert_eq!(db.run("SELECT * FROM Rooms", &[]).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn a_semicolon_inside_a_string_literal_is_one_statement() {
     let (db, _dir) = hotel().await;
-    db.run("INSERT INTO Bookings VALUES (102, '2025-04-01', 'a; DROP TABLE Rooms; --');")
-        .await
-        .unwrap();
+    db.run(
+        "INSERT INTO Bookings VALUES (102, '2025-04-01', 'a; DROP TABLE Rooms; --');",
+        &[],
+    )
+    .await
+    .unwrap();
     let rows = db
-        .run("SELECT Guest FROM Bookings WHERE Guest LIKE '%;%'")
+        .run("SELECT Guest FROM Bookings WHERE Guest LIKE '%;%'", &[])
         .await
         .unwrap();
     assert_eq!(
@@ -168,6 +186,7 @@ async fn results_are_capped() {
         .run(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) \
              SELECT i FROM n",
+            &[],
         )
         .await
         .unwrap();
@@ -176,12 +195,15 @@ async fn results_are_capped() {
     // An endless result stops at the cap, well before the time limit.
     let started = std::time::Instant::now();
     let rows = db
-        .run("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n")
+        .run(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(rows.len(), MAX_ROWS);
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
-    assert_eq!(db.run("SELECT * FROM Rooms").await.unwrap().len(), 2);
+    assert_eq!(db.run("SELECT * FROM Rooms", &[]).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -192,13 +214,14 @@ async fn a_runaway_statement_is_stopped() {
         db.run(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \
              SELECT count(*) FROM n",
+            &[],
         )
         .await,
     );
     assert!(why.contains("longer than"), "{why}");
     assert!(started.elapsed() < std::time::Duration::from_secs(4));
     // The connection is usable afterwards.
-    assert_eq!(db.run("SELECT * FROM Rooms").await.unwrap().len(), 2);
+    assert_eq!(db.run("SELECT * FROM Rooms", &[]).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -209,47 +232,46 @@ async fn create_replaces_an_existing_file() {
     let db = ServiceDatabase::create(&path, &hotel_tables())
         .await
         .unwrap();
-    db.run("DELETE FROM Rooms").await.unwrap();
+    db.run("DELETE FROM Rooms", &[]).await.unwrap();
     db.close().await;
     let db = ServiceDatabase::create(&path, &hotel_tables())
         .await
         .unwrap();
-    assert_eq!(db.run("SELECT * FROM Rooms").await.unwrap().len(), 2);
+    assert_eq!(db.run("SELECT * FROM Rooms", &[]).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn params_are_bound_in_order_and_must_match_the_placeholders() {
     let (db, _dir) = hotel().await;
     let booked = db
-        .run_with(
+        .run(
             "SELECT Guest FROM Bookings WHERE RoomNumber = ? AND StartDate = ?",
             &[json!(101), json!("2025-03-01")],
         )
         .await
         .unwrap();
     assert_eq!(booked, vec![object(json!({"Guest": "Ada"}))]);
-    db.run_with(
+    db.run(
         "INSERT INTO Bookings VALUES (?, ?, ?)",
         &[json!(102), json!("2025-03-02"), json!("Bo")],
     )
     .await
     .unwrap();
     assert_eq!(
-        db.run("SELECT Guest FROM Bookings WHERE RoomNumber = 102")
+        db.run("SELECT Guest FROM Bookings WHERE RoomNumber = 102", &[])
             .await
             .unwrap(),
         vec![object(json!({"Guest": "Bo"}))]
     );
 
-    // Unbound placeholders match NULL through `run`, and are refused through `run_with`.
+    // A placeholder without a value is refused, never matched against NULL.
     let unbound = "SELECT Guest FROM Bookings WHERE RoomNumber = ?";
-    assert_eq!(db.run(unbound).await.unwrap(), vec![]);
-    let why = refusal(db.run_with(unbound, &[]).await);
+    let why = refusal(db.run(unbound, &[]).await);
     assert!(why.contains("1 `?` placeholder(s) but 0 value(s)"), "{why}");
-    let why = refusal(db.run_with("SELECT Guest FROM Bookings", &[json!(1)]).await);
+    let why = refusal(db.run("SELECT Guest FROM Bookings", &[json!(1)]).await);
     assert!(why.contains("0 `?` placeholder(s) but 1 value(s)"), "{why}");
     let why = refusal(
-        db.run_with(
+        db.run(
             "SELECT Guest FROM Bookings WHERE RoomNumber = :room",
             &[json!(101)],
         )
@@ -258,17 +280,17 @@ async fn params_are_bound_in_order_and_must_match_the_placeholders() {
     assert!(why.contains("plain `?`"), "{why}");
     // A `?` inside a string literal is text, not a placeholder.
     assert_eq!(
-        db.run_with("SELECT Guest FROM Bookings WHERE Guest = '?'", &[])
+        db.run("SELECT Guest FROM Bookings WHERE Guest = '?'", &[])
             .await
             .unwrap(),
-        vec![]
+        Vec::<Map<String, Value>>::new()
     );
 }
 
 #[tokio::test]
 async fn a_databases_tables_are_read_from_its_file_while_it_is_open() {
     let (db, dir) = hotel().await;
-    db.run("INSERT INTO Bookings VALUES (102, '2025-03-02', 'Bo')")
+    db.run("INSERT INTO Bookings VALUES (102, '2025-03-02', 'Bo')", &[])
         .await
         .unwrap();
     let path = dir.path().join("hotel.db");
@@ -283,7 +305,7 @@ async fn a_databases_tables_are_read_from_its_file_while_it_is_open() {
         ]
     );
     // The server's own connection goes on writing afterwards.
-    db.run("DELETE FROM Bookings").await.unwrap();
+    db.run("DELETE FROM Bookings", &[]).await.unwrap();
     assert!(
         ServiceDatabase::read_tables(&path).await.unwrap()[0]
             .1

@@ -1,10 +1,9 @@
 //! A demo server's own SQL database: a SQLite file holding that server's tables (rooms,
 //! bookings, ...), on which the server's LLM and its LLM-written routines run SQL through a
-//! `run_sql_query(query)` tool (with `params` for its `?` placeholders where the demo offers
-//! them: [`ServiceDatabase::run_with`]).
+//! `run_sql_query(query, params)` tool ([`ServiceDatabase::run`]).
 //!
-//! This is a facility apart from [`crate::Store`]: the node's own records live in the store; a
-//! service database is the business data a demo server answers questions about. It talks to
+//! This is a facility apart from the node's store (`agora_store::Store`): the node's own records
+//! live there; a service database is the business data a demo server answers questions about. It talks to
 //! SQLite directly (one connection per file) rather than through the store's `AnyPool`.
 //!
 //! The statements come from an LLM, so [`ServiceDatabase::run`] is bounded and confined:
@@ -142,61 +141,30 @@ impl ServiceDatabase {
         })
     }
 
-    /// Runs one statement written by an LLM and returns its result rows as JSON objects
-    /// (column name to value: INTEGER and REAL as numbers, TEXT as a string, NULL as `null`,
-    /// BLOB as a lowercase hex string). A statement without a result set returns no rows; a
-    /// result longer than [`MAX_ROWS`] is cut to its first [`MAX_ROWS`] rows without notice.
+    /// Runs one statement written by an LLM, with `params` bound to its `?` placeholders in
+    /// order (a boolean as 0/1), and returns its result rows as JSON objects (column name to
+    /// value: INTEGER and REAL as numbers, TEXT as a string, NULL as `null`, BLOB as a lowercase
+    /// hex string). A result longer than [`MAX_ROWS`] is cut to its first [`MAX_ROWS`] rows
+    /// without notice. A statement that writes and returns no rows returns one row,
+    /// `{"changes": N}`: how many rows it inserted, updated or deleted (SQLite's `changes()`), so
+    /// that a write does not read as "nothing happened".
     ///
     /// Refused before it runs: more than one statement, anything but SELECT, INSERT, UPDATE,
     /// DELETE or WITH, a table that is not this database's, SQLite's schema objects, PRAGMA,
-    /// ATTACH and DDL. Refused while it runs: more than [`STATEMENT_TIME_LIMIT`] of work.
-    ///
-    /// A `?` placeholder in the statement is bound to NULL, as SQLite does with no value bound;
-    /// [`ServiceDatabase::run_with`] binds values instead.
-    pub async fn run(&self, sql: &str) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, None, false).await
-    }
-
-    /// [`ServiceDatabase::run`] with `params` bound to the statement's `?` placeholders, in
-    /// order (a boolean as 0/1, an array or object as its JSON text). Refused before it runs: a
-    /// count of `params` other than the count of placeholders (a statement whose placeholders
-    /// would silently match nothing), and numbered or named placeholders.
-    pub async fn run_with(
+    /// ATTACH and DDL; a count of `params` other than the count of placeholders (a `?` is never
+    /// left to match NULL), and numbered or named placeholders. Refused while it runs: more than
+    /// [`STATEMENT_TIME_LIMIT`] of work.
+    pub async fn run(
         &self,
         sql: &str,
         params: &[Value],
-    ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, Some(params), false).await
-    }
-
-    /// [`ServiceDatabase::run`] (with `params`, [`ServiceDatabase::run_with`]), except that a
-    /// statement that writes and returns no rows returns one row, `{"changes": N}`: how many
-    /// rows it inserted, updated or deleted (SQLite's `changes()`). An empty list after an
-    /// INSERT reads as "nothing happened" to a small model, which then answered `failure` for
-    /// a rental it had just written.
-    pub async fn run_reporting_changes(
-        &self,
-        sql: &str,
-        params: Option<&[Value]>,
-    ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
-        self.execute(sql, params, true).await
-    }
-
-    /// Checks and runs `sql`, with `params` bound (and their count checked) when there are any;
-    /// with `report_changes`, a write without result rows returns its count of changed rows.
-    async fn execute(
-        &self,
-        sql: &str,
-        params: Option<&[Value]>,
-        report_changes: bool,
     ) -> Result<Vec<Map<String, Value>>, ServiceDbError> {
         if sql.len() > MAX_STATEMENT_BYTES {
             return Err(ServiceDbError::Refused(format!(
                 "the statement is longer than {MAX_STATEMENT_BYTES} bytes"
             )));
         }
-        statement::check(sql, &self.table_names, params.map(<[Value]>::len))
-            .map_err(ServiceDbError::Refused)?;
+        statement::check(sql, &self.table_names, params.len()).map_err(ServiceDbError::Refused)?;
         let mut connection = self.pool.acquire().await.map_err(sql_error)?;
         let deadline = Instant::now() + STATEMENT_TIME_LIMIT;
         connection
@@ -208,10 +176,7 @@ impl ServiceDatabase {
         // it (waiting on the worker thread), with a little slack so the handler fires first.
         let limit = STATEMENT_TIME_LIMIT + Duration::from_millis(500);
         let fetched = tokio::time::timeout(limit, async {
-            let query = params
-                .unwrap_or_default()
-                .iter()
-                .fold(sqlx::query(sql).persistent(false), bind);
+            let query = params.iter().fold(sqlx::query(sql).persistent(false), bind);
             let mut rows: BoxStream<'_, Result<SqliteRow, sqlx::Error>> =
                 query.fetch(&mut *connection);
             let mut json_rows = Vec::new();
@@ -222,7 +187,7 @@ impl ServiceDatabase {
                 json_rows.push(row_to_json(&row?)?);
             }
             drop(rows);
-            if report_changes && json_rows.is_empty() && statement::writes(sql) == Some(true) {
+            if json_rows.is_empty() && statement::writes(sql) == Some(true) {
                 let changes: i64 = sqlx::query_scalar("SELECT changes()")
                     .fetch_one(&mut *connection)
                     .await?;
