@@ -15,30 +15,7 @@ use agora_store::{LlmCallRecord, Store};
 use crate::clock::Clock;
 use crate::observer::{Observer, RequestHooks, Step};
 
-/// What an LLM call was for. The names follow the paper's cost breakdown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Category {
-    /// Answering a request (natural language or a protocol without a routine).
-    Conversation,
-    /// Deciding whether a protocol suits this node.
-    Checking,
-    /// Negotiating a protocol.
-    Negotiation,
-    /// Writing a routine.
-    Implementing,
-}
-
-impl Category {
-    /// The ledger spelling.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Category::Conversation => "conversation",
-            Category::Checking => "checking",
-            Category::Negotiation => "negotiation",
-            Category::Implementing => "implementing",
-        }
-    }
-}
+pub use crate::observer::Category;
 
 /// The LLM cost of one request so far.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -53,13 +53,14 @@ use serde_json::Value;
 use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
-use crate::node::build_and_load;
 use crate::observer::{Observer, Step, ToolCaller};
+use crate::programmer::build_and_load;
 use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
 use crate::programmer::{exam, prompt};
-use crate::responder::{Answer, ToolCall, clip_to};
+use crate::responder::{Answer, ToolCall};
 use crate::routine_table::{GrantedTools, run_within};
 use crate::routines::{RoutineEngine, RoutineLimits, ToolHost};
+use crate::text::clip_to;
 use crate::tools::{ToolRegistry, ToolSpec};
 
 /// Characters of a PD shown; longer documents are cut.

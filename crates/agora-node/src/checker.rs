@@ -11,7 +11,7 @@ use agora_protocol::VerifiedDocument;
 use serde_json::{Value, json};
 
 use crate::accounting::{Accountant, Category, QueryContext};
-use crate::responder::first_chars;
+use crate::text::first_chars;
 use crate::tools::{ToolSpec, catalogue};
 
 /// Characters of a PD shown to the checker; longer documents are cut.

@@ -37,7 +37,7 @@ pub struct NodeConfig {
     /// How the node writes its own routines.
     pub programmer: ProgrammerConfig,
     /// Protocol negotiation, as sender and as receiver.
-    pub negotiation: crate::negotiation::NegotiationConfig,
+    pub negotiation: NegotiationConfig,
     /// The tasks this node can send to other agents (`agora send --task NAME`).
     pub tasks: Vec<Task>,
     /// How the node sends tasks.
@@ -287,5 +287,32 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Self { implementation: 5 }
+    }
+}
+
+/// Negotiation settings (`[node.negotiation]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NegotiationConfig {
+    /// Most sender turns in one negotiation; the receiver refuses to go on past as many of its
+    /// own turns (or half of `conversations.max_messages`, the history it keeps, if lower).
+    pub max_rounds: u32,
+    /// Natural-language conversations after which this node, as a receiver, asks its senders
+    /// to negotiate (`negotiationRequested` in its replies); 0 never asks.
+    pub receiver_threshold: u64,
+    /// Most tokens for one sender turn (it may hold the whole PD).
+    pub max_sender_tokens: u32,
+    /// Most tokens for one receiver turn.
+    pub max_receiver_tokens: u32,
+}
+
+impl Default for NegotiationConfig {
+    fn default() -> Self {
+        Self {
+            max_rounds: 10,
+            receiver_threshold: 10,
+            max_sender_tokens: 1024,
+            max_receiver_tokens: 400,
+        }
     }
 }

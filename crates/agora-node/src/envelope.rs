@@ -152,9 +152,7 @@ pub(crate) fn documents_name_for(documents: &str, member: &str) -> Option<String
     documents
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .find(|word| {
-            !word.is_empty()
-                && *word != member
-                && crate::programmer::grounding::same_quantity(word, member)
+            !word.is_empty() && *word != member && crate::text::same_quantity(word, member)
         })
         .map(String::from)
 }

@@ -28,6 +28,7 @@ mod sender;
 pub mod task;
 #[cfg(test)]
 mod test_peer;
+mod text;
 pub mod tools;
 
 pub use accounting::{Category, Client, Tally};

@@ -20,8 +20,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::accounting::Category;
-
 /// Who called a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolCaller {
@@ -146,4 +144,29 @@ pub(crate) async fn scoped<F: std::future::Future>(
 /// The observer scoped to the current task, if any (see [`scoped`]).
 pub(crate) fn scoped_observer() -> Option<Arc<dyn Observer>> {
     SCOPED.try_with(Arc::clone).ok()
+}
+
+/// What an LLM call was for. The names follow the paper's cost breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Answering a request (natural language or a protocol without a routine).
+    Conversation,
+    /// Deciding whether a protocol suits this node.
+    Checking,
+    /// Negotiating a protocol.
+    Negotiation,
+    /// Writing a routine.
+    Implementing,
+}
+
+impl Category {
+    /// The ledger spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Category::Conversation => "conversation",
+            Category::Checking => "checking",
+            Category::Negotiation => "negotiation",
+            Category::Implementing => "implementing",
+        }
+    }
 }

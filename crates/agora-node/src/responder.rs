@@ -31,6 +31,7 @@ use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
 use crate::observer::{Step, ToolCaller};
+use crate::text::clip_to;
 use crate::tools::{ToolRegistry, catalogue};
 
 /// What the responder says, with `responder.require_effects`, to a protocol answer that claims
@@ -55,16 +56,7 @@ pub enum Subject<'a> {
     Protocol(&'a VerifiedDocument),
 }
 
-/// One tool call made while answering.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
-    /// The tool's name.
-    pub tool: String,
-    /// The arguments the LLM chose.
-    pub arguments: Value,
-    /// The tool's result, or its error text.
-    pub result: Result<Value, String>,
-}
+pub use crate::tools::ToolCall;
 
 /// The responder's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -599,22 +591,6 @@ pub(crate) fn dates_in(text: &str) -> Vec<(&str, jiff::civil::Date)> {
 
 fn clip(text: &str) -> String {
     clip_to(text, 200)
-}
-
-/// `text`, cut after `max` characters (marked with `…`).
-pub(crate) fn clip_to(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        let mut cut: String = text.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
-}
-
-/// The first `max` characters of `text`, unmarked: for the quotes in error messages.
-pub(crate) fn first_chars(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub enum TaskError {
 impl Task {
     /// Checks `data` against the input schema; the error lists the first few problems.
     pub fn check_input(&self, data: &Value) -> Result<(), String> {
-        crate::sender::validate(&self.input_schema, data)
+        validate(&self.input_schema, data)
     }
 
     /// Checks that both schemas compile.
@@ -90,5 +90,20 @@ mod tests {
                 ..
             })
         ));
+    }
+}
+
+/// Checks `value` against a JSON Schema; the error lists the first few problems.
+pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(3)
+        .map(|error| format!("{} at {}", error, error.instance_path()))
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }

@@ -35,37 +35,11 @@ pub(crate) mod channel;
 pub(crate) mod prompt;
 
 use agora_protocol::{ProtocolDocument, ProtocolHash, VerifiedDocument};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::config::NegotiationConfig;
 use crate::sender::ExchangeError;
-
-/// Negotiation settings (`[node.negotiation]`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NegotiationConfig {
-    /// Most sender turns in one negotiation; the receiver refuses to go on past as many of its
-    /// own turns (or half of `conversations.max_messages`, the history it keeps, if lower).
-    pub max_rounds: u32,
-    /// Natural-language conversations after which this node, as a receiver, asks its senders
-    /// to negotiate (`negotiationRequested` in its replies); 0 never asks.
-    pub receiver_threshold: u64,
-    /// Most tokens for one sender turn (it may hold the whole PD).
-    pub max_sender_tokens: u32,
-    /// Most tokens for one receiver turn.
-    pub max_receiver_tokens: u32,
-}
-
-impl Default for NegotiationConfig {
-    fn default() -> Self {
-        Self {
-            max_rounds: 10,
-            receiver_threshold: 10,
-            max_sender_tokens: 1024,
-            max_receiver_tokens: 400,
-        }
-    }
-}
 
 /// What a finished negotiation produced (sender side).
 #[derive(Debug, Clone, PartialEq)]

@@ -98,7 +98,7 @@ impl Node {
         task: &Task,
         data: &Value,
     ) -> Result<TaskRun, SendError> {
-        sender::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
+        crate::task::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
         let config = self.inner.config.sender.clone();
         let store = &self.inner.store;
         let mut memory = store

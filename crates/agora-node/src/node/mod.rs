@@ -48,7 +48,6 @@ mod inquiry;
 mod ladder;
 mod negotiating;
 mod programming;
-pub(crate) use programming::build_and_load;
 mod receiver_routines;
 mod registry;
 mod sender_routines;

@@ -35,8 +35,8 @@ use tracing::Instrument;
 use super::{Inner, Node};
 use crate::accounting::{Category, QueryContext};
 use crate::config::ProgrammerConfig;
-use crate::programmer::{Job, ProgrammerQueue, prompt};
-use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource};
+use crate::programmer::{Job, ProgrammerQueue, Unbuilt, prompt};
+use crate::routines::{RoutineEngine, RoutineLimits};
 
 /// What a programmer job writes a routine for, and what differs between the two kinds.
 pub(super) trait JobSubject: Send + Sync + Sized + 'static {
@@ -530,31 +530,6 @@ impl Node {
             }
         }
     }
-}
-
-/// Code that did not build or load: the error, and what the model is told.
-pub(crate) struct Unbuilt {
-    pub(super) report: String,
-    pub(crate) problem: String,
-}
-
-/// Builds JavaScript `source` into a component and loads it.
-pub(crate) async fn build_and_load(
-    engine: &dyn RoutineEngine,
-    source: &str,
-) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
-    let component = engine
-        .build(&RoutineSource::JavaScript(source.to_string()))
-        .await
-        .map_err(|error| Unbuilt {
-            report: error.to_string(),
-            problem: format!("Your code does not build: {error}"),
-        })?;
-    let loaded = engine.load(&component).await.map_err(|error| Unbuilt {
-        report: error.to_string(),
-        problem: format!("Your code could not be loaded: {error}"),
-    })?;
-    Ok((component, loaded))
 }
 
 #[cfg(test)]

@@ -23,11 +23,11 @@ use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
 
 use super::Node;
-use super::programming::{
-    Examination, JobSubject, Kept, Passed, Prepared, Unbuilt, build_and_load, examples_to_work_on,
-};
+use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use crate::config::ProgrammerConfig;
-use crate::programmer::{Job, PendingExample, ProgrammerQueue, exam, guard, prompt};
+use crate::programmer::{
+    Job, PendingExample, ProgrammerQueue, Unbuilt, build_and_load, exam, guard, prompt,
+};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
 use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};

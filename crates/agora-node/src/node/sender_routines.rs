@@ -25,11 +25,9 @@ use agora_store::{JobReason, SenderExample, SenderKey};
 use serde_json::Value;
 
 use super::Node;
-use super::programming::{
-    Examination, JobSubject, Kept, Passed, Prepared, build_and_load, examples_to_work_on,
-};
+use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use crate::config::ProgrammerConfig;
-use crate::programmer::{Job, ProgrammerQueue};
+use crate::programmer::{Job, ProgrammerQueue, build_and_load};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
 use crate::sender::routine::{self, SenderSubject};
 use crate::sender::{self, Answer, SendError, SendOutcome};

@@ -37,7 +37,7 @@ impl Node {
         data: &Value,
         protocol: Option<(&VerifiedDocument, &[String])>,
     ) -> Result<SendOutcome, SendError> {
-        sender::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
+        crate::task::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
         let context = QueryContext::new(
             format!("send-{}", uuid::Uuid::new_v4().simple()),
             protocol.map(|(document, _)| document.hash()),
@@ -98,7 +98,7 @@ impl Node {
         let response = self.chat(Category::Conversation, context, &read).await?;
         let output: Value = serde_json::from_str(response.content.trim())
             .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
-        sender::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
+        crate::task::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
         let tally = context.tally();
         tracing::info!(llm_calls = tally.calls, "task answered");
         let outcome = SendOutcome {

@@ -18,7 +18,8 @@
 use serde_json::Value;
 
 use crate::focus::Focus;
-use crate::responder::ToolCall;
+use crate::text::same_quantity;
+use crate::tools::ToolCall;
 
 /// What a reply is judged against.
 pub(crate) struct Sources<'a> {
@@ -196,33 +197,6 @@ fn numbers_named(value: &Value, name: &str, out: &mut Vec<f64>) {
         Value::Array(items) => items.iter().for_each(|item| numbers_named(item, name, out)),
         _ => {}
     }
-}
-
-/// Whether two member names name the same quantity: a word of four letters or more in common,
-/// words split at `_`, `-` and camelCase.
-pub(crate) fn same_quantity(a: &str, b: &str) -> bool {
-    fn words(name: &str) -> Vec<String> {
-        let mut words = Vec::new();
-        let mut current = String::new();
-        let mut previous_lower = false;
-        for c in name.chars() {
-            if (!c.is_alphanumeric() || (c.is_uppercase() && previous_lower)) && !current.is_empty()
-            {
-                words.push(std::mem::take(&mut current).to_lowercase());
-            }
-            previous_lower = c.is_lowercase();
-            if c.is_alphanumeric() {
-                current.push(c);
-            }
-        }
-        if !current.is_empty() {
-            words.push(current.to_lowercase());
-        }
-        words.retain(|word| word.len() >= 4);
-        words
-    }
-    let theirs = words(b);
-    words(a).iter().any(|word| theirs.contains(word))
 }
 
 #[cfg(test)]

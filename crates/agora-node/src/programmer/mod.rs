@@ -15,11 +15,13 @@ pub(crate) mod guard;
 pub(crate) mod prompt;
 
 use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use agora_store::JobReason;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
+
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineSource};
 
 /// Write a routine for `subject`: a protocol (receiver routines), or a target, task and protocol
 /// (sender routines, whose task travels with the job). See `node::programming`.
@@ -97,4 +99,29 @@ impl<K: std::hash::Hash + Eq, J> ProgrammerQueue<K, J> {
         // The sender lives as long as `self`, so this only ends when the count is zero.
         let _ = outstanding.wait_for(|n| *n == 0).await;
     }
+}
+
+/// Code that did not build or load: the error, and what the model is told.
+pub(crate) struct Unbuilt {
+    pub(crate) report: String,
+    pub(crate) problem: String,
+}
+
+/// Builds JavaScript `source` into a component and loads it.
+pub(crate) async fn build_and_load(
+    engine: &dyn RoutineEngine,
+    source: &str,
+) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
+    let component = engine
+        .build(&RoutineSource::JavaScript(source.to_string()))
+        .await
+        .map_err(|error| Unbuilt {
+            report: error.to_string(),
+            problem: format!("Your code does not build: {error}"),
+        })?;
+    let loaded = engine.load(&component).await.map_err(|error| Unbuilt {
+        report: error.to_string(),
+        problem: format!("Your code could not be loaded: {error}"),
+    })?;
+    Ok((component, loaded))
 }

@@ -201,7 +201,7 @@ fn compact(value: &Value) -> String {
 
 /// `text`, cut after [`MAX_EXAMPLE_CHARS`] characters (marked with `…`).
 pub(crate) fn clip(text: &str) -> String {
-    crate::responder::clip_to(text, MAX_EXAMPLE_CHARS)
+    crate::text::clip_to(text, MAX_EXAMPLE_CHARS)
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ use agora_llm::Message;
 use agora_protocol::{Body, HashDialect, ProtocolRef, Reply, Request, Status, VerifiedDocument};
 use serde_json::Value;
 
-use crate::responder::first_chars;
 use crate::task::Task;
+use crate::text::first_chars;
 
 /// Characters of a protocol document shown to the querier.
 const MAX_PD_CHARS: usize = 6000;
@@ -84,21 +84,6 @@ impl SendError {
             SendError::Llm(_) => "this node's LLM is not available right now".to_string(),
             other => other.to_string(),
         }
-    }
-}
-
-/// Checks `value` against a JSON Schema; the error lists the first few problems.
-pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(value)
-        .take(3)
-        .map(|error| format!("{} at {}", error, error.instance_path()))
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
     }
 }
 
@@ -426,8 +411,8 @@ mod tests {
     fn validation_names_the_problem() {
         let schema =
             json!({"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]});
-        assert!(validate(&schema, &json!({"t": 1.5})).is_ok());
-        let error = validate(&schema, &json!({"t": "warm"})).unwrap_err();
+        assert!(crate::task::validate(&schema, &json!({"t": 1.5})).is_ok());
+        let error = crate::task::validate(&schema, &json!({"t": "warm"})).unwrap_err();
         assert!(error.contains("/t"), "{error}");
     }
 

@@ -126,7 +126,7 @@ pub(crate) async fn run(
 pub(crate) fn read_output(task: &Task, got: &str) -> Result<Value, String> {
     let output: Value =
         serde_json::from_str(got).map_err(|e| format!("the output is not JSON: {e}"))?;
-    crate::sender::validate(&task.output_schema, &output)
+    crate::task::validate(&task.output_schema, &output)
         .map_err(|e| format!("the output does not match the output schema: {e}"))?;
     Ok(output)
 }

@@ -516,3 +516,14 @@ pub fn catalogue(specs: &[ToolSpec]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// One tool call made while answering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments the LLM chose.
+    pub arguments: Value,
+    /// The tool's result, or its error text.
+    pub result: Result<Value, String>,
+}
