@@ -40,8 +40,8 @@ pub use config::{
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{
-    FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung, Speaker, TaskRun,
-    Transcript,
+    Admission, FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung,
+    Speaker, TaskRun, Transcript,
 };
 pub use observer::{Observer, RequestHooks, Step, ToolCaller};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};

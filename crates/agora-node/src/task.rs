@@ -65,6 +65,21 @@ impl Task {
     }
 }
 
+/// Checks `value` against a JSON Schema; the error lists the first few problems.
+pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(3)
+        .map(|error| format!("{} at {}", error, error.instance_path()))
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,20 +105,5 @@ mod tests {
                 ..
             })
         ));
-    }
-}
-
-/// Checks `value` against a JSON Schema; the error lists the first few problems.
-pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(value)
-        .take(3)
-        .map(|error| format!("{} at {}", error, error.instance_path()))
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
     }
 }

@@ -203,15 +203,10 @@ pub(crate) fn router(state: AppState) -> Router {
 }
 
 async fn agora_request(State(state): State<AppState>, request: axum::extract::Request) -> Response {
-    answer_agora(state, "/", request, |state, value| {
+    answer_agora(state, "/", request, |_, value| {
         let request =
             Request::from_json(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let budget = if state.node.serves_with_routine(&request) {
-            Budget::Routine
-        } else {
-            Budget::Llm
-        };
-        Ok((budget, Answer::Request(request)))
+        Ok(Answer::Request(request))
     })
     .await
 }
@@ -225,7 +220,7 @@ async fn follow_up(
     answer_agora(state, &path, request, |_, value| {
         let follow_up =
             FollowUp::from_json(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Ok((Budget::Llm, Answer::FollowUp(id, follow_up)))
+        Ok(Answer::FollowUp(id, follow_up))
     })
     .await
 }
@@ -243,7 +238,7 @@ async fn answer_agora(
     state: AppState,
     path: &str,
     request: axum::extract::Request,
-    parse: impl FnOnce(&AppState, &serde_json::Value) -> Result<(Budget, Answer), ApiError>,
+    parse: impl FnOnce(&AppState, &serde_json::Value) -> Result<Answer, ApiError>,
 ) -> Response {
     let peer = request
         .extensions()
@@ -253,24 +248,31 @@ async fn answer_agora(
     let steps = async {
         let client = state.edge.identify(&headers, peer)?;
         let value = read_json_within(request, state.edge.body_timeout()).await?;
-        let (budget, answer) = parse(&state, &value)?;
-        state.edge.check_rate(&client, budget)?;
-        let envelope = match &answer {
+        let answer = parse(&state, &value)?;
+        // One question to the node: the budget class, and the key the body carries under a
+        // protocol that declares one (an `Idempotency-Key` header wins over it).
+        let (budget, envelope) = match &answer {
             Answer::Request(request) => {
-                match (&request.protocol, headers.get(edge::idempotency::HEADER)) {
-                    (agora_protocol::ProtocolRef::Protocol(hash), None) => {
-                        state.node.idempotency_key_in(request).await.map(|key| {
-                            edge::idempotency::EnvelopeKey {
-                                protocol_hash: *hash,
-                                key,
-                            }
-                        })
-                    }
+                let admission = state.node.admission(request).await;
+                let budget = if admission.by_routine {
+                    Budget::Routine
+                } else {
+                    Budget::Llm
+                };
+                let envelope = match (&request.protocol, headers.get(edge::idempotency::HEADER)) {
+                    (agora_protocol::ProtocolRef::Protocol(hash), None) => admission
+                        .idempotency_key
+                        .map(|key| edge::idempotency::EnvelopeKey {
+                            protocol_hash: *hash,
+                            key,
+                        }),
                     _ => None,
-                }
+                };
+                (budget, envelope)
             }
-            Answer::FollowUp(..) => None,
+            Answer::FollowUp(..) => (Budget::Llm, None),
         };
+        state.edge.check_rate(&client, budget)?;
         let held =
             match edge::idempotency::claim(&state, &headers, &client.0, path, &value, envelope)
                 .await?

@@ -14,11 +14,11 @@ use agora_protocol::{ErrorCode, ProtocolHash, Reply, Request};
 use agora_store::{RequestPath, RoutineOrigin};
 use serde_json::Value;
 
-use super::{Node, Outcome, reply_body};
+use super::receiver::{Outcome, Receiver, reply_body};
 use crate::accounting::QueryContext;
 use crate::routine_table::ActiveRoutine;
 
-impl Node {
+impl Receiver {
     pub(super) async fn answer_with_routine(
         &self,
         context: &QueryContext,
@@ -46,7 +46,7 @@ impl Node {
         // a human-written routine's are only counted and reported.
         let failed_llm_routine = (routine.origin == RoutineOrigin::Llm).then_some(routine.id);
         let routine_error = Some(error.to_string());
-        if !self.inner.config.routines.fallback_to_llm {
+        if !self.core.config.routines.fallback_to_llm {
             // A routine's error can quote its tools' errors: the peer gets a sentence.
             let failed = Outcome::failed_privately(
                 context,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Node;
+use super::ladder::Sender;
 use crate::sender::{self, Answer, SendError};
 
 /// A sender for agents of another protocol.
@@ -19,10 +19,10 @@ pub trait ForeignSender: Send + Sync {
     async fn natural(&self, target: &str, message: &str) -> Option<Result<String, SendError>>;
 }
 
-impl Node {
+impl Sender {
     /// Installs `sender` for agents that do not speak Agora; false if the node already has one.
-    pub fn add_foreign_sender(&self, sender: Arc<dyn ForeignSender>) -> bool {
-        self.inner.foreign.set(sender).is_ok()
+    pub(crate) fn add_foreign_sender(&self, sender: Arc<dyn ForeignSender>) -> bool {
+        self.foreign.set(sender).is_ok()
     }
 
     /// Sends a natural-language `envelope` (whose body is `body`) to `target`: through the
@@ -33,7 +33,7 @@ impl Node {
         envelope: &Value,
         body: &str,
     ) -> Result<Answer, SendError> {
-        if let Some(foreign) = self.inner.foreign.get()
+        if let Some(foreign) = self.foreign.get()
             && let Some(answer) = foreign.natural(target, body).await
         {
             return answer.map(|text| Answer::Success(text, false));
@@ -48,9 +48,9 @@ impl Node {
         target: &str,
         envelope: &Value,
     ) -> Result<Answer, SendError> {
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         sender::post(
-            &self.inner.targets,
+            &self.core.targets,
             target,
             envelope,
             Duration::from_secs(config.timeout_secs.max(1)),

@@ -4,7 +4,7 @@
 //! repeat with its first reply and no second side effect. A routine keeps no state, so the node
 //! does it: a PD that declares `idempotency_key_field: <field>` in its front matter
 //! ([`Metadata::idempotency_key_field`](agora_protocol::Metadata::idempotency_key_field)) names
-//! the top-level field of a JSON body that carries the key, and [`Node::idempotency_key_in`]
+//! the top-level field of a JSON body that carries the key, and [`Node::admission`]
 //! reads it from a request. The HTTP edge then treats that key as it treats an `Idempotency-Key`
 //! header (claimed in the store before the engine runs, replies kept for the window), scoped by
 //! the client and the protocol, so it works across replicas and whether a routine or the LLM
@@ -19,7 +19,7 @@
 use agora_protocol::{Body, ProtocolHash, ProtocolRef, Request};
 use serde_json::Value;
 
-use super::Node;
+use super::receiver::Receiver;
 
 /// Documents whose declared field (or lack of one) is kept in memory; past this the cache is
 /// emptied and refilled from the store.
@@ -28,11 +28,11 @@ pub(super) const MAX_CACHED: usize = 4096;
 /// Longest key taken from a body, in bytes; a longer one is not a key.
 const MAX_KEY_BYTES: usize = 255;
 
-impl Node {
+impl Receiver {
     /// The idempotency key `request` carries in its body, under a protocol that declares
     /// `idempotency_key_field`; `None` for other requests, or when the field is missing, not a
     /// string, empty or longer than 255 bytes.
-    pub async fn idempotency_key_in(&self, request: &Request) -> Option<String> {
+    pub(crate) async fn idempotency_key_in(&self, request: &Request) -> Option<String> {
         let ProtocolRef::Protocol(hash) = &request.protocol else {
             return None;
         };
@@ -51,7 +51,7 @@ impl Node {
         if let Some(field) = self.cached_fields().get(hash) {
             return field.clone();
         }
-        let stored = match self.inner.store.document(hash).await {
+        let stored = match self.core.store.document(hash).await {
             Ok(stored) => stored?,
             Err(error) => {
                 tracing::warn!(%error, protocol_hash = %hash, "could not read a document's idempotency field");
@@ -74,8 +74,7 @@ impl Node {
     fn cached_fields(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ProtocolHash, Option<String>>> {
-        self.inner
-            .idempotency_fields
+        self.idempotency_fields
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

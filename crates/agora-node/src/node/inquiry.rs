@@ -14,8 +14,8 @@ use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::SenderRun;
 use serde_json::Value;
 
-use super::Node;
 use super::ladder::MAX_LISTING_BYTES;
+use super::ladder::Sender;
 use crate::sender::{self, Answer, SendError};
 
 /// A target's answer to a natural-language message.
@@ -27,10 +27,10 @@ pub struct MessageReply {
     pub negotiation_requested: bool,
 }
 
-impl Node {
+impl Sender {
     /// Sends `message` to the Agora endpoint `target` as a natural-language request and returns
     /// the reply's body. A `rejected` or `failure` reply is an error with the target's message.
-    pub async fn send_message(
+    pub(crate) async fn send_message(
         &self,
         target: &str,
         message: &str,
@@ -42,7 +42,7 @@ impl Node {
     /// `target`, with the `sources` it can fetch the document from, and returns the reply's
     /// body as it came. No LLM writes or reads anything: the caller speaks the protocol. A
     /// `rejected` or `failure` reply is an error with the target's message.
-    pub async fn send_protocol_message(
+    pub(crate) async fn send_protocol_message(
         &self,
         target: &str,
         protocol: &VerifiedDocument,
@@ -83,7 +83,7 @@ impl Node {
 
     /// The protocols `target` lists at `/.wellknown`: a JSON object from protocol hash to the
     /// sources it can be fetched from.
-    pub async fn target_listing(&self, target: &str) -> Result<Value, SendError> {
+    pub(crate) async fn target_listing(&self, target: &str) -> Result<Value, SendError> {
         let url = format!("{}/.wellknown", target.trim_end_matches('/'));
         let result = self.get_listing(target, &url).await;
         self.log_inquiry(target, "(wellknown)", result.as_ref().err())
@@ -93,7 +93,7 @@ impl Node {
 
     /// Searches a protocol database (`database`, or the sender's configured one) for `query`;
     /// returns its hits (name, hash, url, ...), at most `limit` of them.
-    pub async fn search_protocols(
+    pub(crate) async fn search_protocols(
         &self,
         database: Option<&str>,
         query: &str,
@@ -101,7 +101,7 @@ impl Node {
     ) -> Result<Value, SendError> {
         let database = database
             .map(str::to_string)
-            .or_else(|| self.inner.config.sender.protocol_db.clone())
+            .or_else(|| self.core.config.sender.protocol_db.clone())
             .ok_or(SendError::NoProtocolDatabase)?;
         let encoded: String = url::form_urlencoded::byte_serialize(query.as_bytes()).collect();
         let url = format!(
@@ -116,9 +116,9 @@ impl Node {
     }
 
     async fn get_listing(&self, target: &str, url: &str) -> Result<Value, SendError> {
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         sender::get_json(
-            &self.inner.targets,
+            &self.core.targets,
             url,
             Duration::from_secs(config.timeout_secs.clamp(1, 30)),
             MAX_LISTING_BYTES.min(config.max_reply_bytes.max(1024)),
@@ -159,9 +159,9 @@ impl Node {
             llm_calls: 0,
             tokens: 0,
             cost_usd: 0.0,
-            created_at_ms: self.inner.clock.now_ms(),
+            created_at_ms: self.core.clock.now_ms(),
         };
-        if let Err(error) = self.inner.store.record_sender_run(&run).await {
+        if let Err(error) = self.core.store.record_sender_run(&run).await {
             tracing::error!(%error, "could not log an inquiry");
         }
     }

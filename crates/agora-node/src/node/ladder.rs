@@ -23,6 +23,7 @@
 //!    (rung `routine`; see `node::sender_routines`). A failing routine hands that run to the
 //!    LLM (step `routine_failed`).
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agora_llm::{ChatRequest, LlmError};
@@ -30,7 +31,9 @@ use agora_protocol::{ProtocolHash, VerifiedDocument, data_uri};
 use agora_store::{SenderMemory, SenderRun};
 use serde_json::Value;
 
-use super::Node;
+use super::core::Core;
+use super::foreign::ForeignSender;
+use super::programming::Programmer;
 use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::fit::{self, ProtocolFit};
@@ -79,9 +82,19 @@ impl Rung {
     }
 }
 
-impl Node {
+/// The sending role of a node: the ladder per (target, task), messages outside a task, and
+/// the sender routines' runs. Cloning is cheap.
+#[derive(Clone)]
+pub(crate) struct Sender {
+    pub(super) core: Arc<Core>,
+    pub(super) programmer: Programmer,
+    /// The sender for agents that do not speak Agora, if one is installed (see `foreign`).
+    pub(super) foreign: Arc<OnceLock<Arc<dyn ForeignSender>>>,
+}
+
+impl Sender {
     /// [`Node::run_task`], with `observer` told of every LLM call the run makes.
-    pub async fn run_task_observed(
+    pub(crate) async fn run_task_observed(
         &self,
         target: &str,
         task: &Task,
@@ -92,15 +105,15 @@ impl Node {
     }
 
     /// Runs `task` against `target`, climbing the sender's ladder (see the module docs).
-    pub async fn run_task(
+    pub(crate) async fn run_task(
         &self,
         target: &str,
         task: &Task,
         data: &Value,
     ) -> Result<TaskRun, SendError> {
         crate::task::validate(&task.input_schema, data).map_err(SendError::InvalidInput)?;
-        let config = self.inner.config.sender.clone();
-        let store = &self.inner.store;
+        let config = self.core.config.sender.clone();
+        let store = &self.core.store;
         let mut memory = store
             .sender_memory(target, &task.name)
             .await
@@ -185,7 +198,7 @@ impl Node {
             memory.negotiation_requested = true;
         }
 
-        memory.updated_at_ms = self.inner.clock.now_ms();
+        memory.updated_at_ms = self.core.clock.now_ms();
         if let Err(error) = store.put_sender_memory(&memory).await {
             tracing::error!(%error, "could not store the sender's memory");
         }
@@ -227,7 +240,7 @@ impl Node {
     }
 
     async fn protocol_in_use(&self, hash: &ProtocolHash) -> Option<VerifiedDocument> {
-        match self.inner.store.document(hash).await {
+        match self.core.store.document(hash).await {
             Ok(Some(stored)) => Some(stored.document),
             _ => None,
         }
@@ -241,7 +254,7 @@ impl Node {
         memory: &mut SenderMemory,
         steps: &mut Vec<String>,
     ) {
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         memory.negotiation_requested = false;
         match self.negotiate(target, task).await {
             Ok(negotiated) => {
@@ -250,7 +263,7 @@ impl Node {
                 let mut sources = Vec::new();
                 if let Some(database) = &config.protocol_db {
                     match sender::publish(
-                        &self.inner.targets,
+                        &self.core.targets,
                         database,
                         config.protocol_db_token.as_deref(),
                         document.text(),
@@ -290,12 +303,12 @@ impl Node {
         task: &Task,
         memory: &mut SenderMemory,
     ) -> Option<(VerifiedDocument, Vec<String>)> {
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         let timeout = Duration::from_secs(config.timeout_secs.clamp(1, 30));
         let mut candidates: Vec<(ProtocolHash, Vec<String>)> = Vec::new();
         let base = target.trim_end_matches('/');
         match sender::get_json(
-            &self.inner.targets,
+            &self.core.targets,
             &format!("{base}/.wellknown"),
             timeout,
             MAX_LISTING_BYTES,
@@ -321,7 +334,7 @@ impl Node {
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "no /.wellknown listing"),
         }
-        if let Ok(known) = self.inner.store.sender_protocols_for_task(&task.name).await {
+        if let Ok(known) = self.core.store.sender_protocols_for_task(&task.name).await {
             for other in known.into_iter().filter(|m| m.target != target) {
                 if let Some(hash) = other.protocol_hash {
                     candidates.push((hash, other.protocol_sources));
@@ -339,7 +352,7 @@ impl Node {
                 "{}/protocols?q={query}&limit=10",
                 database.trim_end_matches('/')
             );
-            match sender::get_json(&self.inner.targets, &url, timeout, MAX_LISTING_BYTES).await {
+            match sender::get_json(&self.core.targets, &url, timeout, MAX_LISTING_BYTES).await {
                 Ok(Value::Array(hits)) => {
                     for hit in hits {
                         let hash = hit
@@ -359,10 +372,10 @@ impl Node {
         let mut seen = std::collections::HashSet::new();
         candidates.retain(|(hash, _)| !memory.rejected.contains(hash) && seen.insert(*hash));
 
-        let now = self.inner.clock.now_ms();
+        let now = self.core.clock.now_ms();
         let mut documents = Vec::new();
         for (hash, sources) in candidates {
-            match self.inner.resolver.resolve(&hash, &sources, now).await {
+            match self.core.resolver.resolve(&hash, &sources, now).await {
                 Ok(document) => documents.push((document, sources)),
                 Err(error) => {
                     tracing::debug!(%hash, %error, "a candidate protocol did not resolve")
@@ -410,7 +423,7 @@ impl Node {
     /// Whether `document` fits `task`, decided as the ladder decides it when exploring: the
     /// document must name every field of the task (no LLM call otherwise), and then the LLM is
     /// asked (ledger category `checking`). Nothing is remembered.
-    pub async fn protocol_fit(
+    pub(crate) async fn protocol_fit(
         &self,
         task: &Task,
         document: &VerifiedDocument,
@@ -436,7 +449,10 @@ impl Node {
         let request = ChatRequest::new(fit::fit_messages(task, document))
             .json_schema("task_fit", fit::fit_schema())
             .max_tokens(160);
-        let answer = self.chat(Category::Checking, context, &request).await?;
+        let answer = self
+            .core
+            .chat(Category::Checking, context, &request)
+            .await?;
         let verdict = serde_json::from_str::<Value>(answer.content.trim()).unwrap_or_default();
         let job = |key: &str| verdict.get(key).and_then(Value::as_str).unwrap_or("?");
         let reason = format!(

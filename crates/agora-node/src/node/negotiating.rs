@@ -1,4 +1,4 @@
-//! Negotiation on both sides: [`Node::negotiate`] (sender) and the `negotiation` channel in
+//! Negotiation on both sides: [`Sender::negotiate`] and the `negotiation` channel in
 //! `handle` and `follow_up` (receiver), plus the receiver's request for negotiations in its
 //! natural-language replies. The parts that know nothing of the node are in
 //! [`crate::negotiation`].
@@ -17,7 +17,8 @@ use agora_store::{Conversation, ConversationKind, Decision, DecisionOrigin, Requ
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{Node, Outcome};
+use super::ladder::Sender;
+use super::receiver::{Outcome, Receiver};
 use crate::accounting::{Category, QueryContext};
 use crate::conversation;
 use crate::negotiation::channel::Channel;
@@ -28,120 +29,7 @@ use crate::negotiation::{
 use crate::sender::fit;
 use crate::task::Task;
 
-impl Node {
-    /// Negotiates a protocol for `task` with the receiver at `target` (its base URL) and
-    /// stores the agreed document. See [`crate::negotiation`].
-    pub async fn negotiate(
-        &self,
-        target: &str,
-        task: &Task,
-    ) -> Result<Negotiated, NegotiationError> {
-        let query_id = crate::accounting::new_query_id();
-        let span = tracing::info_span!("agora.node.negotiate", query_id = %query_id, target = %target, task = %task.name);
-        async move {
-            let context = QueryContext::new(query_id, None);
-            let sender = &self.inner.config.sender;
-            let mut channel = Channel::new(
-                self.inner.targets.clone(),
-                target,
-                Duration::from_secs(sender.timeout_secs),
-                sender.max_reply_bytes,
-            );
-            let result = self.negotiate_over(&context, &mut channel, task).await;
-            channel.close().await;
-            match &result {
-                Ok(negotiated) => tracing::info!(
-                    protocol_hash = %negotiated.document.hash(),
-                    rounds = negotiated.rounds,
-                    registered_by_receiver = negotiated.registered_by_receiver,
-                    "negotiated a protocol"
-                ),
-                Err(error) => tracing::warn!(%error, "negotiation failed"),
-            }
-            result
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn negotiate_over(
-        &self,
-        context: &QueryContext,
-        channel: &mut Channel,
-        task: &Task,
-    ) -> Result<Negotiated, NegotiationError> {
-        let config = &self.inner.config.negotiation;
-        let mut messages = prompt::sender_opening(task);
-        let mut receiver_answered = false;
-        for round in 1..=config.max_rounds {
-            let schema = if receiver_answered {
-                prompt::sender_schema()
-            } else {
-                prompt::sender_opening_schema()
-            };
-            let request = ChatRequest::new(messages.clone())
-                .json_schema("negotiation_turn", schema)
-                .max_tokens(config.max_sender_tokens);
-            let response = self.chat(Category::Negotiation, context, &request).await?;
-            let turn =
-                parse_sender_turn(&response.content).map_err(NegotiationError::Unreadable)?;
-            messages.push(Message::assistant(response.content.clone()));
-            let outgoing = match turn.final_protocol {
-                Some(draft) if receiver_answered => {
-                    let document =
-                        compose_document(&draft).map_err(NegotiationError::MalformedProtocol)?;
-                    // A document that cannot carry the task is never adopted.
-                    let missing = fit::missing_fields(task, document.text());
-                    if !missing.is_empty() {
-                        return Err(NegotiationError::MalformedProtocol(format!(
-                            "it does not name the task's fields {}",
-                            missing.join(", ")
-                        )));
-                    }
-                    return self.conclude(channel, document, round).await;
-                }
-                // A final protocol before the receiver said anything is only a proposal.
-                Some(draft) => prompt::proposal_with_draft(&turn.message, &draft.document),
-                None => turn.message,
-            };
-            let answer = channel.send(&outgoing).await?;
-            receiver_answered = true;
-            messages.push(Message::user(prompt::receiver_said(&answer)));
-        }
-        Err(NegotiationError::RoundLimit {
-            rounds: config.max_rounds,
-        })
-    }
-
-    /// Tells the receiver the final document, checks its confirmation and stores the document.
-    async fn conclude(
-        &self,
-        channel: &mut Channel,
-        document: VerifiedDocument,
-        rounds: u32,
-    ) -> Result<Negotiated, NegotiationError> {
-        let answer = channel.send(&FinalProtocol::to_body(&document)).await?;
-        let registered_by_receiver = match Registration::from_body(&answer) {
-            Some(registration) if registration.protocol_hash == document.hash() => true,
-            Some(registration) => {
-                return Err(NegotiationError::HashMismatch {
-                    ours: document.hash(),
-                    theirs: registration.protocol_hash,
-                });
-            }
-            None => false,
-        };
-        self.inner
-            .store
-            .put_document(&document, &[], self.inner.clock.now_ms())
-            .await?;
-        Ok(Negotiated {
-            document,
-            rounds,
-            registered_by_receiver,
-        })
-    }
-
+impl Receiver {
     /// A natural-language request, answered as usual; its reply asks the sender to negotiate
     /// once enough natural-language conversations have gone by.
     pub(super) async fn answer_natural(
@@ -150,12 +38,12 @@ impl Node {
         request: &Request,
     ) -> Outcome {
         let mut outcome = self.answer(context, request, None).await;
-        let threshold = self.inner.config.negotiation.receiver_threshold;
+        let threshold = self.core.config.negotiation.receiver_threshold;
         if outcome.reply.status != Status::Success || threshold == 0 {
             return outcome;
         }
         match self
-            .inner
+            .core
             .store
             .bump_counter(NATURAL_SINCE_NEGOTIATION)
             .await
@@ -184,7 +72,7 @@ impl Node {
                 "a final protocol can only close a negotiation this node took part in",
             );
         }
-        let now = self.inner.clock.now_ms();
+        let now = self.core.clock.now_ms();
         let conversation = Conversation {
             id: uuid::Uuid::new_v4().to_string(),
             kind: ConversationKind::Negotiation,
@@ -220,8 +108,8 @@ impl Node {
                         .filter(|m| m.role == agora_llm::Role::Assistant)
                         .count();
                     // The stored history is capped, so the count can never pass half the cap.
-                    let max_rounds = (self.inner.config.negotiation.max_rounds as usize)
-                        .min(self.inner.config.conversations.max_messages / 2);
+                    let max_rounds = (self.core.config.negotiation.max_rounds as usize)
+                        .min(self.core.config.conversations.max_messages / 2);
                     if rounds >= max_rounds {
                         Outcome::failed(
                             ErrorCode::BadRequest,
@@ -247,17 +135,21 @@ impl Node {
         history: Vec<Message>,
         message: &str,
     ) -> Outcome {
-        let config = &self.inner.config.negotiation;
+        let config = &self.core.config.negotiation;
         let mut messages = vec![prompt::receiver_system(
-            &self.inner.config.description,
-            &self.inner.tools.specs(),
+            &self.core.config.description,
+            &self.core.tools.specs(),
         )];
         messages.extend(history.iter().cloned());
         messages.push(Message::user(message.to_string()));
         let request = ChatRequest::new(messages)
             .json_schema("negotiation_reply", prompt::receiver_schema())
             .max_tokens(config.max_receiver_tokens);
-        let turn = match self.chat(Category::Negotiation, context, &request).await {
+        let turn = match self
+            .core
+            .chat(Category::Negotiation, context, &request)
+            .await
+        {
             Ok(response) => match parse_receiver_turn(&response.content) {
                 Ok(turn) => turn,
                 Err(error) => {
@@ -306,7 +198,7 @@ impl Node {
                 format!("the final protocol document is malformed: {reason}"),
             );
         }
-        let now = self.inner.clock.now_ms();
+        let now = self.core.clock.now_ms();
         let hash = document.hash();
         let decision = Decision {
             allowed: true,
@@ -315,15 +207,15 @@ impl Node {
             decided_at_ms: now,
         };
         let stored = async {
-            self.inner.store.put_document(&document, &[], now).await?;
-            self.inner.store.set_suitability(&hash, &decision).await
+            self.core.store.put_document(&document, &[], now).await?;
+            self.core.store.set_suitability(&hash, &decision).await
         };
         if let Err(error) = stored.await {
             tracing::error!(%error, "could not register a negotiated protocol");
             return Outcome::failed(ErrorCode::Internal, "the node's store failed");
         }
         if let Err(error) = self
-            .inner
+            .core
             .store
             .reset_counter(NATURAL_SINCE_NEGOTIATION)
             .await
@@ -347,13 +239,13 @@ impl Node {
         text: String,
         path: RequestPath,
     ) -> Outcome {
-        let now = self.inner.clock.now_ms();
-        let ttl = self.inner.config.conversations.idle_timeout().as_millis() as i64;
+        let now = self.core.clock.now_ms();
+        let ttl = self.core.config.conversations.idle_timeout().as_millis() as i64;
         conversation.messages = conversation::append(
             history,
             message,
             &text,
-            self.inner.config.conversations.max_messages,
+            self.core.config.conversations.max_messages,
         );
         conversation.last_active_ms = now;
         conversation.expires_at_ms = now + ttl;
@@ -363,5 +255,123 @@ impl Node {
             conversation: Some(conversation),
             ..Outcome::new(reply, path)
         }
+    }
+}
+
+impl Sender {
+    /// Negotiates a protocol for `task` with the receiver at `target` (its base URL) and
+    /// stores the agreed document. See [`crate::negotiation`].
+    pub(crate) async fn negotiate(
+        &self,
+        target: &str,
+        task: &Task,
+    ) -> Result<Negotiated, NegotiationError> {
+        let query_id = crate::accounting::new_query_id();
+        let span = tracing::info_span!("agora.node.negotiate", query_id = %query_id, target = %target, task = %task.name);
+        async move {
+            let context = QueryContext::new(query_id, None);
+            let sender = &self.core.config.sender;
+            let mut channel = Channel::new(
+                self.core.targets.clone(),
+                target,
+                Duration::from_secs(sender.timeout_secs),
+                sender.max_reply_bytes,
+            );
+            let result = self.negotiate_over(&context, &mut channel, task).await;
+            channel.close().await;
+            match &result {
+                Ok(negotiated) => tracing::info!(
+                    protocol_hash = %negotiated.document.hash(),
+                    rounds = negotiated.rounds,
+                    registered_by_receiver = negotiated.registered_by_receiver,
+                    "negotiated a protocol"
+                ),
+                Err(error) => tracing::warn!(%error, "negotiation failed"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn negotiate_over(
+        &self,
+        context: &QueryContext,
+        channel: &mut Channel,
+        task: &Task,
+    ) -> Result<Negotiated, NegotiationError> {
+        let config = &self.core.config.negotiation;
+        let mut messages = prompt::sender_opening(task);
+        let mut receiver_answered = false;
+        for round in 1..=config.max_rounds {
+            let schema = if receiver_answered {
+                prompt::sender_schema()
+            } else {
+                prompt::sender_opening_schema()
+            };
+            let request = ChatRequest::new(messages.clone())
+                .json_schema("negotiation_turn", schema)
+                .max_tokens(config.max_sender_tokens);
+            let response = self
+                .core
+                .chat(Category::Negotiation, context, &request)
+                .await?;
+            let turn =
+                parse_sender_turn(&response.content).map_err(NegotiationError::Unreadable)?;
+            messages.push(Message::assistant(response.content.clone()));
+            let outgoing = match turn.final_protocol {
+                Some(draft) if receiver_answered => {
+                    let document =
+                        compose_document(&draft).map_err(NegotiationError::MalformedProtocol)?;
+                    // A document that cannot carry the task is never adopted.
+                    let missing = fit::missing_fields(task, document.text());
+                    if !missing.is_empty() {
+                        return Err(NegotiationError::MalformedProtocol(format!(
+                            "it does not name the task's fields {}",
+                            missing.join(", ")
+                        )));
+                    }
+                    return self.conclude(channel, document, round).await;
+                }
+                // A final protocol before the receiver said anything is only a proposal.
+                Some(draft) => prompt::proposal_with_draft(&turn.message, &draft.document),
+                None => turn.message,
+            };
+            let answer = channel.send(&outgoing).await?;
+            receiver_answered = true;
+            messages.push(Message::user(prompt::receiver_said(&answer)));
+        }
+        Err(NegotiationError::RoundLimit {
+            rounds: config.max_rounds,
+        })
+    }
+
+    /// Tells the receiver the final document, checks its confirmation and stores the document.
+    async fn conclude(
+        &self,
+        channel: &mut Channel,
+        document: VerifiedDocument,
+        rounds: u32,
+    ) -> Result<Negotiated, NegotiationError> {
+        let answer = channel.send(&FinalProtocol::to_body(&document)).await?;
+        let registered_by_receiver = match Registration::from_body(&answer) {
+            Some(registration) if registration.protocol_hash == document.hash() => true,
+            Some(registration) => {
+                return Err(NegotiationError::HashMismatch {
+                    ours: document.hash(),
+                    theirs: registration.protocol_hash,
+                });
+            }
+            None => false,
+        };
+        self.core
+            .store
+            .put_document(&document, &[], self.core.clock.now_ms())
+            .await?;
+        Ok(Negotiated {
+            document,
+            rounds,
+            registered_by_receiver,
+        })
     }
 }

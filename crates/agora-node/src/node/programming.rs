@@ -24,7 +24,6 @@
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use agora_llm::{ChatRequest, Message};
 use agora_protocol::{ProtocolHash, VerifiedDocument};
@@ -32,7 +31,7 @@ use agora_store::{Attempt, AttemptOutcome, JobReason, ProgrammerKey};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::{Inner, Node};
+use super::core::Core;
 use crate::accounting::{Category, QueryContext};
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, ProgrammerQueue, Unbuilt, prompt};
@@ -54,16 +53,16 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
 
     fn key(&self) -> &Self::Key;
     fn protocol_hash(&self) -> ProtocolHash;
-    fn queue(node: &Node) -> &ProgrammerQueue<Self::Key, Job<Self>>;
+    fn queue(node: &Programmer) -> &ProgrammerQueue<Self::Key, Job<Self>>;
     /// The worker's span for one job.
     fn span(&self, reason: JobReason) -> tracing::Span;
 
     /// Whether the key has an active routine (a job is then not wanted).
-    fn has_routine(&self, node: &Node) -> impl Future<Output = bool> + Send;
+    fn has_routine(&self, node: &Programmer) -> impl Future<Output = bool> + Send;
 
     /// A candidate to examine before the model is asked: the program that answered the key's
     /// requests (code as action, see [`crate::acting`]) since the last job, if one did.
-    fn answering_program(&self, node: &Node) -> Option<String> {
+    fn answering_program(&self, node: &Programmer) -> Option<String> {
         let _ = node;
         None
     }
@@ -71,7 +70,7 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
     /// The examples and the first prompt; `None` when there is nothing to work on.
     fn bench(
         &self,
-        node: &Node,
+        node: &Programmer,
         document: &VerifiedDocument,
         config: &ProgrammerConfig,
     ) -> impl Future<Output = Option<Prepared<Self::Bench>>> + Send;
@@ -87,15 +86,58 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
     /// Stores a candidate that passed; the error says why it could not be.
     fn keep_routine(
         &self,
-        node: &Node,
+        node: &Programmer,
         bench: &Self::Bench,
         kept: Passed<Self::Pass>,
     ) -> impl Future<Output = Result<Kept, String>> + Send;
 
     /// After a pass and its attempt were stored.
-    fn passed(node: &Node) -> impl Future<Output = ()> + Send {
+    fn passed(node: &Programmer) -> impl Future<Output = ()> + Send {
         let _ = node;
         async {}
+    }
+}
+
+/// The programming role of a node: the background jobs that write receiver and sender
+/// routines, and what they learn from. Cloning is cheap.
+#[derive(Clone)]
+pub(crate) struct Programmer {
+    pub(super) core: Arc<Core>,
+    pub(super) state: Arc<ProgrammerState>,
+}
+
+/// What only the programmer holds.
+pub(crate) struct ProgrammerState {
+    /// Receiver routine jobs, by protocol.
+    pub(super) queue: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
+    /// Sender routine jobs, and the sender routines loaded so far.
+    pub(super) sender_routines: crate::sender::routine::SenderRoutines,
+    /// The last program that answered each protocol (code as action, see [`crate::acting`]),
+    /// until a programmer job takes it as its first candidate; so it holds only protocols
+    /// waiting for a job. In memory only; a hint, not data.
+    pub(super) programs: std::sync::Mutex<std::collections::HashMap<ProtocolHash, String>>,
+    /// This process's name on the store's job leases (the node's name and a random id), so
+    /// replicas sharing a store run each programmer job once (see `work`).
+    pub(super) lease_holder: String,
+}
+
+impl Programmer {
+    pub(super) fn new(core: Arc<Core>) -> Self {
+        let lease_holder = format!("{}:{}", core.config.name, uuid::Uuid::new_v4());
+        Self {
+            core,
+            state: Arc::new(ProgrammerState {
+                queue: ProgrammerQueue::new(),
+                sender_routines: crate::sender::routine::SenderRoutines::new(),
+                programs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                lease_holder,
+            }),
+        }
+    }
+
+    /// Takes the last program that answered `hash`'s requests, if one did since the last job.
+    pub(super) fn take_answering_program(&self, hash: &ProtocolHash) -> Option<String> {
+        self.state.programs.lock().ok()?.remove(hash)
     }
 }
 
@@ -138,22 +180,14 @@ pub(super) struct Kept {
     pub(super) note: Option<&'static str>,
 }
 
-impl Node {
-    pub(super) fn programmer_limits(&self) -> RoutineLimits {
-        let config = &self.inner.config.programmer;
-        RoutineLimits {
-            timeout: Duration::from_millis(config.routine_timeout_ms.max(1)),
-            memory_bytes: config.routine_memory_bytes,
-        }
-    }
-
+impl Programmer {
     /// Queues a job when the subject has no routine, no job, and enough new examples:
     /// `threshold`, doubled after each job since the last pass.
     pub(super) async fn consider_programming<S: JobSubject>(&self, subject: S, threshold: u64) {
         if S::queue(self).is_pending(subject.key()) || subject.has_routine(self).await {
             return;
         }
-        let store = &self.inner.store;
+        let store = &self.core.store;
         let failed = match store.failed_jobs_since_success(subject.key()).await {
             Ok(failed) => failed,
             Err(error) => {
@@ -163,7 +197,7 @@ impl Node {
         };
         // Never more than the examples kept: the count of new ones cannot pass that, and a
         // threshold above it would stop the programmer for good.
-        let kept = self.inner.config.programmer.max_examples.max(1) as u64;
+        let kept = self.core.config.programmer.max_examples.max(1) as u64;
         let threshold = backed_off(threshold.max(1), failed).min(kept);
         match store.examples_since_last_attempt(subject.key()).await {
             Ok(count) if count.max(0) as u64 >= threshold => self.enqueue(Job {
@@ -183,9 +217,13 @@ impl Node {
             return;
         }
         let sender = queue.sender.get_or_init(|| {
-            let capacity = self.inner.config.programmer.queue_capacity.max(1);
+            let capacity = self.core.config.programmer.queue_capacity.max(1);
             let (sender, receiver) = mpsc::channel(capacity);
-            tokio::spawn(work::<S>(Arc::downgrade(&self.inner), receiver));
+            tokio::spawn(work::<S>(
+                Arc::downgrade(&self.core),
+                Arc::downgrade(&self.state),
+                receiver,
+            ));
             sender
         });
         let (protocol_hash, reason) = (job.subject.protocol_hash(), job.reason);
@@ -202,12 +240,12 @@ impl Node {
 
     /// One job: candidates, examinations, repairs, and storing a pass.
     async fn program<S: JobSubject>(&self, job: &Job<S>) {
-        let config = self.inner.config.programmer.clone();
-        let Some(engine) = self.inner.routines.engine().cloned() else {
+        let config = self.core.config.programmer.clone();
+        let Some(engine) = self.core.routines.engine().cloned() else {
             return;
         };
         let hash = job.subject.protocol_hash();
-        let document = match self.inner.store.document(&hash).await {
+        let document = match self.core.store.document(&hash).await {
             Ok(Some(stored)) => stored.document,
             Ok(None) => {
                 tracing::warn!("the protocol document is gone; no routine written");
@@ -226,7 +264,7 @@ impl Node {
         else {
             return;
         };
-        let limits = self.programmer_limits();
+        let limits = self.core.programmer_limits();
         let job_id = uuid::Uuid::new_v4().simple().to_string();
         let mut tried: Vec<String> = Vec::new();
         let first = messages.clone();
@@ -363,8 +401,8 @@ impl Node {
         record.prompt_tokens = tally.prompt_tokens;
         record.completion_tokens = tally.completion_tokens;
         record.cost_usd = tally.cost_usd;
-        record.created_at_ms = self.inner.clock.now_ms();
-        if let Err(error) = self.inner.store.add_attempt(&record).await {
+        record.created_at_ms = self.core.clock.now_ms();
+        if let Err(error) = self.core.store.add_attempt(&record).await {
             tracing::error!(%error, "could not keep a routine attempt");
         }
     }
@@ -392,12 +430,18 @@ pub(super) fn examples_to_work_on<E>(
 }
 
 /// A kind's background task: one job at a time, until the node is dropped.
-async fn work<S: JobSubject>(inner: Weak<Inner>, mut jobs: mpsc::Receiver<Job<S>>) {
+async fn work<S: JobSubject>(
+    core: Weak<Core>,
+    state: Weak<ProgrammerState>,
+    mut jobs: mpsc::Receiver<Job<S>>,
+) {
     while let Some(job) = jobs.recv().await {
-        let Some(inner) = inner.upgrade() else { break };
-        let node = Node { inner };
+        let (Some(core), Some(state)) = (core.upgrade(), state.upgrade()) else {
+            break;
+        };
+        let node = Programmer { core, state };
         let span = job.subject.span(job.reason);
-        let permit = node.job_permit().await;
+        let permit = node.core.job_permit().await;
         let lease = lease_name::<S>(job.subject.key());
         if node.take_job_lease(&lease).await {
             // The job runs while the lease holds; losing it (this replica stalled past the
@@ -426,14 +470,14 @@ fn lease_name<S: JobSubject>(key: &S::Key) -> String {
 /// job to the others after this long.
 const JOB_LEASE_MS: i64 = 60_000;
 
-impl Node {
+impl Programmer {
     /// Takes the store's lease on a job for this process; `false` if another replica has it (or
     /// the store failed: the job would fail too).
     async fn take_job_lease(&self, lease: &str) -> bool {
-        let now = self.inner.clock.now_ms();
-        let holder = &self.inner.lease_holder;
+        let now = self.core.clock.now_ms();
+        let holder = &self.state.lease_holder;
         match self
-            .inner
+            .core
             .store
             .take_lease(lease, holder, now, JOB_LEASE_MS)
             .await
@@ -460,10 +504,10 @@ impl Node {
     /// Extends this process's lease; `false` when it is held no more. A store error counts as
     /// held: the lease still runs until it expires, and the next renewal tries again.
     async fn renew_job_lease(&self, lease: &str) -> bool {
-        let now = self.inner.clock.now_ms();
-        let holder = &self.inner.lease_holder;
+        let now = self.core.clock.now_ms();
+        let holder = &self.state.lease_holder;
         match self
-            .inner
+            .core
             .store
             .renew_lease(lease, holder, now, JOB_LEASE_MS)
             .await
@@ -477,8 +521,8 @@ impl Node {
     }
 
     async fn release_job_lease(&self, lease: &str) {
-        let holder = &self.inner.lease_holder;
-        if let Err(error) = self.inner.store.release_lease(lease, holder).await {
+        let holder = &self.state.lease_holder;
+        if let Err(error) = self.core.store.release_lease(lease, holder).await {
             tracing::warn!(%error, %lease, "could not release a job lease; it expires by itself");
         }
     }
@@ -505,7 +549,7 @@ pub(super) enum Turn {
 /// The report of a [`Turn::Repeated`] attempt.
 pub(super) const REPEATED: &str = "the model wrote a candidate it had already written";
 
-impl Node {
+impl Programmer {
     /// Asks the model (ledger category `implementing`) for the next candidate and checks that it
     /// is new: at temperature 0 a model that repeats itself would go on repeating itself. New
     /// code is added to `tried`.
@@ -517,7 +561,11 @@ impl Node {
         tried: &mut Vec<String>,
     ) -> Turn {
         let request = ChatRequest::new(messages.to_vec()).max_tokens(max_tokens);
-        match self.chat(Category::Implementing, context, &request).await {
+        match self
+            .core
+            .chat(Category::Implementing, context, &request)
+            .await
+        {
             Err(error) => Turn::LlmFailed(format!("the LLM failed: {error}")),
             Ok(response) => {
                 let source = prompt::extract_code(&response.content);

@@ -22,7 +22,7 @@
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
 
-use super::Node;
+use super::programming::Programmer;
 use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use crate::config::ProgrammerConfig;
 use crate::programmer::{
@@ -40,16 +40,16 @@ pub(super) struct Lesson {
     pub(super) failed_llm_routine: Option<i64>,
 }
 
-impl Node {
+impl Programmer {
     /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).
-    pub async fn programmer_idle(&self) {
-        self.inner.programmer.idle().await;
+    pub(crate) async fn programmer_idle(&self) {
+        self.state.queue.idle().await;
     }
 
     /// Keeps the request's example and decides whether the programmer should run.
     pub(super) async fn learn(&self, query_id: &str, hash: ProtocolHash, lesson: Lesson) {
-        let config = &self.inner.config.programmer;
-        if !config.enabled || self.inner.routines.engine().is_none() {
+        let config = &self.core.config.programmer;
+        if !config.enabled || self.core.routines.engine().is_none() {
             return;
         }
         if let Some(example) = lesson.example {
@@ -60,10 +60,10 @@ impl Node {
                 body: example.body,
                 tool_calls: example.tool_calls,
                 reply: example.reply,
-                created_at_ms: self.inner.clock.now_ms(),
+                created_at_ms: self.core.clock.now_ms(),
             };
             let keep = config.max_examples.max(1) as i64;
-            if let Err(error) = self.inner.store.add_example(&example, keep).await {
+            if let Err(error) = self.core.store.add_example(&example, keep).await {
                 tracing::error!(%error, "could not keep an example for the programmer");
                 return;
             }
@@ -72,7 +72,7 @@ impl Node {
             Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
             None => {
                 let threshold = self
-                    .inner
+                    .core
                     .config
                     .thresholds
                     .implementation
@@ -84,8 +84,8 @@ impl Node {
 
     /// Retires an LLM-written routine that failed too often, and asks for a new one.
     async fn count_routine_failure(&self, routine_id: i64, hash: ProtocolHash) {
-        let max = self.inner.config.programmer.max_routine_failures.max(1);
-        let routine = match self.inner.store.routine(routine_id).await {
+        let max = self.core.config.programmer.max_routine_failures.max(1);
+        let routine = match self.core.store.routine(routine_id).await {
             Ok(Some(routine)) => routine,
             Ok(None) => return,
             Err(error) => {
@@ -104,9 +104,9 @@ impl Node {
             failures = routine.failures,
             "deactivating an LLM-written routine that failed too often; rewriting it"
         );
-        let now = self.inner.clock.now_ms();
+        let now = self.core.clock.now_ms();
         if let Err(error) = self
-            .inner
+            .core
             .store
             .set_routine_status(routine.id, RoutineStatus::Disabled, now)
             .await
@@ -114,23 +114,11 @@ impl Node {
             tracing::error!(%error, "could not deactivate a failing routine");
             return;
         }
-        self.sync_after_change().await;
+        self.core.sync_after_change().await;
         self.enqueue(Job {
             subject: hash,
             reason: JobReason::Failures,
         });
-    }
-
-    async fn human_routine_active(&self, hash: &ProtocolHash) -> bool {
-        match self.inner.store.routines().await {
-            Ok(routines) => routines.iter().any(|r| {
-                r.protocol_hash == *hash
-                    && r.status == RoutineStatus::Active
-                    && r.origin == RoutineOrigin::Human
-            }),
-            // When in doubt, do not activate over what may be a human routine.
-            Err(_) => true,
-        }
     }
 }
 
@@ -161,34 +149,34 @@ impl JobSubject for ProtocolHash {
         *self
     }
 
-    fn queue(node: &Node) -> &ProgrammerQueue<ProtocolHash, Job<ProtocolHash>> {
-        &node.inner.programmer
+    fn queue(node: &Programmer) -> &ProgrammerQueue<ProtocolHash, Job<ProtocolHash>> {
+        &node.state.queue
     }
 
     fn span(&self, reason: JobReason) -> tracing::Span {
         tracing::info_span!("agora.node.program", protocol_hash = %self, reason = %reason)
     }
 
-    async fn has_routine(&self, node: &Node) -> bool {
-        node.inner.routines.active(self).is_some()
+    async fn has_routine(&self, node: &Programmer) -> bool {
+        node.core.routines.active(self).is_some()
     }
 
-    fn answering_program(&self, node: &Node) -> Option<String> {
+    fn answering_program(&self, node: &Programmer) -> Option<String> {
         node.take_answering_program(self)
     }
 
     async fn bench(
         &self,
-        node: &Node,
+        node: &Programmer,
         document: &VerifiedDocument,
         config: &ProgrammerConfig,
     ) -> Option<Prepared<ReceiverBench>> {
         let limit = config.max_examples.max(1) as i64;
         let (examples, shown) =
-            examples_to_work_on(node.inner.store.examples(self, limit).await, config)?;
+            examples_to_work_on(node.core.store.examples(self, limit).await, config)?;
         // The tools the responder was offered for this protocol, so the routine is written
         // (and granted) for what the examples could have called.
-        let tools = node.focus(Subject::Protocol(document)).tools;
+        let tools = node.core.focus(Subject::Protocol(document)).tools;
         let messages = prompt::first_messages(document, &tools, &examples[shown..]);
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
@@ -239,7 +227,7 @@ impl JobSubject for ProtocolHash {
 
     async fn keep_routine(
         &self,
-        node: &Node,
+        node: &Programmer,
         bench: &ReceiverBench,
         passed: Passed<Vec<u8>>,
     ) -> Result<Kept, String> {
@@ -251,10 +239,11 @@ impl JobSubject for ProtocolHash {
             tools: bench.granted.clone(),
             limits: passed.limits,
             origin: RoutineOrigin::Llm,
-            activate: !node.human_routine_active(&hash).await,
+            activate: !node.core.human_routine_active(&hash).await,
         };
         let activate = spec.activate;
         let routine = node
+            .core
             .routines()
             .add_built(spec, passed.pass)
             .await
@@ -267,8 +256,8 @@ impl JobSubject for ProtocolHash {
         })
     }
 
-    async fn passed(node: &Node) {
-        node.sync_after_change().await;
+    async fn passed(node: &Programmer) {
+        node.core.sync_after_change().await;
     }
 }
 

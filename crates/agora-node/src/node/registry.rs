@@ -3,45 +3,46 @@
 
 use agora_store::Routine;
 
-use super::{Node, NodeError};
+use super::NodeError;
+use super::core::Core;
 use crate::routine_registry::{RegistryError, RoutineRegistry, RoutineSpec};
 use crate::routine_table::SyncReport;
 
-impl Node {
+impl Core {
     /// The registry over this node's store, engine and tools.
-    pub fn routines(&self) -> RoutineRegistry {
+    pub(crate) fn routines(&self) -> RoutineRegistry {
         RoutineRegistry::new(
-            self.inner.store.clone(),
-            self.inner.routines.engine().cloned(),
-            self.inner.tools.clone(),
-            self.inner.clock.clone(),
+            self.store.clone(),
+            self.routines.engine().cloned(),
+            self.tools.clone(),
+            self.clock.clone(),
         )
     }
 
     /// Loads the store's active routines when they changed since the last sync (at start-up,
     /// then every few seconds from the server's background task). Cheap when nothing changed:
     /// one read of the routines version.
-    pub async fn sync_routines(&self) -> Result<SyncReport, NodeError> {
-        Ok(self.inner.routines.sync(&self.inner.store).await?)
+    pub(crate) async fn sync_routines(&self) -> Result<SyncReport, NodeError> {
+        Ok(self.routines.sync(&self.store).await?)
     }
 
     /// Adds a routine and, if it is active, serves with it at once.
-    pub async fn add_routine(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
+    pub(crate) async fn add_routine(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
         self.synced(self.routines().add(spec).await).await
     }
 
     /// Activates a routine (disabling its protocol's other one) and serves with it at once.
-    pub async fn enable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+    pub(crate) async fn enable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
         self.synced(self.routines().enable(reference).await).await
     }
 
     /// Disables a routine; its protocol goes back to the LLM at once.
-    pub async fn disable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+    pub(crate) async fn disable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
         self.synced(self.routines().disable(reference).await).await
     }
 
     /// Removes a routine; its protocol goes back to the LLM at once.
-    pub async fn remove_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
+    pub(crate) async fn remove_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
         self.synced(self.routines().remove(reference).await).await
     }
 
@@ -57,7 +58,7 @@ impl Node {
     }
 
     /// The change is stored; a failed reload is logged and retried by the periodic sync.
-    pub(super) async fn sync_after_change(&self) {
+    pub(crate) async fn sync_after_change(&self) {
         if let Err(error) = self.sync_routines().await {
             tracing::error!(%error, "could not reload routines after a change");
         }

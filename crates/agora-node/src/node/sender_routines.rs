@@ -24,7 +24,8 @@ use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{JobReason, SenderExample, SenderKey};
 use serde_json::Value;
 
-use super::Node;
+use super::ladder::Sender;
+use super::programming::Programmer;
 use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, ProgrammerQueue, build_and_load};
@@ -44,16 +45,10 @@ pub(super) enum RoutineRun {
     Failed,
 }
 
-impl Node {
+impl Programmer {
     /// Waits until no sender routine job is waiting or running (tests, orderly shutdown).
-    pub async fn sender_routines_idle(&self) {
-        self.inner.sender_routines.queue.idle().await;
-    }
-
-    fn sender_routines_on(&self) -> bool {
-        self.inner.config.sender.sender_routine_threshold > 0
-            && self.inner.config.programmer.enabled
-            && self.inner.routines.engine().is_some()
+    pub(crate) async fn sender_routines_idle(&self) {
+        self.state.sender_routines.queue.idle().await;
     }
 
     /// Keeps a successful LLM-written protocol run and queues a job when the key is due one.
@@ -65,10 +60,10 @@ impl Node {
         body: &str,
         outcome: &SendOutcome,
     ) {
-        if !self.sender_routines_on() {
+        if !self.core.sender_routines_on() {
             return;
         }
-        let store = &self.inner.store;
+        let store = &self.core.store;
         let example = SenderExample {
             id: 0,
             key: key.clone(),
@@ -76,21 +71,23 @@ impl Node {
             body: body.to_string(),
             reply: outcome.reply_body.clone(),
             output: outcome.output.clone(),
-            created_at_ms: self.inner.clock.now_ms(),
+            created_at_ms: self.core.clock.now_ms(),
         };
-        let keep = self.inner.config.programmer.max_examples.max(1) as i64;
+        let keep = self.core.config.programmer.max_examples.max(1) as i64;
         if let Err(error) = store.add_sender_example(&example, keep).await {
             tracing::error!(%error, "could not keep a sender example");
             return;
         }
-        let threshold = self.inner.config.sender.sender_routine_threshold.max(1) as u64;
+        let threshold = self.core.config.sender.sender_routine_threshold.max(1) as u64;
         let subject = SenderSubject {
             key,
             task: task.clone(),
         };
         self.consider_programming(subject, threshold).await;
     }
+}
 
+impl Sender {
     /// Runs the task under the protocol with the key's active sender routine, if it has one.
     pub(super) async fn send_by_routine(
         &self,
@@ -100,10 +97,10 @@ impl Node {
         document: &VerifiedDocument,
         sources: &[String],
     ) -> RoutineRun {
-        if !self.sender_routines_on() {
+        if !self.core.sender_routines_on() {
             return RoutineRun::NoRoutine;
         }
-        let store = &self.inner.store;
+        let store = &self.core.store;
         let active = match store.active_sender_routine(key).await {
             Ok(Some(active)) => active,
             Ok(None) => return RoutineRun::NoRoutine,
@@ -118,16 +115,16 @@ impl Node {
             Ok(loaded) => loaded,
             Err(error) => return failed(error).await,
         };
-        let limits = self.programmer_limits();
+        let limits = self.core.programmer_limits();
         let body = match routine::run(loaded.as_ref(), &routine::encode_input(data), limits).await {
             Ok(body) => body,
             Err(error) => return failed(format!("encode: {error}")).await,
         };
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         let envelope = sender::envelope(Some(document), sources, &body);
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
         let (reply, negotiation_requested) = match sender::post(
-            &self.inner.targets,
+            &self.core.targets,
             &key.target,
             &envelope,
             timeout,
@@ -152,7 +149,7 @@ impl Node {
             Ok(output) => output,
             Err(error) => return failed(format!("decode: {error}")).await,
         };
-        let now = self.inner.clock.now_ms();
+        let now = self.core.clock.now_ms();
         if let Err(error) = store.record_sender_routine_run(active.id, None, now).await {
             tracing::error!(%error, "could not count a sender routine run");
         }
@@ -168,16 +165,16 @@ impl Node {
     }
 
     async fn load_sender_routine(&self, id: i64) -> Result<Arc<dyn LoadedRoutine>, String> {
-        if let Some(loaded) = self.inner.sender_routines.loaded(id) {
+        if let Some(loaded) = self.programmer.state.sender_routines.loaded(id) {
             return Ok(loaded);
         }
         let engine = self
-            .inner
+            .core
             .routines
             .engine()
             .ok_or_else(|| "no routine engine".to_string())?;
         let component = self
-            .inner
+            .core
             .store
             .sender_routine_component(id)
             .await
@@ -186,7 +183,10 @@ impl Node {
             .load(&component)
             .await
             .map_err(|e| format!("could not load: {e}"))?;
-        self.inner.sender_routines.keep_loaded(id, loaded.clone());
+        self.programmer
+            .state
+            .sender_routines
+            .keep_loaded(id, loaded.clone());
         Ok(loaded)
     }
 
@@ -199,8 +199,8 @@ impl Node {
         error: String,
     ) -> RoutineRun {
         tracing::warn!(routine = id, %error, "the sender routine failed; the LLM does this run");
-        let store = &self.inner.store;
-        let now = self.inner.clock.now_ms();
+        let store = &self.core.store;
+        let now = self.core.clock.now_ms();
         let failures = match store.record_sender_routine_run(id, Some(&error), now).await {
             Ok(failures) => failures,
             Err(store_error) => {
@@ -208,7 +208,7 @@ impl Node {
                 return RoutineRun::Failed;
             }
         };
-        if failures >= self.inner.config.programmer.max_routine_failures.max(1) {
+        if failures >= self.core.config.programmer.max_routine_failures.max(1) {
             tracing::warn!(
                 routine = id,
                 failures,
@@ -218,8 +218,8 @@ impl Node {
                 tracing::error!(error = %store_error, "could not disable a sender routine");
                 return RoutineRun::Failed;
             }
-            self.inner.sender_routines.forget(id);
-            self.enqueue(Job {
+            self.programmer.state.sender_routines.forget(id);
+            self.programmer.enqueue(Job {
                 subject: SenderSubject {
                     key: key.clone(),
                     task: task.clone(),
@@ -248,8 +248,8 @@ impl JobSubject for SenderSubject {
         self.key.protocol_hash
     }
 
-    fn queue(node: &Node) -> &ProgrammerQueue<SenderKey, Job<SenderSubject>> {
-        &node.inner.sender_routines.queue
+    fn queue(node: &Programmer) -> &ProgrammerQueue<SenderKey, Job<SenderSubject>> {
+        &node.state.sender_routines.queue
     }
 
     fn span(&self, reason: JobReason) -> tracing::Span {
@@ -261,8 +261,8 @@ impl JobSubject for SenderSubject {
         )
     }
 
-    async fn has_routine(&self, node: &Node) -> bool {
-        match node.inner.store.active_sender_routine(&self.key).await {
+    async fn has_routine(&self, node: &Programmer) -> bool {
+        match node.core.store.active_sender_routine(&self.key).await {
             Ok(active) => active.is_some(),
             Err(error) => {
                 tracing::error!(%error, "could not read the sender routine");
@@ -273,12 +273,12 @@ impl JobSubject for SenderSubject {
 
     async fn bench(
         &self,
-        node: &Node,
+        node: &Programmer,
         document: &VerifiedDocument,
         config: &ProgrammerConfig,
     ) -> Option<Prepared<SenderBench>> {
         let limit = config.max_examples.max(1) as i64;
-        let read = node.inner.store.sender_examples(&self.key, limit).await;
+        let read = node.core.store.sender_examples(&self.key, limit).await;
         let (examples, shown) = examples_to_work_on(read, config)?;
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
@@ -311,19 +311,19 @@ impl JobSubject for SenderSubject {
 
     async fn keep_routine(
         &self,
-        node: &Node,
+        node: &Programmer,
         _bench: &SenderBench,
         passed: Passed<(Vec<u8>, Arc<dyn LoadedRoutine>)>,
     ) -> Result<Kept, String> {
         let (component, loaded) = passed.pass;
-        let now = node.inner.clock.now_ms();
+        let now = node.core.clock.now_ms();
         let id = node
-            .inner
+            .core
             .store
             .add_sender_routine(&self.key, &passed.source, &component, now)
             .await
             .map_err(|error| error.to_string())?;
-        node.inner.sender_routines.keep_loaded(id, loaded);
+        node.state.sender_routines.keep_loaded(id, loaded);
         tracing::info!(
             routine = id,
             attempt = passed.attempt,

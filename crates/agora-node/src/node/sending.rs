@@ -12,25 +12,15 @@ use agora_protocol::VerifiedDocument;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::Node;
+use super::ladder::Sender;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
 
-impl Node {
-    /// The configured task with this name.
-    pub fn task(&self, name: &str) -> Result<&Task, SendError> {
-        self.inner
-            .config
-            .tasks
-            .iter()
-            .find(|task| task.name == name)
-            .ok_or_else(|| SendError::UnknownTask(name.to_string()))
-    }
-
+impl Sender {
     /// Runs `task` with `data` against the agent at `target` (its Agora endpoint URL): in
     /// natural language, or under `protocol` (with the `sources` peers can fetch it from).
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         target: &str,
         task: &Task,
@@ -62,12 +52,13 @@ impl Node {
         data: &Value,
         protocol: Option<(&VerifiedDocument, &[String])>,
     ) -> Result<SendOutcome, SendError> {
-        let config = &self.inner.config.sender;
+        let config = &self.core.config.sender;
         let compose = match protocol {
             Some((document, _)) => sender::compose_for_protocol(task, data, document),
             None => sender::compose_natural(task, data),
         };
         let written = self
+            .core
             .chat(
                 Category::Conversation,
                 context,
@@ -95,7 +86,10 @@ impl Node {
         let read = ChatRequest::new(sender::read_reply(task, data, &reply))
             .json_schema("task_output", task.output_schema.clone())
             .max_tokens(config.max_tokens);
-        let response = self.chat(Category::Conversation, context, &read).await?;
+        let response = self
+            .core
+            .chat(Category::Conversation, context, &read)
+            .await?;
         let output: Value = serde_json::from_str(response.content.trim())
             .map_err(|e| SendError::InvalidOutput(format!("not JSON: {e}")))?;
         crate::task::validate(&task.output_schema, &output).map_err(SendError::InvalidOutput)?;
@@ -115,7 +109,8 @@ impl Node {
                 task: task.name.clone(),
                 protocol_hash: document.hash(),
             };
-            self.keep_sender_example(key, task, data, &body, &outcome)
+            self.programmer
+                .keep_sender_example(key, task, data, &body, &outcome)
                 .await;
         }
         Ok(outcome)

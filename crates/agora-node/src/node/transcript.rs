@@ -4,7 +4,8 @@
 use agora_protocol::ProtocolHash;
 use agora_store::ConversationKind;
 
-use super::{Node, NodeError};
+use super::NodeError;
+use super::core::Core;
 use crate::conversation;
 
 /// Who said one turn of a conversation.
@@ -33,11 +34,11 @@ pub struct Transcript {
     pub expires_at_ms: i64,
 }
 
-impl Node {
+impl Core {
     /// The conversation `id` with its turns, or `None` if it is unknown or expired.
-    pub async fn transcript(&self, id: &str) -> Result<Option<Transcript>, NodeError> {
-        let now = self.inner.clock.now_ms();
-        let Some(stored) = self.inner.store.conversation(id).await? else {
+    pub(crate) async fn transcript(&self, id: &str) -> Result<Option<Transcript>, NodeError> {
+        let now = self.clock.now_ms();
+        let Some(stored) = self.store.conversation(id).await? else {
             return Ok(None);
         };
         if stored.expires_at_ms <= now {

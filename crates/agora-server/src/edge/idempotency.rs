@@ -18,7 +18,7 @@
 //!
 //! A protocol may carry the key in its own messages instead (seed 001's envelope does): a PD
 //! declaring `idempotency_key_field: <field>` names the body field, and the node reads it
-//! (`Node::idempotency_key_in`, which explains the rules). Such an envelope key is handled as the
+//! (`Node::admission`, whose `Admission` explains the rules). Such an envelope key is handled as the
 //! header is, with two differences: its scope is the client *and the protocol*, and it is matched
 //! on the key alone, not the body's content, because a retry of such a message is a new message
 //! (its own `message_id` and `timestamp`) with the same key. So any later message with the key

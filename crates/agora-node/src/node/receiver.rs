@@ -1,0 +1,658 @@
+//! The receiver: a request from its envelope to its reply and its row in the ledger, and the
+//! follow-ups of its conversations.
+//!
+//! The request path is: run the protocol's active routine if it has one (no LLM at all; see
+//! `dispatch`), otherwise resolve the protocol document (store, then sources), decide
+//! suitability (operator policy, cached decision, or the LLM checker) and answer (code as
+//! action, then the LLM responder with tools); then record the request, its usage counters,
+//! its routine run and its conversation in one store transaction, and hand what it taught to
+//! the programmer.
+//!
+//! Architecture invariant: `handle` never fails with an error. Every outcome, including store
+//! and LLM failures, becomes a [`Reply`] in the protocol's error shape, and every request leaves
+//! one row in the request ledger.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use agora_protocol::{
+    Body, ErrorCode, FollowUp, ProtocolHash, ProtocolRef, Reply, Request, Status, VerifiedDocument,
+};
+use agora_store::{
+    Conversation, ConversationKind, Decision, DecisionOrigin, RequestPath, RequestRecord,
+};
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::FollowUpError;
+use super::core::Core;
+use super::programming::Programmer;
+use super::receiver_routines;
+use crate::accounting::QueryContext;
+use crate::checker;
+use crate::config::SuitabilityMode;
+use crate::conversation;
+use crate::focus::Focus;
+use crate::observer::RequestHooks;
+use crate::programmer::{PendingExample, grounding};
+use crate::resolver::ResolveError;
+use crate::responder::{Responder, Subject};
+
+/// The receiving role of a node. Cloning is cheap.
+#[derive(Clone)]
+pub(crate) struct Receiver {
+    pub(super) core: Arc<Core>,
+    pub(super) programmer: Programmer,
+    /// Each document's `idempotency_key_field`, once read (see `idempotency`).
+    pub(super) idempotency_fields: Arc<Mutex<HashMap<ProtocolHash, Option<String>>>>,
+}
+
+/// What answering produced, before bookkeeping.
+pub(super) struct Outcome {
+    pub(super) reply: Reply,
+    pub(super) path: RequestPath,
+    pub(super) conversation: Option<Conversation>,
+    /// The routine that ran, if one did.
+    pub(super) routine_id: Option<i64>,
+    /// The routine's error, if it failed.
+    pub(super) routine_error: Option<String>,
+    /// The LLM's single-shot protocol answer, for the programmer's examples.
+    pub(super) example: Option<PendingExample>,
+    /// The LLM-written routine that failed on this request, if one did.
+    pub(super) failed_llm_routine: Option<i64>,
+    /// The full error behind a failure reply, for the log and the request ledger; the reply
+    /// itself carries only a sentence the peer can act on.
+    pub(super) error_detail: Option<String>,
+}
+
+impl Outcome {
+    pub(super) fn new(reply: Reply, path: RequestPath) -> Self {
+        Self {
+            reply,
+            path,
+            conversation: None,
+            routine_id: None,
+            routine_error: None,
+            example: None,
+            failed_llm_routine: None,
+            error_detail: None,
+        }
+    }
+
+    pub(super) fn failed(code: ErrorCode, error: impl Into<String>) -> Self {
+        Self::new(Reply::failure(code, error), RequestPath::Failed)
+    }
+
+    /// A failure whose cause the peer must not read (an internal URL, an OS error, a tool's
+    /// error): the peer gets `message` and the query id to quote, the log and the request
+    /// ledger get `detail`.
+    pub(super) fn failed_privately(
+        context: &QueryContext,
+        code: ErrorCode,
+        message: &str,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        let detail = detail.to_string();
+        tracing::warn!(error = %detail, "{message}");
+        Self {
+            error_detail: Some(detail),
+            ..Self::failed(
+                code,
+                format!(
+                    "{message} (query {}; the operator has the details)",
+                    context.query_id
+                ),
+            )
+        }
+    }
+}
+
+impl Receiver {
+    /// [`Node::handle_from`] with the caller's `hooks`: an observer told every step (LLM and
+    /// tool calls) as it happens, the id a multiround request's conversation opens under, and
+    /// the channel (another protocol's front, e.g. `a2a`) recorded in the request ledger instead
+    /// of the request's kind (`natural`, `negotiation`, `protocol`).
+    pub(crate) async fn handle_hooked(
+        &self,
+        request: Request,
+        client: Option<&crate::Client>,
+        hooks: RequestHooks,
+    ) -> Reply {
+        let query_id = crate::accounting::new_query_id();
+        let protocol_hash = match request.protocol {
+            ProtocolRef::Protocol(hash) => Some(hash),
+            _ => None,
+        };
+        let span = tracing::info_span!(
+            "agora.node.handle",
+            query_id = %query_id,
+            // Formatted only if a subscriber records the span.
+            protocol_hash = protocol_hash.map(tracing::field::display),
+            path = tracing::field::Empty,
+            routine = tracing::field::Empty,
+        );
+        async move {
+            let started = Instant::now();
+            let channel_override = hooks.channel;
+            let context = QueryContext::new(query_id, protocol_hash)
+                .with_client(client)
+                .with_hooks(hooks);
+            let channel = channel_override.unwrap_or(match request.protocol {
+                ProtocolRef::NaturalLanguage => "natural",
+                ProtocolRef::Negotiation => "negotiation",
+                ProtocolRef::Protocol(_) => "protocol",
+            });
+            let outcome = match request.protocol {
+                ProtocolRef::NaturalLanguage => self.answer_natural(&context, &request).await,
+                ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
+                ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
+            };
+            tracing::Span::current().record("path", path_name(outcome.path));
+            let mut lesson = receiver_routines::Lesson {
+                example: outcome.example.clone(),
+                failed_llm_routine: outcome.failed_llm_routine,
+            };
+            let reply = self.finish(&context, channel, outcome, started).await;
+            if reply.status != Status::Success {
+                lesson.example = None;
+            }
+            if let Some(hash) = protocol_hash
+                && (lesson.example.is_some() || lesson.failed_llm_routine.is_some())
+            {
+                self.programmer.learn(&context.query_id, hash, lesson).await;
+            }
+            reply
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// [`Node::follow_up_from`] with the caller's `hooks` (see [`Node::handle_hooked`]; the
+    /// conversation id is the one followed up; the default channel is `follow_up`). A
+    /// negotiation is continued only without a channel: another protocol's front holds no
+    /// negotiations, so there it is [`FollowUpError::NotFound`].
+    pub(crate) async fn follow_up_hooked(
+        &self,
+        id: &str,
+        follow_up: FollowUp,
+        client: Option<&crate::Client>,
+        hooks: RequestHooks,
+    ) -> Result<Reply, FollowUpError> {
+        let now = self.core.clock.now_ms();
+        let stored = match self.core.store.conversation(id).await {
+            Ok(Some(c)) if c.expires_at_ms > now => c,
+            Ok(_) => return Err(FollowUpError::NotFound),
+            Err(error) => {
+                tracing::error!(%error, "could not load a conversation");
+                return Ok(Reply::failure(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ));
+            }
+        };
+        let channel = hooks.channel;
+        if stored.kind == ConversationKind::Negotiation {
+            if channel.is_some() {
+                return Err(FollowUpError::NotFound);
+            }
+            return Ok(self.continue_negotiation(stored, follow_up, client).await);
+        }
+        let channel = channel.unwrap_or("follow_up");
+        let query_id = crate::accounting::new_query_id();
+        let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
+        async move {
+            let started = Instant::now();
+            let context = QueryContext::new(query_id, stored.protocol_hash)
+                .with_client(client)
+                .with_hooks(hooks);
+            let document = match stored.protocol_hash {
+                Some(hash) => match self.core.store.document(&hash).await {
+                    Ok(Some(d)) => Some(d.document),
+                    _ => None,
+                },
+                None => None,
+            };
+            if stored.protocol_hash.is_some() && document.is_none() {
+                let outcome = Outcome::failed(
+                    ErrorCode::Internal,
+                    "the conversation's protocol document is missing",
+                );
+                return Ok(self.finish(&context, channel, outcome, started).await);
+            }
+            let subject = document
+                .as_ref()
+                .map(Subject::Protocol)
+                .unwrap_or(Subject::Natural);
+            let history = conversation::decode(&stored.messages);
+            let outcome = self
+                .respond(&context, subject, &follow_up.body, history, Some(stored))
+                .await;
+            Ok(self.finish(&context, channel, outcome, started).await)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn answer_protocol(
+        &self,
+        context: &QueryContext,
+        request: &Request,
+        hash: ProtocolHash,
+    ) -> Outcome {
+        // Routines are single-shot: a multiround request opens an LLM conversation instead.
+        if !request.multiround
+            && let Some(active) = self.core.routines.active(&hash)
+        {
+            return self
+                .answer_with_routine(context, request, hash, &active)
+                .await;
+        }
+        let document = match self.resolve(request, hash).await {
+            Ok(document) => document,
+            Err(outcome) => return outcome,
+        };
+        match self.suitability(context, &document).await {
+            Ok(decision) if decision.allowed => {
+                self.answer(context, request, Some(&document)).await
+            }
+            Ok(decision) => {
+                let hash_text = hash.to_dialect(request.hash_dialect);
+                let mut message = format!("{hash_text} is not suitable for execution");
+                if !decision.reason.is_empty() {
+                    message.push_str(&format!(": {}", decision.reason));
+                }
+                Outcome::new(Reply::rejected(message), RequestPath::Rejected)
+            }
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// The request's protocol document, from the store or its sources, with the documents it
+    /// references resolved too (see `resolver`): a request under a document whose references
+    /// cannot be followed fails, saying which.
+    pub(super) async fn resolve(
+        &self,
+        request: &Request,
+        hash: ProtocolHash,
+    ) -> Result<VerifiedDocument, Outcome> {
+        let now = self.core.clock.now_ms();
+        let resolver = &self.core.resolver;
+        let resolved = match resolver.resolve(&hash, &request.sources, now).await {
+            Ok(document) => resolver.references(&document, now).await.map(|_| document),
+            Err(error) => Err(error),
+        };
+        match resolved {
+            Ok(document) => Ok(document),
+            Err(ResolveError::Store(error)) => {
+                tracing::error!(%error, "store failed while resolving");
+                Err(Outcome::failed(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ))
+            }
+            Err(error) => Err(Outcome::failed(
+                ErrorCode::ProtocolUnavailable,
+                error.to_string(),
+            )),
+        }
+    }
+
+    /// The cached decision, or a new one from the configured mode.
+    async fn suitability(
+        &self,
+        context: &QueryContext,
+        document: &VerifiedDocument,
+    ) -> Result<Decision, Outcome> {
+        let hash = document.hash();
+        match self.core.store.suitability(&hash).await {
+            Ok(Some(decision)) => return Ok(decision),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "could not read a suitability decision");
+                return Err(Outcome::failed(
+                    ErrorCode::Internal,
+                    "the node's store failed",
+                ));
+            }
+        }
+        let now = self.core.clock.now_ms();
+        let decision = match self.core.config.suitability {
+            SuitabilityMode::AllowAll => Decision {
+                allowed: true,
+                origin: DecisionOrigin::Operator,
+                reason: "this node accepts every verified protocol".into(),
+                decided_at_ms: now,
+            },
+            SuitabilityMode::OperatorOnly => {
+                return Ok(Decision {
+                    allowed: false,
+                    origin: DecisionOrigin::Operator,
+                    reason: "this node only serves protocols its operator allowed".into(),
+                    decided_at_ms: now,
+                });
+            }
+            SuitabilityMode::Llm => {
+                let specs = self.core.tools.specs();
+                // Resolved with the document (see `resolve`): read from the store here.
+                let references = self
+                    .core
+                    .resolver
+                    .references(document, now)
+                    .await
+                    .unwrap_or_default();
+                let verdict = checker::check(
+                    &self.core.accountant,
+                    context,
+                    &self.core.config.description,
+                    &specs,
+                    document,
+                    &references,
+                )
+                .await
+                .map_err(|error| {
+                    Outcome::failed_privately(
+                        context,
+                        ErrorCode::HandlerFailed,
+                        "this node could not decide whether it serves the protocol; retry later",
+                        error,
+                    )
+                })?;
+                tracing::info!(suitable = verdict.suitable, reason = %verdict.reason, "suitability decided");
+                Decision {
+                    allowed: verdict.suitable,
+                    origin: DecisionOrigin::Llm,
+                    reason: verdict.reason,
+                    decided_at_ms: now,
+                }
+            }
+        };
+        if let Err(error) = self.core.store.set_suitability(&hash, &decision).await {
+            tracing::error!(%error, "could not store a suitability decision");
+        }
+        Ok(decision)
+    }
+
+    /// Answers with the LLM, opening a conversation if the request asks for one.
+    pub(super) async fn answer(
+        &self,
+        context: &QueryContext,
+        request: &Request,
+        document: Option<&VerifiedDocument>,
+    ) -> Outcome {
+        let subject = document.map(Subject::Protocol).unwrap_or(Subject::Natural);
+        let opened = request.multiround.then(|| {
+            let now = self.core.clock.now_ms();
+            Conversation {
+                id: context
+                    .hooks
+                    .conversation_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                kind: if document.is_some() {
+                    ConversationKind::Protocol
+                } else {
+                    ConversationKind::Natural
+                },
+                protocol_hash: document.map(VerifiedDocument::hash),
+                messages: Value::Array(Vec::new()),
+                created_at_ms: now,
+                last_active_ms: now,
+                expires_at_ms: now,
+            }
+        });
+        self.respond(context, subject, &request.body, Vec::new(), opened)
+            .await
+    }
+
+    async fn respond(
+        &self,
+        context: &QueryContext,
+        subject: Subject<'_>,
+        body: &Body,
+        history: Vec<agora_llm::Message>,
+        conversation: Option<Conversation>,
+    ) -> Outcome {
+        let focus = self.core.focus(subject);
+        // The documents a protocol builds on were resolved with it; here they come from the store.
+        let references = match subject {
+            Subject::Protocol(document) => {
+                let now = self.core.clock.now_ms();
+                match self.core.resolver.references(document, now).await {
+                    Ok(references) => references,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not read a protocol's references");
+                        Vec::new()
+                    }
+                }
+            }
+            Subject::Natural => Vec::new(),
+        };
+        let responder = Responder {
+            accountant: &self.core.accountant,
+            tools: &self.core.tools,
+            config: &self.core.config.responder,
+            focus: &focus,
+            references: &references,
+        };
+        let message = body.to_text();
+        let acted = match subject {
+            Subject::Protocol(document) if conversation.is_none() && history.is_empty() => {
+                self.act(context, document, &focus, &message).await
+            }
+            Subject::Natural if history.is_empty() => {
+                self.act_on_message(context, &focus, &message).await
+            }
+            _ => None,
+        };
+        let answer = match acted {
+            Some(answer) => answer,
+            None => match responder
+                .respond(context, subject, &history, &message)
+                .await
+            {
+                Ok(answer) => answer,
+                Err(error) => {
+                    return Outcome::failed_privately(
+                        context,
+                        ErrorCode::HandlerFailed,
+                        "this node's language model or tools failed to answer; retry later",
+                        error,
+                    );
+                }
+            },
+        };
+        let reply_body = reply_body(body, answer.value);
+        let reply_text = reply_body.to_text();
+        let grounded = |document: &VerifiedDocument| {
+            let sources =
+                grounding::Sources::of(&message, &answer.tool_calls, document.text(), &focus);
+            let reply = serde_json::from_str(&reply_text)
+                .unwrap_or_else(|_| Value::String(reply_text.clone()));
+            match grounding::ungrounded(&reply, &sources) {
+                None => true,
+                Some(reason) => {
+                    tracing::info!(%reason, "the answer is not kept as an example");
+                    false
+                }
+            }
+        };
+        let example = match subject {
+            Subject::Protocol(document) if conversation.is_none() && grounded(document) => {
+                Some(PendingExample {
+                    body: message.clone(),
+                    tool_calls: Value::Array(
+                        answer
+                            .tool_calls
+                            .iter()
+                            .map(|call| match &call.result {
+                                Ok(result) => serde_json::json!({
+                                    "tool": call.tool, "arguments": call.arguments, "result": result
+                                }),
+                                Err(error) => serde_json::json!({
+                                    "tool": call.tool, "arguments": call.arguments, "error": error
+                                }),
+                            })
+                            .collect(),
+                    ),
+                    reply: reply_text.clone(),
+                })
+            }
+            _ => None,
+        };
+        let mut reply = Reply::success(reply_body.clone());
+        let conversation = conversation.map(|mut c| {
+            let now = self.core.clock.now_ms();
+            let ttl = self.core.config.conversations.idle_timeout().as_millis() as i64;
+            c.messages = conversation::append(
+                history,
+                &message,
+                &reply_text,
+                self.core.config.conversations.max_messages,
+            );
+            c.last_active_ms = now;
+            c.expires_at_ms = now + ttl;
+            reply = reply
+                .clone()
+                .with_conversation(c.id.clone(), c.expires_at_ms / 1000);
+            c
+        });
+        Outcome {
+            conversation,
+            example,
+            ..Outcome::new(reply, RequestPath::Llm)
+        }
+    }
+
+    /// Code as action (see [`crate::acting`]), when configured and the node has a routine
+    /// engine: the answer of a program the LLM wrote, or `None` for the tool loop to answer.
+    async fn act(
+        &self,
+        context: &QueryContext,
+        document: &VerifiedDocument,
+        focus: &Focus,
+        body: &str,
+    ) -> Option<crate::responder::Answer> {
+        let actor = self.actor(focus, self.core.config.responder.code_as_action)?;
+        match actor.act(context, document, body).await {
+            Ok(acted) => {
+                if let Ok(mut programs) = self.programmer.state.programs.lock() {
+                    programs.insert(document.hash(), acted.source);
+                }
+                Some(acted.answer)
+            }
+            Err(error) => {
+                tracing::info!(%error, "no program answered; the tool loop answers");
+                None
+            }
+        }
+    }
+
+    /// Code as action on a natural-language message (`responder.natural_code_as_action`),
+    /// when configured and the node has a routine engine: the answer of a program the LLM wrote
+    /// for this message, or `None` for the tool loop to answer.
+    async fn act_on_message(
+        &self,
+        context: &QueryContext,
+        focus: &Focus,
+        message: &str,
+    ) -> Option<crate::responder::Answer> {
+        let actor = self.actor(focus, self.core.config.responder.natural_code_as_action)?;
+        match actor.act_on_message(context, message).await {
+            Ok(acted) => Some(acted.answer),
+            Err(error) => {
+                tracing::info!(%error, "no program answered the message; the tool loop answers");
+                None
+            }
+        }
+    }
+
+    /// The actor for code as action on `focus`, when `on` and the node has a routine engine.
+    fn actor<'a>(&'a self, focus: &'a Focus, on: bool) -> Option<crate::acting::Actor<'a>> {
+        let engine = self.core.routines.engine().filter(|_| on)?;
+        Some(crate::acting::Actor {
+            accountant: &self.core.accountant,
+            tools: &self.core.tools,
+            focus,
+            engine: engine.as_ref(),
+            limits: self.core.programmer_limits(),
+            config: &self.core.config.responder,
+        })
+    }
+
+    /// Records the request (and its conversation) and returns the reply.
+    pub(super) async fn finish(
+        &self,
+        context: &QueryContext,
+        channel: &str,
+        outcome: Outcome,
+        started: Instant,
+    ) -> Reply {
+        let tally = context.tally();
+        let record = RequestRecord {
+            query_id: context.query_id.clone(),
+            node: self.core.config.name.clone(),
+            protocol_hash: context.protocol_hash,
+            channel: channel.to_string(),
+            path: outcome.path,
+            status: outcome.reply.status.as_str().to_string(),
+            llm_calls: tally.calls,
+            prompt_tokens: tally.prompt_tokens,
+            completion_tokens: tally.completion_tokens,
+            cost_usd: tally.cost_usd,
+            latency_ms: started.elapsed().as_millis() as i64,
+            created_at_ms: self.core.clock.now_ms(),
+            routine_id: outcome.routine_id,
+            routine_error: outcome.routine_error.clone(),
+            client: context.client.clone(),
+            error_detail: outcome.error_detail.clone(),
+        };
+        // A request that made no LLM call and opened no conversation (a routine's answer, a
+        // cached refusal) leaves nothing but this record: it is queued rather than waited for,
+        // which keeps a busy routine-served protocol from paying a commit per request (see
+        // `Store::record_request_buffered`). Everything else is durable before its reply.
+        let recorded = if outcome.conversation.is_none() && record.llm_calls == 0 {
+            self.core.store.record_request_buffered(record).await
+        } else {
+            self.core
+                .store
+                .record_request(&record, outcome.conversation.as_ref())
+                .await
+        };
+        match recorded {
+            Ok(()) => outcome.reply,
+            Err(error) => {
+                tracing::error!(%error, "could not record a request");
+                if outcome.conversation.is_some() {
+                    // The conversation was not saved, so its id would not work.
+                    Reply::failure(ErrorCode::Internal, "the node's store failed")
+                } else {
+                    outcome.reply
+                }
+            }
+        }
+    }
+}
+
+fn path_name(path: RequestPath) -> &'static str {
+    match path {
+        RequestPath::Llm => "llm",
+        RequestPath::Routine => "routine",
+        RequestPath::Fallback => "fallback",
+        RequestPath::Rejected => "rejected",
+        RequestPath::Failed => "failed",
+    }
+}
+
+/// Shapes the answer like the request: text for text bodies, JSON for JSON bodies.
+pub(super) fn reply_body(request: &Body, answer: Value) -> Body {
+    match (request, answer) {
+        (Body::Json(_), Value::String(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) if !value.is_string() => Body::Json(value),
+            _ => Body::Text(text),
+        },
+        (Body::Json(_), value) => Body::Json(value),
+        (Body::Text(_), Value::String(text)) => Body::Text(text),
+        (Body::Text(_), value) => Body::Text(value.to_string()),
+    }
+}
