@@ -35,7 +35,7 @@ pub async fn run(command: McpCommand) -> anyhow::Result<()> {
                 .context("serving MCP over stdio");
             running.shutdown().await;
             // Routine-served requests are recorded without waiting for their commit.
-            running.node.store().flush_requests().await;
+            running.node.store().requests().flush_requests().await;
             served
         }
     }

@@ -6,16 +6,20 @@ use serde_json::json;
 
 pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     let store = crate::pd_cmd::open(config).await?;
-    let ledger = store.ledger_totals().await?;
-    let usage = store.usage_all().await?;
-    let programming: std::collections::HashMap<_, _> =
-        store.programming_totals().await?.into_iter().collect();
+    let ledger = store.ledger().ledger_totals().await?;
+    let usage = store.requests().usage_all().await?;
+    let programming: std::collections::HashMap<_, _> = store
+        .programming()
+        .programming_totals()
+        .await?
+        .into_iter()
+        .collect();
     let programmed = |hash| programming.get(hash).cloned().unwrap_or_default();
-    let sent = store.sender_totals().await?;
+    let sent = store.sender().sender_totals().await?;
     if as_json {
         // Sender routines and every attempt at one (with its source), JSON only.
-        let sender_routines = store.sender_routines().await?;
-        let sender_attempts = store.sender_attempts().await?;
+        let sender_routines = store.sender().sender_routines().await?;
+        let sender_attempts = store.sender().sender_attempts().await?;
         let value = json!({
             "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
             "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd, "tokensSavedEstimate": u.tokens_saved_estimate(), "routineAttempts": programmed(h).attempts, "routineAttemptsPassed": programmed(h).passed, "implementingTokens": programmed(h).tokens})).collect::<Vec<_>>(),

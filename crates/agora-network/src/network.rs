@@ -647,6 +647,7 @@ impl Agents {
         let path = user
             .node
             .store()
+            .sender()
             .sender_runs(server_url, &task.name, 1)
             .await?
             .pop()
@@ -680,7 +681,7 @@ impl Agents {
         let mut read = self.ledger_read.lock().await;
         for agent in self.agents() {
             let last = read.entry(agent.id.clone()).or_insert(0);
-            for (id, call) in agent.node.store().llm_calls_after(*last).await? {
+            for (id, call) in agent.node.store().ledger().llm_calls_after(*last).await? {
                 *last = id;
                 let one = CallTotals {
                     calls: 1,
@@ -721,19 +722,21 @@ impl Agents {
         for agent in self.users.values().chain(self.helpers.values()) {
             let store = agent.node.store();
             counts.sender_routines += store
+                .sender()
                 .sender_routines()
                 .await?
                 .iter()
                 .filter(|r| r.active)
                 .count() as u64;
             let keys: BTreeSet<(String, String)> = store
+                .sender()
                 .sender_totals()
                 .await?
                 .into_iter()
                 .map(|totals| (totals.target, totals.task))
                 .collect();
             for (target, task) in keys {
-                for run in store.sender_runs(&target, &task, i64::MAX).await? {
+                for run in store.sender().sender_runs(&target, &task, i64::MAX).await? {
                     counts.negotiations += run
                         .steps
                         .split(',')

@@ -238,7 +238,7 @@ async fn start_agent(
 }
 
 async fn ledger(node: &Node) -> anyhow::Result<Vec<LlmCallRecord>> {
-    Ok(node.store().llm_calls(None).await?)
+    Ok(node.store().ledger().llm_calls(None).await?)
 }
 
 /// Runs the demo and writes its report; the agents serve until the returned run is dropped.
@@ -329,6 +329,7 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherRun> {
         let rung = alice
             .node
             .store()
+            .sender()
             .sender_runs(&bob.url, &task.name, 1)
             .await?
             .pop()
@@ -351,6 +352,7 @@ pub async fn run(demo: WeatherDemo) -> anyhow::Result<WeatherRun> {
         let bob_path = bob
             .node
             .store()
+            .requests()
             .recent_requests(20)
             .await?
             .into_iter()
@@ -512,6 +514,7 @@ async fn summarize(
         .then(|| once_usd / (nl_query_usd - routine_query_usd));
     let protocol = alice
         .store()
+        .sender()
         .sender_protocols_for_task("weather_forecast")
         .await?
         .into_iter()

@@ -165,7 +165,7 @@ impl Accountant {
             tally.completion_tokens += record.completion_tokens;
             tally.cost_usd += cost_usd;
         }
-        if let Err(error) = self.store.record_llm_call(&record).await {
+        if let Err(error) = self.store.ledger().record_llm_call(&record).await {
             tracing::error!(%error, query_id = %context.query_id, "could not record an LLM call in the ledger");
         }
         tracing::debug!(

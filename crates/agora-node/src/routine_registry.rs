@@ -278,7 +278,7 @@ impl RoutineRegistry {
         &self,
         hash: &ProtocolHash,
     ) -> Result<Vec<RoutineAttempt>, RegistryError> {
-        Ok(self.store.attempts(Some(hash)).await?)
+        Ok(self.store.programming().attempts(Some(hash)).await?)
     }
 
     /// Runs a routine once on `body`, with its granted tools and limits, whatever its status.

@@ -270,6 +270,7 @@ impl ProtocolDb {
         let (_, created) = self
             .inner
             .store
+            .catalogue()
             .publish_document(&document, None, self.inner.clock.now_ms())
             .instrument(span)
             .await?;
@@ -296,6 +297,7 @@ impl ProtocolDb {
         Ok(self
             .inner
             .store
+            .catalogue()
             .published_document(hash)
             .await?
             .map(|entry| entry.document))
@@ -315,6 +317,7 @@ impl ProtocolDb {
         let candidates = self
             .inner
             .store
+            .catalogue()
             .search_published(&words, wanted)
             .instrument(span)
             .await?;
@@ -346,6 +349,7 @@ impl ProtocolDb {
         let mut rows = self
             .inner
             .store
+            .catalogue()
             .published_since(since, limit as i64 + 1)
             .await?;
         let mut more = rows.len() > limit;
@@ -378,14 +382,14 @@ impl ProtocolDb {
 
     /// How many entries the catalogue holds, by origin.
     pub async fn counts(&self) -> Result<PublishedCounts, StoreError> {
-        self.inner.store.published_counts().await
+        self.inner.store.catalogue().published_counts().await
     }
 
     /// What the store remembers about each configured peer.
     pub async fn peer_states(&self) -> Result<Vec<PeerState>, StoreError> {
         let mut states = Vec::with_capacity(self.inner.config.peers.len());
         for peer in &self.inner.config.peers {
-            states.push(self.inner.store.peer_state(peer).await?);
+            states.push(self.inner.store.catalogue().peer_state(peer).await?);
         }
         Ok(states)
     }

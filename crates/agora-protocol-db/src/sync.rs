@@ -86,7 +86,13 @@ impl ProtocolDb {
                     .counters
                     .sync_errors
                     .fetch_add(1, Ordering::Relaxed);
-                if let Err(store_error) = self.inner.store.record_peer_error(peer, error).await {
+                if let Err(store_error) = self
+                    .inner
+                    .store
+                    .catalogue()
+                    .record_peer_error(peer, error)
+                    .await
+                {
                     tracing::warn!(peer = %peer, error = %store_error, "could not record a peer error");
                 }
             }
@@ -110,7 +116,7 @@ impl ProtocolDb {
             ..PeerSyncReport::default()
         };
         let config = &self.inner.config;
-        report.cursor = match self.inner.store.peer_state(peer).await {
+        report.cursor = match self.inner.store.catalogue().peer_state(peer).await {
             Ok(state) => state.last_seq,
             Err(error) => {
                 report.error = Some(format!("store: {error}"));
@@ -147,6 +153,7 @@ impl ProtocolDb {
             match self
                 .inner
                 .store
+                .catalogue()
                 .ingest_peer_page(stored, self.inner.clock.now_ms())
                 .await
             {

@@ -257,7 +257,7 @@ async fn main() {
         );
     }
     for (label, server, _) in &servers {
-        let calls = server.node.store().llm_calls(None).await.unwrap();
+        let calls = server.node.store().ledger().llm_calls(None).await.unwrap();
         println!("LLM calls during the run ({label} node): {}", calls.len());
     }
 }

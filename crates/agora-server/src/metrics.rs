@@ -287,9 +287,9 @@ impl NodeFigures {
     async fn read(node: &str, store: &Store) -> Result<Self, agora_store::StoreError> {
         Ok(Self {
             node: node.to_string(),
-            ledger: store.ledger_totals().await?,
-            usage: store.usage_all().await?,
-            programming: store.programming_totals().await?,
+            ledger: store.ledger().ledger_totals().await?,
+            usage: store.requests().usage_all().await?,
+            programming: store.programming().programming_totals().await?,
             routines: store.routines().await?,
         })
     }

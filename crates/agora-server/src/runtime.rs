@@ -398,7 +398,7 @@ pub async fn serve(
                         Err(error) => tracing::warn!(%error, "conversation sweep failed"),
                     }
                     let before = agora_node::Clock::now_ms(&SystemClock) - idempotency_window;
-                    if let Err(error) = node.store().purge_idempotency_keys(before).await {
+                    if let Err(error) = node.store().idempotency().purge_idempotency_keys(before).await {
                         tracing::warn!(%error, "idempotency key sweep failed");
                     }
                 }
@@ -421,6 +421,6 @@ pub async fn serve(
     running.state.agent_runs.shutdown().await;
     running.shutdown().await;
     // Routine-served requests are recorded without waiting for their commit: write them now.
-    running.node.store().flush_requests().await;
+    running.node.store().requests().flush_requests().await;
     Ok(())
 }

@@ -58,9 +58,9 @@ pub struct Store {
     /// per request at 8 concurrent requests). Waiting on an in-process lock
     /// instead costs microseconds. Postgres needs no such lock.
     writer: Arc<tokio::sync::Mutex<()>>,
-    /// The background writer of [`Store::record_request`], which commits the requests recorded
+    /// The background writer of [`Requests::record_request`](crate::Requests::record_request), which commits the requests recorded
     /// meanwhile together.
-    pub(crate) requests: RequestWriter,
+    pub(crate) request_writer: RequestWriter,
 }
 
 /// Which database a [`Store`] talks to.
@@ -78,7 +78,7 @@ pub struct StoreOptions {
     /// Largest number of pooled connections (default 4 for SQLite, 8 for Postgres; at least 1).
     pub max_connections: Option<u32>,
     /// How long request records queued without waiting
-    /// ([`Store::record_request_buffered`]) may be held back to be written with later ones
+    /// (`Store::requests().record_request_buffered`) may be held back to be written with later ones
     /// (default 5 ms). Longer means fewer, larger transactions on a busy node, and more records
     /// a crash can lose.
     pub request_linger: Option<std::time::Duration>,
@@ -181,8 +181,8 @@ impl Store {
         };
         let lock = (backend == Backend::Sqlite).then(|| writer.clone());
         let linger = options.request_linger.unwrap_or(crate::requests::LINGER);
-        let requests = match RequestWriter::start(pool.clone(), mode, lock, linger).await {
-            Ok(requests) => requests,
+        let request_writer = match RequestWriter::start(pool.clone(), mode, lock, linger).await {
+            Ok(writer) => writer,
             Err(error) => {
                 pool.close().await;
                 return Err(error);
@@ -192,7 +192,7 @@ impl Store {
             pool,
             backend,
             writer,
-            requests,
+            request_writer,
         })
     }
 
@@ -201,11 +201,11 @@ impl Store {
         self.backend
     }
 
-    /// Writes the requests still queued for [`Store::record_request`], then closes every pooled
+    /// Writes the requests still queued for [`Requests::record_request`](crate::Requests::record_request), then closes every pooled
     /// connection, waiting for those in use to come back. Operations on this store (and its
     /// clones) fail afterwards with [`StoreError::Database`].
     pub async fn close(&self) {
-        self.requests.close().await;
+        self.request_writer.close().await;
         self.pool.close().await;
     }
 
@@ -248,6 +248,39 @@ fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
+    }
+}
+
+/// The store's parts by role: each gives the queries of one part of the node's records.
+impl Store {
+    /// The LLM ledger.
+    pub fn ledger(&self) -> crate::Ledger<'_> {
+        crate::Ledger { store: self }
+    }
+
+    /// The programmer's examples and attempts.
+    pub fn programming(&self) -> crate::Programming<'_> {
+        crate::Programming { store: self }
+    }
+
+    /// The sender's memory, runs, examples and routines.
+    pub fn sender(&self) -> crate::SenderRecords<'_> {
+        crate::SenderRecords { store: self }
+    }
+
+    /// A protocol database's catalogue and its peers.
+    pub fn catalogue(&self) -> crate::Catalogue<'_> {
+        crate::Catalogue { store: self }
+    }
+
+    /// The request ledger and the usage counters.
+    pub fn requests(&self) -> crate::Requests<'_> {
+        crate::Requests { store: self }
+    }
+
+    /// Idempotency keys and the replies they hold.
+    pub fn idempotency(&self) -> crate::IdempotencyKeys<'_> {
+        crate::IdempotencyKeys { store: self }
     }
 }
 

@@ -4,7 +4,7 @@
 //! is the caller's business: [`Store::conversation`] returns a conversation whatever its
 //! `expires_at_ms`, because only the caller knows what time it is;
 //! [`Store::purge_expired_conversations`] is the housekeeping that removes the dead ones.
-//! A conversation is updated together with its request by [`Store::record_request`], so the
+//! A conversation is updated together with its request by `Store::requests().record_request`, so the
 //! history and the request log never disagree after a crash.
 
 use crate::records::parse_optional_hash;
@@ -51,7 +51,7 @@ impl Store {
     /// The `limit` conversations active most recently (a negative limit means none), newest
     /// first, expired ones included: the caller compares `expires_at_ms` with its clock.
     pub async fn recent_conversations(&self, limit: i64) -> Result<Vec<Conversation>, StoreError> {
-        self.flush_requests().await;
+        self.requests().flush_requests().await;
         let statement = sqlx::query(
             "SELECT id, kind, protocol_hash, messages, created_at, last_active, expires_at \
              FROM conversations ORDER BY last_active DESC, id LIMIT $1",

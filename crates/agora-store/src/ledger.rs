@@ -14,10 +14,10 @@ use crate::{LedgerTotals, LlmCallRecord, Store, StoreError};
 const CALL_COLUMNS: &str = "node, category, model, prompt_tokens, completion_tokens, latency_ms, \
      cost_usd, query_id, protocol_hash, created_at";
 
-impl Store {
+impl Ledger<'_> {
     /// Appends one LLM call to the ledger.
-    pub async fn record_llm_call(&self, call: &LlmCallRecord) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
+    pub async fn record_llm_call(self, call: &LlmCallRecord) -> Result<(), StoreError> {
+        let _writer = self.store.writer().await;
         let sql = format!(
             "INSERT INTO llm_calls ({CALL_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
@@ -33,15 +33,12 @@ impl Store {
             .bind(call.query_id.clone())
             .bind(call.protocol_hash.map(|hash| hash.to_hex()))
             .bind(call.created_at_ms);
-        execute(&self.pool, statement, "record_llm_call").await?;
+        execute(&self.store.pool, statement, "record_llm_call").await?;
         Ok(())
     }
 
     /// The recorded calls, oldest first; only those of `query_id` when given.
-    pub async fn llm_calls(
-        &self,
-        query_id: Option<&str>,
-    ) -> Result<Vec<LlmCallRecord>, StoreError> {
+    pub async fn llm_calls(self, query_id: Option<&str>) -> Result<Vec<LlmCallRecord>, StoreError> {
         let filter = if query_id.is_some() {
             "WHERE query_id = $1"
         } else {
@@ -52,28 +49,39 @@ impl Store {
         if let Some(query_id) = query_id {
             statement = statement.bind(query_id);
         }
-        fetch_all(&self.pool, statement, "llm_calls: select", call_from_row).await
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "llm_calls: select",
+            call_from_row,
+        )
+        .await
     }
 
     /// The calls recorded after the row `after_id` (0 for all), oldest first, each with its row
     /// id: a reader that keeps the last id it saw reads only what is new.
     pub async fn llm_calls_after(
-        &self,
+        self,
         after_id: i64,
     ) -> Result<Vec<(i64, LlmCallRecord)>, StoreError> {
         let sql = format!("SELECT id, {CALL_COLUMNS} FROM llm_calls WHERE id > $1 ORDER BY id");
         let statement = sqlx::query(&sql).bind(after_id);
-        fetch_all(&self.pool, statement, "llm_calls_after: select", |row| {
-            let id = Columns::new(row, "llm_calls_after: read").get("id")?;
-            Ok((id, call_from_row(row)?))
-        })
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "llm_calls_after: select",
+            |row| {
+                let id = Columns::new(row, "llm_calls_after: read").get("id")?;
+                Ok((id, call_from_row(row)?))
+            },
+        )
         .await
     }
 
     /// The newest `limit` calls (a negative limit means none), newest first, each with its row
     /// id; only those of `category` and of `protocol` when given.
     pub async fn recent_llm_calls(
-        &self,
+        self,
         category: Option<&str>,
         protocol: Option<&ProtocolHash>,
         limit: i64,
@@ -88,15 +96,20 @@ impl Store {
             .bind(category.map(str::to_string))
             .bind(protocol.map(ProtocolHash::to_hex))
             .bind(limit.max(0));
-        fetch_all(&self.pool, statement, "recent_llm_calls: select", |row| {
-            let id = Columns::new(row, "recent_llm_calls: read").get("id")?;
-            Ok((id, call_from_row(row)?))
-        })
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "recent_llm_calls: select",
+            |row| {
+                let id = Columns::new(row, "recent_llm_calls: read").get("id")?;
+                Ok((id, call_from_row(row)?))
+            },
+        )
         .await
     }
 
     /// Totals per (node, category, model), sorted by node, then category, then model.
-    pub async fn ledger_totals(&self) -> Result<Vec<LedgerTotals>, StoreError> {
+    pub async fn ledger_totals(self) -> Result<Vec<LedgerTotals>, StoreError> {
         let statement = sqlx::query(
             "SELECT node, category, model, COUNT(*) AS calls, \
              CAST(SUM(prompt_tokens) AS BIGINT) AS prompt_tokens, \
@@ -105,7 +118,7 @@ impl Store {
              FROM llm_calls GROUP BY node, category, model",
         );
         let mut totals = fetch_all(
-            &self.pool,
+            &self.store.pool,
             statement,
             "ledger_totals: select",
             totals_from_row,
@@ -134,4 +147,10 @@ fn totals_from_row(row: &AnyRow) -> Result<LedgerTotals, StoreError> {
     Ok(from_columns!(columns => LedgerTotals {
         node, category, model, calls, prompt_tokens, completion_tokens, cost_usd,
     }))
+}
+
+/// The LLM ledger: one row per model call. Reached through [`Store::ledger`].
+#[derive(Clone, Copy)]
+pub struct Ledger<'a> {
+    pub(crate) store: &'a Store,
 }

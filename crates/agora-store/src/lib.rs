@@ -34,16 +34,20 @@ mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};
 pub use error::StoreError;
-pub use idempotency::IdempotencyClaim;
+pub use idempotency::{IdempotencyClaim, IdempotencyKeys};
+pub use ledger::Ledger;
 pub use programming::{
-    Attempt, Example, ProgrammerKey, ProgrammingTotals, RoutineAttempt, SenderRoutineAttempt,
+    Attempt, Example, ProgrammerKey, Programming, ProgrammingTotals, RoutineAttempt,
+    SenderRoutineAttempt,
 };
-pub use published::{PeerPage, PeerState, PublishedCounts, PublishedDocument, PublishedSummary};
+pub use published::{
+    Catalogue, PeerPage, PeerState, PublishedCounts, PublishedDocument, PublishedSummary,
+};
 pub use records::{
     AttemptOutcome, Conversation, ConversationKind, Decision, DecisionOrigin, JobReason,
     LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine,
     RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoredDocument,
 };
-pub use requests::RequestBucket;
-pub use sender_memory::{SenderMemory, SenderRun, SenderTotals};
+pub use requests::{RequestBucket, Requests};
+pub use sender_memory::{SenderMemory, SenderRecords, SenderRun, SenderTotals};
 pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};

@@ -177,10 +177,10 @@ pub struct ProgrammingTotals {
     pub cost_usd: f64,
 }
 
-impl Store {
+impl Programming<'_> {
     /// The programmer's totals per protocol, ordered by hash.
     pub async fn programming_totals(
-        &self,
+        self,
     ) -> Result<Vec<(ProtocolHash, ProgrammingTotals)>, StoreError> {
         let mut totals: std::collections::BTreeMap<ProtocolHash, ProgrammingTotals> =
             std::collections::BTreeMap::new();
@@ -195,10 +195,11 @@ impl Store {
     }
 
     /// Records an example and keeps only the protocol's newest `keep`; returns its id.
-    pub async fn add_example(&self, example: &Example, keep: i64) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
+    pub async fn add_example(self, example: &Example, keep: i64) -> Result<i64, StoreError> {
+        let _writer = self.store.writer().await;
         let hash = example.protocol_hash.to_hex();
         let mut tx = self
+            .store
             .pool
             .begin()
             .await
@@ -228,7 +229,7 @@ impl Store {
 
     /// The protocol's newest `limit` examples, oldest first.
     pub async fn examples(
-        &self,
+        self,
         hash: &ProtocolHash,
         limit: i64,
     ) -> Result<Vec<Example>, StoreError> {
@@ -238,7 +239,7 @@ impl Store {
 
     /// The newest `limit` examples of `key`, oldest first, read by `read`.
     pub(crate) async fn newest_examples<K: ProgrammerKey, E>(
-        &self,
+        self,
         key: &K,
         limit: i64,
         columns: &str,
@@ -254,7 +255,7 @@ impl Store {
         let rows = key
             .bind(sqlx::query(&sql))
             .bind(limit.max(0))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.store.pool)
             .await
             .map_err(StoreError::db("examples: select"))?;
         let mut examples = rows.iter().map(read).collect::<Result<Vec<_>, _>>()?;
@@ -265,7 +266,7 @@ impl Store {
     /// How many of the key's examples are newer than the newest one its last programmer job
     /// saw (all of them when none ran).
     pub async fn examples_since_last_attempt<K: ProgrammerKey>(
-        &self,
+        self,
         key: &K,
     ) -> Result<i64, StoreError> {
         let filter = key::filter::<K>(1);
@@ -281,7 +282,7 @@ impl Store {
     /// Programmer jobs for `key` since its last attempt that passed: the node waits for more
     /// examples after each job that found no routine.
     pub async fn failed_jobs_since_success<K: ProgrammerKey>(
-        &self,
+        self,
         key: &K,
     ) -> Result<i64, StoreError> {
         let filter = key::filter::<K>(1);
@@ -297,14 +298,14 @@ impl Store {
 
     /// Runs `sql`, a count `n` over the key bound from `$1`.
     async fn count<K: ProgrammerKey>(
-        &self,
+        self,
         key: &K,
         sql: &str,
         operation: &'static str,
     ) -> Result<i64, StoreError> {
         let row = key
             .bind(sqlx::query(sql))
-            .fetch_one(&self.pool)
+            .fetch_one(&self.store.pool)
             .await
             .map_err(StoreError::db(operation))?;
         row.try_get("n").map_err(StoreError::db(operation))
@@ -312,10 +313,10 @@ impl Store {
 
     /// Records an attempt; returns its id.
     pub async fn add_attempt<K: ProgrammerKey>(
-        &self,
+        self,
         attempt: &Attempt<K>,
     ) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
+        let _writer = self.store.writer().await;
         let columns = K::COLUMNS.len() + ATTEMPT_FIELDS.len();
         let placeholders: Vec<String> = (1..=columns).map(|i| format!("${i}")).collect();
         let sql = format!(
@@ -340,7 +341,7 @@ impl Store {
             .bind(attempt.cost_usd)
             .bind(attempt.routine_id)
             .bind(attempt.created_at_ms)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.store.pool)
             .await
             .map_err(StoreError::db("add_attempt"))?;
         row.try_get("id").map_err(StoreError::db("add_attempt: id"))
@@ -348,7 +349,7 @@ impl Store {
 
     /// The key's attempts, oldest first; every key's when `key` is `None`.
     pub async fn attempts<K: ProgrammerKey>(
-        &self,
+        self,
         key: Option<&K>,
     ) -> Result<Vec<Attempt<K>>, StoreError> {
         let filter = match key {
@@ -366,7 +367,7 @@ impl Store {
             query = key.bind(query);
         }
         let rows = query
-            .fetch_all(&self.pool)
+            .fetch_all(&self.store.pool)
             .await
             .map_err(StoreError::db("attempts: select"))?;
         rows.iter().map(attempt_from_row).collect()
@@ -439,4 +440,10 @@ fn attempt_from_row<K: ProgrammerKey>(row: &AnyRow) -> Result<Attempt<K>, StoreE
         routine_id: get(row, "routine_id")?,
         created_at_ms: get(row, "created_at")?,
     })
+}
+
+/// The programmer's examples and attempts, for receiver and sender routines. Reached through [`Store::programming`].
+#[derive(Clone, Copy)]
+pub struct Programming<'a> {
+    pub(crate) store: &'a Store,
 }

@@ -90,17 +90,17 @@ pub struct PeerPage<'a> {
     pub rejected: i64,
 }
 
-impl Store {
+impl Catalogue<'_> {
     /// Adds a document to the catalogue, or repairs the stored text of a known one. Returns the
     /// entry's seq and whether it is new; a known document keeps its seq and origin.
     pub async fn publish_document(
-        &self,
+        self,
         document: &VerifiedDocument,
         peer: Option<&str>,
         now_ms: i64,
     ) -> Result<(i64, bool), StoreError> {
-        let _writer = self.writer().await;
-        let mut tx = self.begin("publish_document").await?;
+        let _writer = self.store.writer().await;
+        let mut tx = self.store.begin("publish_document").await?;
         self.lock_catalogue(&mut tx).await?;
         let outcome = upsert(&mut tx, document, peer, now_ms).await?;
         commit(tx, "publish_document").await?;
@@ -109,7 +109,7 @@ impl Store {
 
     /// The catalogue entry for `hash`, if any.
     pub async fn published_document(
-        &self,
+        self,
         hash: &ProtocolHash,
     ) -> Result<Option<PublishedDocument>, StoreError> {
         let statement = sqlx::query(
@@ -117,7 +117,7 @@ impl Store {
         )
         .bind(hash.to_hex());
         fetch_optional(
-            &self.pool,
+            &self.store.pool,
             statement,
             "published_document: select",
             read_published,
@@ -130,7 +130,7 @@ impl Store {
     /// Fails with [`StoreError::Corrupt`] if a stored text no longer matches its hash: a page
     /// that skipped it would let peers advance past it for good.
     pub async fn published_since(
-        &self,
+        self,
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<PublishedDocument>, StoreError> {
@@ -141,7 +141,7 @@ impl Store {
         .bind(after_seq)
         .bind(limit.max(0));
         fetch_all(
-            &self.pool,
+            &self.store.pool,
             statement,
             "published_since: select",
             read_published,
@@ -153,7 +153,7 @@ impl Store {
     /// of `words` (each compared literally, lowercased); every entry when `words` is empty.
     /// Ranking is the caller's business; this only narrows the candidates.
     pub async fn search_published(
-        &self,
+        self,
         words: &[String],
         limit: i64,
     ) -> Result<Vec<PublishedSummary>, StoreError> {
@@ -174,26 +174,31 @@ impl Store {
             query = query.bind(format!("%{}%", escape_like(&word.to_lowercase())));
         }
         let statement = query.bind(limit.max(0));
-        fetch_all(&self.pool, statement, "search_published: select", |row| {
-            let columns = Columns::new(row, "search_published");
-            let hash: String = columns.get("hash")?;
-            Ok(from_columns!(columns => PublishedSummary {
-                seq,
-                hash: crate::records::parse_hash("published_documents.hash", &hash)?,
-                name, description,
-            }))
-        })
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "search_published: select",
+            |row| {
+                let columns = Columns::new(row, "search_published");
+                let hash: String = columns.get("hash")?;
+                Ok(from_columns!(columns => PublishedSummary {
+                    seq,
+                    hash: crate::records::parse_hash("published_documents.hash", &hash)?,
+                    name, description,
+                }))
+            },
+        )
         .await
     }
 
     /// How many entries the catalogue holds, posted here and pulled from peers.
-    pub async fn published_counts(&self) -> Result<PublishedCounts, StoreError> {
+    pub async fn published_counts(self) -> Result<PublishedCounts, StoreError> {
         let row = sqlx::query(
             "SELECT \
                (SELECT COUNT(*) FROM published_documents WHERE peer IS NULL) AS local, \
                (SELECT COUNT(*) FROM published_documents WHERE peer IS NOT NULL) AS from_peers",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&self.store.pool)
         .await
         .map_err(StoreError::db("published_counts: select"))?;
         let columns = Columns::new(&row, "published_counts");
@@ -204,13 +209,14 @@ impl Store {
     }
 
     /// What is known about the peer at `url`; a peer never pulled from has `last_seq` 0.
-    pub async fn peer_state(&self, url: &str) -> Result<PeerState, StoreError> {
+    pub async fn peer_state(self, url: &str) -> Result<PeerState, StoreError> {
         let statement = sqlx::query(
             "SELECT url, last_seq, synced_at, errors, last_error, rejected \
              FROM protocol_db_peers WHERE url = $1",
         )
         .bind(url);
-        let state = fetch_optional(&self.pool, statement, "peer_state: select", read_peer).await?;
+        let state =
+            fetch_optional(&self.store.pool, statement, "peer_state: select", read_peer).await?;
         Ok(state.unwrap_or_else(|| PeerState {
             url: url.to_string(),
             ..PeerState::default()
@@ -218,23 +224,29 @@ impl Store {
     }
 
     /// Every peer pulled from (or tried), by URL.
-    pub async fn peer_states(&self) -> Result<Vec<PeerState>, StoreError> {
+    pub async fn peer_states(self) -> Result<Vec<PeerState>, StoreError> {
         let statement = sqlx::query(
             "SELECT url, last_seq, synced_at, errors, last_error, rejected \
              FROM protocol_db_peers ORDER BY url",
         );
-        fetch_all(&self.pool, statement, "peer_states: select", read_peer).await
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "peer_states: select",
+            read_peer,
+        )
+        .await
     }
 
     /// Stores a page pulled from a peer and moves the peer's cursor, in one transaction.
     /// Documents already in the catalogue are left as they are. Returns how many were new.
     pub async fn ingest_peer_page(
-        &self,
+        self,
         page: PeerPage<'_>,
         now_ms: i64,
     ) -> Result<usize, StoreError> {
-        let _writer = self.writer().await;
-        let mut tx = self.begin("ingest_peer_page").await?;
+        let _writer = self.store.writer().await;
+        let mut tx = self.store.begin("ingest_peer_page").await?;
         self.lock_catalogue(&mut tx).await?;
         let mut added = 0;
         for document in page.documents {
@@ -272,8 +284,8 @@ impl Store {
     }
 
     /// Records a failed pull from the peer at `url`; its cursor stays where it was.
-    pub async fn record_peer_error(&self, url: &str, error: &str) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
+    pub async fn record_peer_error(self, url: &str, error: &str) -> Result<(), StoreError> {
+        let _writer = self.store.writer().await;
         let statement = sqlx::query(
             "INSERT INTO protocol_db_peers (url, last_seq, synced_at, errors, last_error, rejected) \
              VALUES ($1, 0, NULL, 1, $2, 0) \
@@ -282,15 +294,15 @@ impl Store {
         )
         .bind(url)
         .bind(error);
-        execute(&self.pool, statement, "record_peer_error: upsert").await?;
+        execute(&self.store.pool, statement, "record_peer_error: upsert").await?;
         Ok(())
     }
 
     /// On Postgres, makes this transaction the only writer of the catalogue until it ends, so
     /// entries become visible in seq order. Readers are not blocked. SQLite needs nothing: the
     /// caller holds the writer lock, and SQLite has one writer anyway.
-    async fn lock_catalogue(&self, tx: &mut AnyConnection) -> Result<(), StoreError> {
-        if self.backend() == Backend::Postgres {
+    async fn lock_catalogue(self, tx: &mut AnyConnection) -> Result<(), StoreError> {
+        if self.store.backend() == Backend::Postgres {
             sqlx::query("LOCK TABLE published_documents IN SHARE ROW EXCLUSIVE MODE")
                 .execute(&mut *tx)
                 .await
@@ -384,4 +396,10 @@ fn escape_like(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// A protocol database's catalogue and its peers' sync state. Reached through [`Store::catalogue`].
+#[derive(Clone, Copy)]
+pub struct Catalogue<'a> {
+    pub(crate) store: &'a Store,
 }

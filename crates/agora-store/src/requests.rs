@@ -1,7 +1,7 @@
 //! The request log and the per-protocol usage counters derived from it.
 //!
 //! Architecture invariant: a request row, its protocol's counters, its routine's run and its
-//! conversation are written in one transaction by [`Store::record_request`], so after a crash the
+//! conversation are written in one transaction by `Store::requests().record_request`, so after a crash the
 //! counters still equal what the log says and a follow-up never sees a history its request log
 //! lacks. Requests recorded concurrently are written together (group commit, see `batch`): one
 //! transaction then holds several requests, each with all of its writes, and commits them all
@@ -23,7 +23,7 @@ pub(crate) use batch::{LINGER, RequestWriter, WriterMode};
 const USAGE_COLUMNS: &str = "hash, requests, llm, routine, fallback, rejected, failed, \
      llm_prompt_tokens, llm_completion_tokens, llm_cost_usd, last_used";
 
-impl Store {
+impl Requests<'_> {
     /// Records a finished request in one transaction: the request row, its protocol's usage
     /// counters (when it has a protocol), the run of its routine (when one ran: `runs`, and on
     /// failure `failures`, `last_error` and `last_failure_at_ms`; nothing if the routine was
@@ -33,15 +33,18 @@ impl Store {
     /// Returns once the transaction has committed. Requests recorded concurrently may share it
     /// (see the `batch` module); the outcome is still each request's own.
     pub async fn record_request(
-        &self,
+        self,
         request: &RequestRecord,
         conversation: Option<&Conversation>,
     ) -> Result<(), StoreError> {
         let conversation = conversation.map(ConversationRow::of).transpose()?;
-        self.requests.record(request.clone(), conversation).await
+        self.store
+            .request_writer
+            .record(request.clone(), conversation)
+            .await
     }
 
-    /// Records a finished request like [`Store::record_request`] (without a conversation), but
+    /// Records a finished request like `Store::requests().record_request` (without a conversation), but
     /// returns once it is queued rather than committed. For requests whose record is all the node
     /// keeps of them, answered without an LLM call, where waiting for a commit per request would
     /// cost most of the node's throughput (see the `batch` module).
@@ -50,41 +53,42 @@ impl Store {
     /// for the records queued before it, so this process never reads a stale count. What a
     /// crash can lose is the records queued in the last few milliseconds
     /// ([`StoreOptions::request_linger`](crate::StoreOptions::request_linger), 5 ms by default)
-    /// and the batch being written; [`Store::flush_requests`] and [`Store::close`] write them.
+    /// and the batch being written; `Store::requests().flush_requests` and [`Store::close`] write them.
     /// Takes the record by value: it is what the node keeps of the request, and the request path
     /// need not copy it.
-    pub async fn record_request_buffered(&self, request: RequestRecord) -> Result<(), StoreError> {
-        self.requests.record_buffered(request).await
+    pub async fn record_request_buffered(self, request: RequestRecord) -> Result<(), StoreError> {
+        self.store.request_writer.record_buffered(request).await
     }
 
     /// Waits until every request recorded before this call is written (or has failed). A node
     /// calls it on shutdown; readers in this crate call it before reading what requests write.
-    pub async fn flush_requests(&self) {
-        self.requests.flush().await;
+    pub async fn flush_requests(self) {
+        self.store.request_writer.flush().await;
     }
 
     /// How many transactions recorded more than one request, and how many of those failed and
     /// were retried one request at a time. For tests that check batching happens.
     #[doc(hidden)]
-    pub fn request_batches_for_tests(&self) -> (u64, u64) {
-        self.requests.counts()
+    pub fn request_batches_for_tests(self) -> (u64, u64) {
+        self.store.request_writer.counts()
     }
 
     /// The usage counters for `hash` (all zero when it was never used).
-    pub async fn usage(&self, hash: &ProtocolHash) -> Result<ProtocolUsage, StoreError> {
+    pub async fn usage(self, hash: &ProtocolHash) -> Result<ProtocolUsage, StoreError> {
         self.flush_requests().await;
         let sql = format!("SELECT {USAGE_COLUMNS} FROM protocol_usage WHERE hash = $1");
         let statement = sqlx::query(&sql).bind(hash.to_hex());
-        let usage = fetch_optional(&self.pool, statement, "usage: select", usage_from_row).await?;
+        let usage =
+            fetch_optional(&self.store.pool, statement, "usage: select", usage_from_row).await?;
         Ok(usage.map(|(_, usage)| usage).unwrap_or_default())
     }
 
     /// The usage counters of every protocol ever used, ordered by hash.
-    pub async fn usage_all(&self) -> Result<Vec<(ProtocolHash, ProtocolUsage)>, StoreError> {
+    pub async fn usage_all(self) -> Result<Vec<(ProtocolHash, ProtocolUsage)>, StoreError> {
         self.flush_requests().await;
         let sql = format!("SELECT {USAGE_COLUMNS} FROM protocol_usage");
         let mut usage = fetch_all(
-            &self.pool,
+            &self.store.pool,
             sqlx::query(&sql),
             "usage_all: select",
             usage_from_row,
@@ -96,7 +100,7 @@ impl Store {
     }
 
     /// The latest `limit` requests, newest first (a negative limit means none).
-    pub async fn recent_requests(&self, limit: i64) -> Result<Vec<RequestRecord>, StoreError> {
+    pub async fn recent_requests(self, limit: i64) -> Result<Vec<RequestRecord>, StoreError> {
         self.flush_requests().await;
         let statement = sqlx::query(
             "SELECT query_id, node, protocol_hash, channel, path, status, llm_calls, \
@@ -105,7 +109,7 @@ impl Store {
         )
         .bind(limit.max(0));
         fetch_all(
-            &self.pool,
+            &self.store.pool,
             statement,
             "recent_requests: select",
             request_from_row,
@@ -116,7 +120,7 @@ impl Store {
     /// The request log since `since_ms`, in buckets of `bucket_ms` (at least 1) per path: for
     /// charts of traffic and cost over time. Ordered by bucket, then path.
     pub async fn request_series(
-        &self,
+        self,
         since_ms: i64,
         bucket_ms: i64,
     ) -> Result<Vec<RequestBucket>, StoreError> {
@@ -130,7 +134,7 @@ impl Store {
         )
         .bind(bucket_ms)
         .bind(since_ms);
-        let mut buckets = fetch_all(&self.pool, statement, "request_series: select", |row| {
+        let mut buckets = fetch_all(&self.store.pool, statement, "request_series: select", |row| {
             let columns = Columns::new(row, "request_series: read column");
             let bucket: i64 = columns.get("bucket")?;
             Ok(from_columns!(columns => RequestBucket {
@@ -145,7 +149,7 @@ impl Store {
     }
 }
 
-/// The requests of one path in one time bucket (see [`Store::request_series`]).
+/// The requests of one path in one time bucket (see `Store::requests().request_series`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestBucket {
     /// The bucket's start (Unix ms).
@@ -185,4 +189,10 @@ fn request_from_row(row: &AnyRow) -> Result<RequestRecord, StoreError> {
         created_at_ms: columns.get("created_at")?,
         routine_id, routine_error, client, error_detail,
     }))
+}
+
+/// The request ledger and the usage counters. Reached through [`Store::requests`].
+#[derive(Clone, Copy)]
+pub struct Requests<'a> {
+    pub(crate) store: &'a Store,
 }

@@ -9,8 +9,8 @@
 //! node that caches loaded routines polls [`Store::routines_version`] (one row, one read) and
 //! reloads only when it moved, whichever process (the node's admin API, the `agora` CLI) made
 //! the change. Run and failure counters are not changes to the set: they are bumped by
-//! [`Store::record_request`] with the request that ran the routine, so reading a routine first
-//! writes the request records still queued (`Store::flush_requests`).
+//! `Store::requests().record_request` with the request that ran the routine, so reading a routine first
+//! writes the request records still queued (`Store::requests().flush_requests`).
 //!
 //! The code lives in a table of its own, `routine_code`: listing never reads it (a component is a
 //! few MiB), only [`Store::routine_code`] does, and the counters bumped with every request update
@@ -107,7 +107,7 @@ impl Store {
 
     /// Every routine, oldest first, without code.
     pub async fn routines(&self) -> Result<Vec<Routine>, StoreError> {
-        self.flush_requests().await;
+        self.requests().flush_requests().await;
         let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines ORDER BY id");
         let statement = sqlx::query(&sql);
         fetch_all(&self.pool, statement, "routines: select", routine_from_row).await
@@ -115,7 +115,7 @@ impl Store {
 
     /// The routine with this id, without code.
     pub async fn routine(&self, id: i64) -> Result<Option<Routine>, StoreError> {
-        self.flush_requests().await;
+        self.requests().flush_requests().await;
         let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines WHERE id = $1");
         fetch_optional(
             &self.pool,
@@ -128,7 +128,7 @@ impl Store {
 
     /// The routine with this name, without code.
     pub async fn routine_named(&self, name: &str) -> Result<Option<Routine>, StoreError> {
-        self.flush_requests().await;
+        self.requests().flush_requests().await;
         let sql = format!("SELECT {ROUTINE_COLUMNS} FROM routines WHERE name = $1");
         let statement = sqlx::query(&sql).bind(name);
         fetch_optional(

@@ -2,7 +2,7 @@
 //!
 //! The memory is what the sender's ladder climbs on: use counts, the protocol in use, the
 //! protocols a target refused, whether the target asked to negotiate. It is one row per (target,
-//! task), replaced whole by [`Store::put_sender_memory`]. The log keeps one row per run for
+//! task), replaced whole by `Store::sender().put_sender_memory`. The log keeps one row per run for
 //! `agora stats`.
 
 use agora_protocol::ProtocolHash;
@@ -87,10 +87,10 @@ fn hashes_to_json(hashes: &[ProtocolHash]) -> String {
     serde_json::Value::from(hashes.iter().map(|h| h.to_hex()).collect::<Vec<_>>()).to_string()
 }
 
-impl Store {
+impl SenderRecords<'_> {
     /// The memory of `task` sent to `target`, if it was ever sent there.
     pub async fn sender_memory(
-        &self,
+        self,
         target: &str,
         task: &str,
     ) -> Result<Option<SenderMemory>, StoreError> {
@@ -102,7 +102,7 @@ impl Store {
         .bind(target)
         .bind(task);
         fetch_optional(
-            &self.pool,
+            &self.store.pool,
             statement,
             "sender_memory: select",
             memory_from_row,
@@ -112,7 +112,7 @@ impl Store {
 
     /// Every memory of `task` (all targets) that has a protocol in use.
     pub async fn sender_protocols_for_task(
-        &self,
+        self,
         task: &str,
     ) -> Result<Vec<SenderMemory>, StoreError> {
         let statement = sqlx::query(
@@ -122,7 +122,7 @@ impl Store {
         )
         .bind(task);
         fetch_all(
-            &self.pool,
+            &self.store.pool,
             statement,
             "sender_protocols_for_task: select",
             memory_from_row,
@@ -131,13 +131,13 @@ impl Store {
     }
 
     /// Every memory, ordered by target, then task.
-    pub async fn sender_memories(&self) -> Result<Vec<SenderMemory>, StoreError> {
+    pub async fn sender_memories(self) -> Result<Vec<SenderMemory>, StoreError> {
         let statement = sqlx::query(
             "SELECT target, task, uses, protocol_hash, protocol_sources, explored, rejected, \
              negotiation_requested, next_negotiation_at, updated_at FROM sender_memory",
         );
         let mut memories = fetch_all(
-            &self.pool,
+            &self.store.pool,
             statement,
             "sender_memories: select",
             memory_from_row,
@@ -149,8 +149,8 @@ impl Store {
     }
 
     /// Stores the memory of a (target, task), replacing what was there.
-    pub async fn put_sender_memory(&self, memory: &SenderMemory) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
+    pub async fn put_sender_memory(self, memory: &SenderMemory) -> Result<(), StoreError> {
+        let _writer = self.store.writer().await;
         let sources = serde_json::Value::from(memory.protocol_sources.clone()).to_string();
         let statement = sqlx::query(
             "INSERT INTO sender_memory (target, task, uses, protocol_hash, protocol_sources, \
@@ -172,13 +172,13 @@ impl Store {
         .bind(i64::from(memory.negotiation_requested))
         .bind(memory.next_negotiation_at)
         .bind(memory.updated_at_ms);
-        execute(&self.pool, statement, "put_sender_memory").await?;
+        execute(&self.store.pool, statement, "put_sender_memory").await?;
         Ok(())
     }
 
     /// Appends a task run to the log.
-    pub async fn record_sender_run(&self, run: &SenderRun) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
+    pub async fn record_sender_run(self, run: &SenderRun) -> Result<(), StoreError> {
+        let _writer = self.store.writer().await;
         let statement = sqlx::query(
             "INSERT INTO sender_runs (target, task, rung, steps, protocol_hash, outcome, error, \
              llm_calls, tokens, cost_usd, created_at) \
@@ -195,19 +195,19 @@ impl Store {
         .bind(run.tokens)
         .bind(run.cost_usd)
         .bind(run.created_at_ms);
-        execute(&self.pool, statement, "record_sender_run").await?;
+        execute(&self.store.pool, statement, "record_sender_run").await?;
         Ok(())
     }
 
     /// The log's totals per (target, task, rung), ordered by them.
-    pub async fn sender_totals(&self) -> Result<Vec<SenderTotals>, StoreError> {
+    pub async fn sender_totals(self) -> Result<Vec<SenderTotals>, StoreError> {
         let statement = sqlx::query(
             "SELECT target, task, rung, CAST(COUNT(*) AS BIGINT) AS runs, \
              CAST(SUM(CASE WHEN outcome = 'success' THEN 1 ELSE 0 END) AS BIGINT) AS successes, \
              CAST(SUM(llm_calls) AS BIGINT) AS llm_calls, CAST(SUM(tokens) AS BIGINT) AS tokens \
              FROM sender_runs GROUP BY target, task, rung ORDER BY target, task, rung",
         );
-        fetch_all(&self.pool, statement, "sender_totals", |row| {
+        fetch_all(&self.store.pool, statement, "sender_totals", |row| {
             let columns = Columns::new(row, "sender_totals: read");
             Ok(from_columns!(columns => SenderTotals {
                 target, task, rung, runs, successes, llm_calls, tokens,
@@ -218,7 +218,7 @@ impl Store {
 
     /// The log's newest `limit` runs of `task` to `target`, oldest first.
     pub async fn sender_runs(
-        &self,
+        self,
         target: &str,
         task: &str,
         limit: i64,
@@ -231,8 +231,13 @@ impl Store {
         .bind(target)
         .bind(task)
         .bind(limit.max(0));
-        let mut runs =
-            fetch_all(&self.pool, statement, "sender_runs: select", run_from_row).await?;
+        let mut runs = fetch_all(
+            &self.store.pool,
+            statement,
+            "sender_runs: select",
+            run_from_row,
+        )
+        .await?;
         runs.reverse();
         Ok(runs)
     }
@@ -277,4 +282,10 @@ fn memory_from_row(row: &AnyRow) -> Result<SenderMemory, StoreError> {
         next_negotiation_at,
         updated_at_ms: columns.get("updated_at")?,
     }))
+}
+
+/// The sender's memory per (target, task), its runs, its examples and its routines. Reached through [`Store::sender`].
+#[derive(Clone, Copy)]
+pub struct SenderRecords<'a> {
+    pub(crate) store: &'a Store,
 }

@@ -15,7 +15,7 @@ use sqlx::any::AnyRow;
 use crate::programming::{get, key, prune_examples};
 use crate::records::parse_hash;
 use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional};
-use crate::{SenderRoutineAttempt, Store, StoreError};
+use crate::{SenderRecords, SenderRoutineAttempt, StoreError};
 
 const EXAMPLE_COLUMNS: &str =
     "id, target, task, protocol_hash, data, body, reply, output, created_at";
@@ -97,17 +97,17 @@ impl key::Columns for SenderKey {
     }
 }
 
-impl Store {
+impl SenderRecords<'_> {
     /// Records a sender example and keeps only the key's newest `keep`; returns its id.
     pub async fn add_sender_example(
-        &self,
+        self,
         example: &SenderExample,
         keep: i64,
     ) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
+        let _writer = self.store.writer().await;
         let key = &example.key;
         let hash = key.protocol_hash.to_hex();
-        let mut tx = self.begin("add_sender_example").await?;
+        let mut tx = self.store.begin("add_sender_example").await?;
         let row = sqlx::query(
             "INSERT INTO sender_examples (target, task, protocol_hash, data, body, reply, output, \
              created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -131,25 +131,27 @@ impl Store {
 
     /// The key's newest `limit` examples, oldest first.
     pub async fn sender_examples(
-        &self,
+        self,
         key: &SenderKey,
         limit: i64,
     ) -> Result<Vec<SenderExample>, StoreError> {
-        self.newest_examples(key, limit, EXAMPLE_COLUMNS, example_from_row)
+        self.store
+            .programming()
+            .newest_examples(key, limit, EXAMPLE_COLUMNS, example_from_row)
             .await
     }
 
     /// Stores a routine that passed, active, disabling the key's other routines; returns its id.
     pub async fn add_sender_routine(
-        &self,
+        self,
         key: &SenderKey,
         source: &str,
         component: &[u8],
         now_ms: i64,
     ) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
+        let _writer = self.store.writer().await;
         let hash = key.protocol_hash.to_hex();
-        let mut tx = self.begin("add_sender_routine").await?;
+        let mut tx = self.store.begin("add_sender_routine").await?;
         sqlx::query(
             "UPDATE sender_routines SET status = 'disabled', updated_at = $4 WHERE target = $1 \
              AND task = $2 AND protocol_hash = $3 AND status = 'active'",
@@ -182,7 +184,7 @@ impl Store {
 
     /// The key's active routine, if it has one.
     pub async fn active_sender_routine(
-        &self,
+        self,
         key: &SenderKey,
     ) -> Result<Option<SenderRoutine>, StoreError> {
         let sql = format!(
@@ -194,7 +196,7 @@ impl Store {
             .bind(&key.task)
             .bind(key.protocol_hash.to_hex());
         fetch_optional(
-            &self.pool,
+            &self.store.pool,
             statement,
             "active_sender_routine",
             routine_from_row,
@@ -203,30 +205,39 @@ impl Store {
     }
 
     /// Every sender routine, oldest first, without components.
-    pub async fn sender_routines(&self) -> Result<Vec<SenderRoutine>, StoreError> {
+    pub async fn sender_routines(self) -> Result<Vec<SenderRoutine>, StoreError> {
         let sql = format!("SELECT {ROUTINE_COLUMNS} FROM sender_routines ORDER BY id");
         let statement = sqlx::query(&sql);
-        fetch_all(&self.pool, statement, "sender_routines", routine_from_row).await
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "sender_routines",
+            routine_from_row,
+        )
+        .await
     }
 
     /// The built component of a sender routine.
-    pub async fn sender_routine_component(&self, id: i64) -> Result<Vec<u8>, StoreError> {
+    pub async fn sender_routine_component(self, id: i64) -> Result<Vec<u8>, StoreError> {
         let statement = sqlx::query("SELECT component FROM sender_routines WHERE id = $1").bind(id);
-        fetch_optional(&self.pool, statement, "sender_routine_component", |row| {
-            Columns::new(row, "sender_routine_component: read").get("component")
-        })
+        fetch_optional(
+            &self.store.pool,
+            statement,
+            "sender_routine_component",
+            |row| Columns::new(row, "sender_routine_component: read").get("component"),
+        )
         .await?
         .ok_or_else(|| StoreError::corrupt(format!("no sender routine {id}")))
     }
 
     /// Counts a run of a sender routine (a failure when `error` is set); returns its failures.
     pub async fn record_sender_routine_run(
-        &self,
+        self,
         id: i64,
         error: Option<&str>,
         now_ms: i64,
     ) -> Result<i64, StoreError> {
-        let _writer = self.writer().await;
+        let _writer = self.store.writer().await;
         let failed = i64::from(error.is_some());
         let statement = sqlx::query(
             "UPDATE sender_routines SET runs = runs + 1, failures = failures + $2, \
@@ -237,28 +248,31 @@ impl Store {
         .bind(failed)
         .bind(error)
         .bind(now_ms);
-        let failures = fetch_optional(&self.pool, statement, "record_sender_routine_run", |row| {
-            Columns::new(row, "record_sender_routine_run: read").get("failures")
-        })
+        let failures = fetch_optional(
+            &self.store.pool,
+            statement,
+            "record_sender_routine_run",
+            |row| Columns::new(row, "record_sender_routine_run: read").get("failures"),
+        )
         .await?;
         Ok(failures.unwrap_or(0))
     }
 
     /// Disables a sender routine.
-    pub async fn disable_sender_routine(&self, id: i64, now_ms: i64) -> Result<(), StoreError> {
-        let _writer = self.writer().await;
+    pub async fn disable_sender_routine(self, id: i64, now_ms: i64) -> Result<(), StoreError> {
+        let _writer = self.store.writer().await;
         let statement = sqlx::query(
             "UPDATE sender_routines SET status = 'disabled', updated_at = $2 WHERE id = $1",
         )
         .bind(id)
         .bind(now_ms);
-        execute(&self.pool, statement, "disable_sender_routine").await?;
+        execute(&self.store.pool, statement, "disable_sender_routine").await?;
         Ok(())
     }
 
     /// Every sender routine attempt, oldest first.
-    pub async fn sender_attempts(&self) -> Result<Vec<SenderRoutineAttempt>, StoreError> {
-        self.attempts::<SenderKey>(None).await
+    pub async fn sender_attempts(self) -> Result<Vec<SenderRoutineAttempt>, StoreError> {
+        self.store.programming().attempts::<SenderKey>(None).await
     }
 }
 

@@ -81,14 +81,14 @@ pub fn human_routine(name: &str, protocol: &str, source: &str, tools: &[&str]) -
 /// The categories of the LLM calls `node` recorded (`conversation`, `checking`, ...), oldest
 /// first.
 pub async fn llm_categories(node: &Node) -> Vec<String> {
-    let calls = node.store().llm_calls(None).await;
+    let calls = node.store().ledger().llm_calls(None).await;
     let calls = calls.expect("the ledger of a test store can be read");
     calls.into_iter().map(|call| call.category).collect()
 }
 
 /// What `node` remembers of `task` sent to `target`; panics if it never sent it there.
 pub async fn sender_memory(node: &Node, target: &str, task: &str) -> SenderMemory {
-    let memory = node.store().sender_memory(target, task).await;
+    let memory = node.store().sender().sender_memory(target, task).await;
     let memory = memory.expect("the sender memory of a test store can be read");
     memory.expect("the task was sent to the target")
 }

@@ -660,7 +660,7 @@ impl Acknowledged {
             );
             checked.writes += 2;
         }
-        let rows = store.recent_requests(i64::MAX).await.unwrap();
+        let rows = store.requests().recent_requests(i64::MAX).await.unwrap();
         let routine_rows = rows
             .iter()
             .filter(|r| r.path == RequestPath::Routine)
@@ -689,6 +689,7 @@ impl Acknowledged {
         );
         checked.writes += acknowledged_routine + self.llm;
         let ledger_calls: i64 = store
+            .ledger()
             .ledger_totals()
             .await
             .unwrap()

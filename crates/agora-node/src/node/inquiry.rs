@@ -161,7 +161,7 @@ impl Sender {
             cost_usd: 0.0,
             created_at_ms: self.core.clock.now_ms(),
         };
-        if let Err(error) = self.core.store.record_sender_run(&run).await {
+        if let Err(error) = self.core.store.sender().record_sender_run(&run).await {
             tracing::error!(%error, "could not log an inquiry");
         }
     }

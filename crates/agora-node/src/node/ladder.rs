@@ -115,6 +115,7 @@ impl Sender {
         let config = self.core.config.sender.clone();
         let store = &self.core.store;
         let mut memory = store
+            .sender()
             .sender_memory(target, &task.name)
             .await
             .map_err(|e| SendError::Failed(format!("the sender's memory: {e}")))?
@@ -199,7 +200,7 @@ impl Sender {
         }
 
         memory.updated_at_ms = self.core.clock.now_ms();
-        if let Err(error) = store.put_sender_memory(&memory).await {
+        if let Err(error) = store.sender().put_sender_memory(&memory).await {
             tracing::error!(%error, "could not store the sender's memory");
         }
         let checked = checking.tally();
@@ -225,7 +226,7 @@ impl Sender {
             cost_usd: cost + checked.cost_usd,
             created_at_ms: memory.updated_at_ms,
         };
-        if let Err(error) = store.record_sender_run(&run).await {
+        if let Err(error) = store.sender().record_sender_run(&run).await {
             tracing::error!(%error, "could not log a task run");
         }
         let (llm_calls, cost_usd) = (run.llm_calls, run.cost_usd);
@@ -334,7 +335,13 @@ impl Sender {
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "no /.wellknown listing"),
         }
-        if let Ok(known) = self.core.store.sender_protocols_for_task(&task.name).await {
+        if let Ok(known) = self
+            .core
+            .store
+            .sender()
+            .sender_protocols_for_task(&task.name)
+            .await
+        {
             for other in known.into_iter().filter(|m| m.target != target) {
                 if let Some(hash) = other.protocol_hash {
                     candidates.push((hash, other.protocol_sources));

@@ -188,7 +188,11 @@ impl Programmer {
             return;
         }
         let store = &self.core.store;
-        let failed = match store.failed_jobs_since_success(subject.key()).await {
+        let failed = match store
+            .programming()
+            .failed_jobs_since_success(subject.key())
+            .await
+        {
             Ok(failed) => failed,
             Err(error) => {
                 tracing::error!(%error, "could not count the programmer's failed jobs");
@@ -199,7 +203,11 @@ impl Programmer {
         // threshold above it would stop the programmer for good.
         let kept = self.core.config.programmer.max_examples.max(1) as u64;
         let threshold = backed_off(threshold.max(1), failed).min(kept);
-        match store.examples_since_last_attempt(subject.key()).await {
+        match store
+            .programming()
+            .examples_since_last_attempt(subject.key())
+            .await
+        {
             Ok(count) if count.max(0) as u64 >= threshold => self.enqueue(Job {
                 subject,
                 reason: JobReason::Threshold,
@@ -402,7 +410,7 @@ impl Programmer {
         record.completion_tokens = tally.completion_tokens;
         record.cost_usd = tally.cost_usd;
         record.created_at_ms = self.core.clock.now_ms();
-        if let Err(error) = self.core.store.add_attempt(&record).await {
+        if let Err(error) = self.core.store.programming().add_attempt(&record).await {
             tracing::error!(%error, "could not keep a routine attempt");
         }
     }

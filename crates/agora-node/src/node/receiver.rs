@@ -610,12 +610,17 @@ impl Receiver {
         // A request that made no LLM call and opened no conversation (a routine's answer, a
         // cached refusal) leaves nothing but this record: it is queued rather than waited for,
         // which keeps a busy routine-served protocol from paying a commit per request (see
-        // `Store::record_request_buffered`). Everything else is durable before its reply.
+        // `Store::requests().record_request_buffered`). Everything else is durable before its reply.
         let recorded = if outcome.conversation.is_none() && record.llm_calls == 0 {
-            self.core.store.record_request_buffered(record).await
+            self.core
+                .store
+                .requests()
+                .record_request_buffered(record)
+                .await
         } else {
             self.core
                 .store
+                .requests()
                 .record_request(&record, outcome.conversation.as_ref())
                 .await
         };

@@ -63,7 +63,13 @@ impl Programmer {
                 created_at_ms: self.core.clock.now_ms(),
             };
             let keep = config.max_examples.max(1) as i64;
-            if let Err(error) = self.core.store.add_example(&example, keep).await {
+            if let Err(error) = self
+                .core
+                .store
+                .programming()
+                .add_example(&example, keep)
+                .await
+            {
                 tracing::error!(%error, "could not keep an example for the programmer");
                 return;
             }
@@ -172,8 +178,10 @@ impl JobSubject for ProtocolHash {
         config: &ProgrammerConfig,
     ) -> Option<Prepared<ReceiverBench>> {
         let limit = config.max_examples.max(1) as i64;
-        let (examples, shown) =
-            examples_to_work_on(node.core.store.examples(self, limit).await, config)?;
+        let (examples, shown) = examples_to_work_on(
+            node.core.store.programming().examples(self, limit).await,
+            config,
+        )?;
         // The tools the responder was offered for this protocol, so the routine is written
         // (and granted) for what the examples could have called.
         let tools = node.core.focus(Subject::Protocol(document)).tools;

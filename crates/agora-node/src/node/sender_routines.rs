@@ -74,7 +74,7 @@ impl Programmer {
             created_at_ms: self.core.clock.now_ms(),
         };
         let keep = self.core.config.programmer.max_examples.max(1) as i64;
-        if let Err(error) = store.add_sender_example(&example, keep).await {
+        if let Err(error) = store.sender().add_sender_example(&example, keep).await {
             tracing::error!(%error, "could not keep a sender example");
             return;
         }
@@ -101,7 +101,7 @@ impl Sender {
             return RoutineRun::NoRoutine;
         }
         let store = &self.core.store;
-        let active = match store.active_sender_routine(key).await {
+        let active = match store.sender().active_sender_routine(key).await {
             Ok(Some(active)) => active,
             Ok(None) => return RoutineRun::NoRoutine,
             Err(error) => {
@@ -150,7 +150,11 @@ impl Sender {
             Err(error) => return failed(format!("decode: {error}")).await,
         };
         let now = self.core.clock.now_ms();
-        if let Err(error) = store.record_sender_routine_run(active.id, None, now).await {
+        if let Err(error) = store
+            .sender()
+            .record_sender_routine_run(active.id, None, now)
+            .await
+        {
             tracing::error!(%error, "could not count a sender routine run");
         }
         tracing::info!(routine = active.id, "task answered by the sender routine");
@@ -176,6 +180,7 @@ impl Sender {
         let component = self
             .core
             .store
+            .sender()
             .sender_routine_component(id)
             .await
             .map_err(|e| format!("could not read the component: {e}"))?;
@@ -201,7 +206,11 @@ impl Sender {
         tracing::warn!(routine = id, %error, "the sender routine failed; the LLM does this run");
         let store = &self.core.store;
         let now = self.core.clock.now_ms();
-        let failures = match store.record_sender_routine_run(id, Some(&error), now).await {
+        let failures = match store
+            .sender()
+            .record_sender_routine_run(id, Some(&error), now)
+            .await
+        {
             Ok(failures) => failures,
             Err(store_error) => {
                 tracing::error!(error = %store_error, "could not count a sender routine failure");
@@ -214,7 +223,7 @@ impl Sender {
                 failures,
                 "disabling a sender routine that failed too often; rewriting it"
             );
-            if let Err(store_error) = store.disable_sender_routine(id, now).await {
+            if let Err(store_error) = store.sender().disable_sender_routine(id, now).await {
                 tracing::error!(error = %store_error, "could not disable a sender routine");
                 return RoutineRun::Failed;
             }
@@ -262,7 +271,13 @@ impl JobSubject for SenderSubject {
     }
 
     async fn has_routine(&self, node: &Programmer) -> bool {
-        match node.core.store.active_sender_routine(&self.key).await {
+        match node
+            .core
+            .store
+            .sender()
+            .active_sender_routine(&self.key)
+            .await
+        {
             Ok(active) => active.is_some(),
             Err(error) => {
                 tracing::error!(%error, "could not read the sender routine");
@@ -278,7 +293,12 @@ impl JobSubject for SenderSubject {
         config: &ProgrammerConfig,
     ) -> Option<Prepared<SenderBench>> {
         let limit = config.max_examples.max(1) as i64;
-        let read = node.core.store.sender_examples(&self.key, limit).await;
+        let read = node
+            .core
+            .store
+            .sender()
+            .sender_examples(&self.key, limit)
+            .await;
         let (examples, shown) = examples_to_work_on(read, config)?;
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
@@ -320,6 +340,7 @@ impl JobSubject for SenderSubject {
         let id = node
             .core
             .store
+            .sender()
             .add_sender_routine(&self.key, &passed.source, &component, now)
             .await
             .map_err(|error| error.to_string())?;

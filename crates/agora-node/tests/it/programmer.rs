@@ -294,13 +294,14 @@ fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
 }
 
 async fn paths(node: &Node) -> Vec<RequestPath> {
-    let mut requests = node.store().recent_requests(100).await.unwrap();
+    let mut requests = node.store().requests().recent_requests(100).await.unwrap();
     requests.reverse();
     requests.into_iter().map(|r| r.path).collect()
 }
 
 async fn implementing_calls(node: &Node) -> usize {
     node.store()
+        .ledger()
         .llm_calls(None)
         .await
         .unwrap()
@@ -320,7 +321,12 @@ async fn programmed_after_paris_and_lima(
     ask(&node, "Paris", 1).await;
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     (dir, node, attempts)
 }
 
@@ -344,7 +350,12 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
 
     ask(&node, "Paris", 5).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     let attempt = &attempts[0];
     assert_eq!(
@@ -366,14 +377,14 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
     assert_eq!(routine.tools, vec!["weather_forecast".to_string()]);
 
     // The programmer's prompt had the document, the tool and recorded tool calls.
-    let calls = node.store().llm_calls(None).await.unwrap();
+    let calls = node.store().ledger().llm_calls(None).await.unwrap();
     let llm_calls_before = calls.len();
     assert_eq!(implementing_calls(&node).await, 1);
 
     let expected = ask(&node, "Paris", 1).await; // a request seen before: same reply
     let replay = ask(&node, "Oslo", 6).await;
     assert_eq!(
-        node.store().llm_calls(None).await.unwrap().len(),
+        node.store().ledger().llm_calls(None).await.unwrap().len(),
         llm_calls_before
     );
     let paths = paths(&node).await;
@@ -498,7 +509,12 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
 
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(
         outcomes(&attempts),
         [
@@ -525,7 +541,12 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     ask(&node, "Quito", 5).await;
     ask(&node, "Perth", 6).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_ne!(attempts[4].job, attempts[3].job);
     assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 4);
     // The scripted model has run out of ideas and answers "none" every time: the first repeat
@@ -571,7 +592,12 @@ async fn a_routine_failing_at_run_time_falls_back_is_deactivated_and_rewritten()
         (rewritten.origin, rewritten.status),
         (RoutineOrigin::Llm, RoutineStatus::Active)
     );
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     let reasons: Vec<&str> = attempts.iter().map(|a| a.reason.as_str()).collect();
     assert_eq!(reasons, ["threshold", "failures"]);
     assert_eq!(
@@ -642,7 +668,12 @@ async fn one_protocol_never_has_two_jobs_at_once() {
     }
     programmer.open_gate();
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(implementing_calls(&node).await, 1);
 }
@@ -659,7 +690,12 @@ async fn examples_keep_the_tool_calls_and_are_bounded() {
     for day in 1..=4 {
         ask(&node, "Quito", day).await;
     }
-    let examples = node.store().examples(&hash(), 10).await.unwrap();
+    let examples = node
+        .store()
+        .programming()
+        .examples(&hash(), 10)
+        .await
+        .unwrap();
     assert_eq!(examples.len(), 3, "only the newest are kept");
     let first = &examples[0];
     assert!(first.body.contains("2024-09-02"), "{}", first.body);
@@ -694,7 +730,12 @@ async fn the_programmer_runs_again_after_repeated_failed_jobs() {
     for _ in 0..3 {
         ask_next(3).await;
     }
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     let mut jobs: Vec<&str> = attempts.iter().map(|a| a.job.as_str()).collect();
     jobs.dedup();
     assert_eq!(jobs.len(), 4, "a job after 2 examples, then one per 3 more");
@@ -721,7 +762,12 @@ async fn a_first_routine_waits_for_min_examples_whatever_the_threshold() {
     );
     ask(&node, "Lima", 3).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["passed"]);
     assert_eq!(attempts[0].report, "3/3 examples passed");
 }
@@ -748,7 +794,12 @@ async fn the_examination_forgives_an_empty_member_the_model_wrote_once() {
     ask(&node, "Paris", 1).await;
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["passed"]);
 }
 
@@ -789,7 +840,12 @@ async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
     ask(&node, "Paris", day).await;
     ask(&node, "Paris", day).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_report(&attempts[0], |report| {
         report.starts_with("2/2 examples passed; rejected: Your code writes")
@@ -827,7 +883,12 @@ async fn grounding_keeps_no_example_of_an_invented_or_unlooked_answer() {
         }
         node.programmer_idle().await;
         assert!(
-            node.store().examples(&hash(), 10).await.unwrap().is_empty(),
+            node.store()
+                .programming()
+                .examples(&hash(), 10)
+                .await
+                .unwrap()
+                .is_empty(),
             "look: {look}"
         );
         assert_eq!(implementing_calls(&node).await, 0, "look: {look}");
@@ -870,18 +931,23 @@ async fn code_as_action_answers_with_a_program_that_becomes_the_routine_without_
     }
     // The program's tool call was recorded for the example, and the program was examined on
     // it as the first candidate, with no implementing call.
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["passed"]);
     assert_eq!(attempts[0].report, "1/1 examples passed");
     assert_eq!(attempts[0].source.as_deref(), Some("good"));
     assert_eq!(attempts[0].prompt_tokens, 0);
     assert_eq!(implementing_calls(&node).await, 0);
 
-    let calls_before = node.store().llm_calls(None).await.unwrap().len();
+    let calls_before = node.store().ledger().llm_calls(None).await.unwrap().len();
     ask(&node, "Oslo", 2).await;
     assert_eq!(paths(&node).await, [RequestPath::Llm, RequestPath::Routine]);
     assert_eq!(
-        node.store().llm_calls(None).await.unwrap().len(),
+        node.store().ledger().llm_calls(None).await.unwrap().len(),
         calls_before
     );
 }
@@ -911,7 +977,12 @@ async fn an_answering_program_that_fails_the_examination_goes_to_the_model_for_r
     ask(&node, "Paris", 1).await;
     ask(&node, "Atlantis", 2).await;
     node.programmer_idle().await;
-    let attempts = node.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = node
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_eq!(attempts[0].source.as_deref(), Some("flaky"));
     assert_eq!(attempts[0].prompt_tokens, 0);
@@ -998,14 +1069,26 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     ask(&b, "Oslo", 3).await;
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 0, "B ran no second job");
-    assert!(b.store().attempts(Some(&hash())).await.unwrap().is_empty());
+    assert!(
+        b.store()
+            .programming()
+            .attempts(Some(&hash()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // A stops renewing; past the lease, B's next job takes it up.
     clock.advance(std::time::Duration::from_secs(61));
     ask(&b, "Rome", 4).await;
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 1);
-    let attempts = b.store().attempts(Some(&hash())).await.unwrap();
+    let attempts = b
+        .store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap();
     assert_eq!(outcomes(&attempts), ["passed"]);
 
     // A wakes and adds nothing.
@@ -1013,7 +1096,15 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     a.programmer_idle().await;
     let routines = a.store().routines().await.unwrap();
     assert_eq!(routines.len(), 1, "{routines:?}");
-    assert_eq!(a.store().attempts(Some(&hash())).await.unwrap().len(), 1);
+    assert_eq!(
+        a.store()
+            .programming()
+            .attempts(Some(&hash()))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 /// A replica: a node with the weather tool on the store at `store_url` (else in `dir`),
@@ -1103,6 +1194,7 @@ async fn a_natural_language_message_is_answered_by_a_program_written_for_it_when
         node.programmer_idle().await;
         assert!(
             node.store()
+                .programming()
                 .attempts(None::<&ProtocolHash>)
                 .await
                 .unwrap()

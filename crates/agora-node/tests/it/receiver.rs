@@ -141,10 +141,10 @@ async fn natural_language_request_calls_a_tool_then_answers() {
     let node = weather_node(llm.clone(), dir.path()).await;
     assert_answers_london_in_words(&node).await;
     assert_eq!(llm.call_count(), 2);
-    let calls = node.store().llm_calls(None).await.unwrap();
+    let calls = node.store().ledger().llm_calls(None).await.unwrap();
     assert_eq!(calls.len(), 2);
     assert!(calls.iter().all(|c| c.category == "conversation"));
-    let requests = node.store().recent_requests(10).await.unwrap();
+    let requests = node.store().requests().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].llm_calls, 2);
     assert_eq!(requests[0].query_id, calls[0].query_id.clone().unwrap());
@@ -224,7 +224,12 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
             .count(),
         1
     );
-    let usage = node.store().usage(&document.hash()).await.unwrap();
+    let usage = node
+        .store()
+        .requests()
+        .usage(&document.hash())
+        .await
+        .unwrap();
     assert_eq!((usage.requests, usage.llm), (2, 2));
 }
 
@@ -320,6 +325,7 @@ async fn unsuitable_protocol_is_rejected_once_and_remembered() {
     assert_eq!(llm.call_count(), 1);
     let usage = node
         .store()
+        .requests()
         .usage(&ProtocolHash::of(flights.as_bytes()))
         .await
         .unwrap();
@@ -454,7 +460,7 @@ async fn llm_failure_is_a_failure_reply_not_a_crash() {
     let reply = node.handle(nl("hello", true)).await;
     assert_eq!(reply.status, Status::Failure);
     assert!(reply.conversation_id.is_none());
-    let requests = node.store().recent_requests(1).await.unwrap();
+    let requests = node.store().requests().recent_requests(1).await.unwrap();
     assert_eq!(requests[0].status, "failure");
 }
 

@@ -90,7 +90,12 @@ async fn assert_echoes(node: &Node, text: &str) {
 
 /// The newest request `node` recorded.
 async fn last_request(node: &Node) -> RequestRecord {
-    node.store().recent_requests(1).await.unwrap().remove(0)
+    node.store()
+        .requests()
+        .recent_requests(1)
+        .await
+        .unwrap()
+        .remove(0)
 }
 
 fn spec(name: &str, key: &str, tools: &[&str]) -> RoutineSpec {
@@ -147,8 +152,15 @@ async fn a_routine_answers_without_the_llm() {
     // Nothing was compiled on the request path.
     assert_eq!((engine.loads(), engine.runs()), (1, 2));
 
-    assert!(node.store().llm_calls(None).await.unwrap().is_empty());
-    let requests = node.store().recent_requests(10).await.unwrap();
+    assert!(
+        node.store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let requests = node.store().requests().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 2);
     for request in &requests {
         assert_eq!(request.path, RequestPath::Routine);
@@ -188,7 +200,14 @@ async fn a_routine_calls_its_granted_tool() {
             "weatherCondition": forecast["condition"],
         })))
     );
-    assert!(node.store().llm_calls(None).await.unwrap().is_empty());
+    assert!(
+        node.store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -215,7 +234,14 @@ async fn tools_are_granted_by_name_and_their_arguments_validated() {
         text.starts_with("refused: invalid arguments for weather_forecast"),
         "{text}"
     );
-    assert!(node.store().llm_calls(None).await.unwrap().is_empty());
+    assert!(
+        node.store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -250,6 +276,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
     assert_eq!(listed.status, RoutineStatus::Active);
     let usage = node
         .store()
+        .requests()
         .usage(&ProtocolHash::of(WEATHER_PD.as_bytes()))
         .await
         .unwrap();
@@ -498,7 +525,14 @@ async fn the_registry_refuses_what_it_cannot_serve() {
     // A test run uses the routine's tools and limits and records nothing.
     let result = registry.test("by-hash", "{}").await.unwrap();
     assert_eq!(result, Ok("plain words".to_string()));
-    assert!(node.store().recent_requests(10).await.unwrap().is_empty());
+    assert!(
+        node.store()
+            .requests()
+            .recent_requests(10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]

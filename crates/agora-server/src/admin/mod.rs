@@ -187,7 +187,7 @@ async fn list_protocols(State(state): State<AppState>) -> Result<Json<Value>, Ap
     for stored in store.documents().await.map_err(internal)? {
         let hash = stored.document.hash();
         let decision = store.suitability(&hash).await.map_err(internal)?;
-        let usage = store.usage(&hash).await.map_err(internal)?;
+        let usage = store.requests().usage(&hash).await.map_err(internal)?;
         out.push(json!({
             "hash": hash.to_hex(),
             "name": stored.document.metadata().name,
@@ -269,8 +269,8 @@ async fn clear_decision(
 
 async fn stats(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let store = state.node.store();
-    let ledger = store.ledger_totals().await.map_err(internal)?;
-    let usage = store.usage_all().await.map_err(internal)?;
+    let ledger = store.ledger().ledger_totals().await.map_err(internal)?;
+    let usage = store.requests().usage_all().await.map_err(internal)?;
     Ok(Json(json!({
         "ledger": ledger.iter().map(|t| json!({
             "node": t.node, "category": t.category, "model": t.model, "calls": t.calls,

@@ -32,12 +32,12 @@ const BUCKETS: i64 = 60;
 /// The overview: totals, the savings estimate, and the series behind its charts.
 pub async fn overview(node: &Node, window: Option<&str>, now_ms: i64) -> Result<Value, StoreError> {
     let store = node.store();
-    let usage = store.usage_all().await?;
-    let ledger = store.ledger_totals().await?;
+    let usage = store.requests().usage_all().await?;
+    let ledger = store.ledger().ledger_totals().await?;
     // Totals by path from the request log (natural-language requests have no protocol, so the
     // per-protocol counters miss them); savings from the per-protocol counters.
     let mut totals = ProtocolUsage::default();
-    for bucket in store.request_series(0, i64::MAX).await? {
+    for bucket in store.requests().request_series(0, i64::MAX).await? {
         totals.requests += bucket.requests;
         totals.llm_cost_usd += bucket.cost_usd;
         *match bucket.path {
@@ -63,7 +63,7 @@ pub async fn overview(node: &Node, window: Option<&str>, now_ms: i64) -> Result<
         .unwrap_or(WINDOWS[1]);
     let bucket_ms = (span / BUCKETS).max(1000);
     let start = (now_ms - span) / bucket_ms * bucket_ms;
-    let buckets = store.request_series(start, bucket_ms).await?;
+    let buckets = store.requests().request_series(start, bucket_ms).await?;
     let slots = ((now_ms - start) / bucket_ms + 1).clamp(1, 2 * BUCKETS) as usize;
     let mut series = json!({
         "t": (0..slots).map(|i| (start + i as i64 * bucket_ms) / 1000).collect::<Vec<_>>(),
@@ -131,7 +131,7 @@ fn usd_saved_estimate(usage: &ProtocolUsage) -> f64 {
 pub async fn protocols(node: &Node) -> Result<Value, StoreError> {
     let store = node.store();
     let usage: BTreeMap<ProtocolHash, ProtocolUsage> =
-        store.usage_all().await?.into_iter().collect();
+        store.requests().usage_all().await?.into_iter().collect();
     let routines = store.routines().await?;
     let mut rows = Vec::new();
     for stored in store.documents().await? {
@@ -215,6 +215,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         .await?
         .map(|stored| name_of(&stored));
     let attempts: Vec<Value> = store
+        .programming()
         .attempts(Some(&routine.protocol_hash))
         .await?
         .into_iter()
@@ -232,6 +233,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         })
         .collect();
     let example = store
+        .programming()
         .examples(&routine.protocol_hash, 1)
         .await?
         .pop()
@@ -263,9 +265,11 @@ pub async fn ledger(
     let names = protocol_names(node).await?;
     let protocol_hash = protocol.and_then(|p| ProtocolHash::parse(p).ok());
     let calls = store
+        .ledger()
         .recent_llm_calls(category, protocol_hash.as_ref(), LIST_LIMIT)
         .await?;
     let mut categories: Vec<String> = store
+        .ledger()
         .ledger_totals()
         .await?
         .into_iter()
@@ -303,6 +307,7 @@ pub async fn sender(node: &Node) -> Result<Value, StoreError> {
     let store = node.store();
     let names = protocol_names(node).await?;
     let memories: Vec<Value> = store
+        .sender()
         .sender_memories()
         .await?
         .iter()
@@ -319,6 +324,7 @@ pub async fn sender(node: &Node) -> Result<Value, StoreError> {
         })
         .collect();
     let rungs: Vec<Value> = store
+        .sender()
         .sender_totals()
         .await?
         .iter()
@@ -330,6 +336,7 @@ pub async fn sender(node: &Node) -> Result<Value, StoreError> {
         })
         .collect();
     let routines: Vec<Value> = store
+        .sender()
         .sender_routines()
         .await?
         .iter()
@@ -343,7 +350,7 @@ pub async fn sender(node: &Node) -> Result<Value, StoreError> {
             })
         })
         .collect();
-    let attempts = store.sender_attempts().await?;
+    let attempts = store.sender().sender_attempts().await?;
     let passed = attempts
         .iter()
         .filter(|a| a.outcome == AttemptOutcome::Passed)

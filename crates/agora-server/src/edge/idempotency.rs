@@ -101,6 +101,7 @@ pub async fn claim(
     let stale = now - 1000 * (state.edge.settings().request_timeout_secs as i64 + 5);
     let store = state.node.store();
     let claimed = store
+        .idempotency()
         .claim_idempotency_key(scope, key, &fingerprint, now, stale)
         .await
         .map_err(|error| {
@@ -153,10 +154,16 @@ pub async fn settle(state: &AppState, held: Option<Held>, answer: &Result<Reply,
     let kept = match answer {
         Ok(reply) if worth_keeping(reply) => {
             store
+                .idempotency()
                 .finish_idempotency_key(&held.scope, &held.key, 200, &reply.to_json().to_string())
                 .await
         }
-        _ => store.release_idempotency_key(&held.scope, &held.key).await,
+        _ => {
+            store
+                .idempotency()
+                .release_idempotency_key(&held.scope, &held.key)
+                .await
+        }
     };
     if let Err(error) = kept {
         // A repeat then waits for the claim to go stale, and is answered afresh.

@@ -500,7 +500,13 @@ async fn an_operation_is_a_request_under_its_protocol() {
         assert_eq!(names[1], "OperationRequest");
         assert!(names.contains(&"CompletionCall") && names.contains(&"ToolResult"));
     }
-    let requests = server.node.store().recent_requests(10).await.unwrap();
+    let requests = server
+        .node
+        .store()
+        .requests()
+        .recent_requests(10)
+        .await
+        .unwrap();
     assert!(
         requests
             .iter()
@@ -739,7 +745,7 @@ async fn a_routine_answers_an_operation_with_no_llm_call_and_its_tool_calls_are_
     assert_eq!(result, forecast, "the tool's own data");
 
     let store = server.node.store();
-    assert!(store.llm_calls(None).await.unwrap().is_empty());
+    assert!(store.ledger().llm_calls(None).await.unwrap().is_empty());
 }
 
 /// Serves a node with the slow tool and `edge` settings.
@@ -980,7 +986,16 @@ async fn a_task_is_an_operation_that_sends_to_its_target_with_the_token() {
         let (status, error) = post_as(&alice, token, &path, &run).await;
         assert_eq!(status, 401, "{error}");
     }
-    assert!(alice.node.store().llm_calls(None).await.unwrap().is_empty());
+    assert!(
+        alice
+            .node
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let (status, completed) = post_as(&alice, Some("secret-token"), &path, &run).await;
     assert_eq!(status, 200, "{completed}");
@@ -1007,10 +1022,16 @@ async fn a_task_is_an_operation_that_sends_to_its_target_with_the_token() {
         "Alice's two LLM calls (write the message, read the reply): {events}"
     );
     check_base(&events, run_id, completed["thread_id"].as_str().unwrap());
-    let alice_calls = alice.node.store().llm_calls(None).await.unwrap();
+    let alice_calls = alice.node.store().ledger().llm_calls(None).await.unwrap();
     assert_eq!(alice_calls.len(), 2, "the ledger has what the events show");
     assert!(
-        !bob.node.store().llm_calls(None).await.unwrap().is_empty(),
+        !bob.node
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty(),
         "Bob answered with his LLM"
     );
 }

@@ -312,7 +312,7 @@ async fn the_buttons_reach_the_admin_api_only_with_the_cookie_and_the_dashboard_
         .await;
     assert_eq!(reply["body"], "the LLM answered", "{reply}");
     assert_eq!(
-        store.recent_requests(1).await.unwrap()[0].path,
+        store.requests().recent_requests(1).await.unwrap()[0].path,
         RequestPath::Llm
     );
     let (_, _, routines) = get(

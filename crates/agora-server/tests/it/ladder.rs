@@ -85,12 +85,13 @@ async fn serve(receiver: &TestServer, text: &str) -> VerifiedDocument {
 }
 
 async fn checking_calls(node: &Node) -> usize {
-    let calls = node.store().llm_calls(None).await.unwrap();
+    let calls = node.store().ledger().llm_calls(None).await.unwrap();
     calls.iter().filter(|c| c.category == "checking").count()
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String)> {
     node.store()
+        .sender()
         .sender_runs(target, "weather", 100)
         .await
         .unwrap()
@@ -134,7 +135,7 @@ async fn the_ladder_climbs_from_natural_language_to_a_negotiated_protocol() {
     assert!(suitability(&bob.node, &hash).await.allowed);
     let categories = llm_categories(&alice).await;
     assert!(categories.contains(&"negotiation".to_string()));
-    let totals = alice.store().sender_totals().await.unwrap();
+    let totals = alice.store().sender().sender_totals().await.unwrap();
     let protocol_runs: i64 = totals
         .iter()
         .filter(|t| t.rung == "protocol")

@@ -108,9 +108,31 @@ async fn a_task_carrying_the_weather_protocol_is_answered_by_two_routines_and_no
             .contains("date")
     );
 
-    assert!(alice.store().llm_calls(None).await.unwrap().is_empty());
-    assert!(bob.node.store().llm_calls(None).await.unwrap().is_empty());
-    let requests = bob.node.store().recent_requests(10).await.unwrap();
+    assert!(
+        alice
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        bob.node
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let requests = bob
+        .node
+        .store()
+        .requests()
+        .recent_requests(10)
+        .await
+        .unwrap();
     assert_eq!(
         requests.len(),
         3,
@@ -192,7 +214,15 @@ async fn references_that_cannot_be_followed_fail_the_request_with_a_reason() {
         reply["error"].as_str().unwrap().contains("deeper"),
         "{reply}"
     );
-    assert!(bob.node.store().llm_calls(None).await.unwrap().is_empty());
+    assert!(
+        bob.node
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]

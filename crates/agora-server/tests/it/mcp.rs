@@ -163,7 +163,14 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
 
     // The run was an example; the sender routine is written and examined in the background.
     alice.node.sender_routines_idle().await;
-    let ledger_before = alice.node.store().llm_calls(None).await.unwrap().len();
+    let ledger_before = alice
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     let later = python_client(
         &mcp,
         TOKEN,
@@ -180,7 +187,14 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
         assert_eq!(run["structured"]["costUsd"], 0.0, "{run}");
         assert_eq!(run["structured"]["output"], json!({"temperature": 3.5}));
     }
-    let ledger_after = alice.node.store().llm_calls(None).await.unwrap().len();
+    let ledger_after = alice
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     assert_eq!(
         ledger_before, ledger_after,
         "no LLM call once the routine answers"
@@ -189,6 +203,7 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
     let runs = alice
         .node
         .store()
+        .sender()
         .sender_runs(&bob.url, "weather", 10)
         .await
         .unwrap();
@@ -329,6 +344,7 @@ async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_datab
     let message_runs = alice
         .node
         .store()
+        .sender()
         .sender_runs(&bob.url, "(message)", 10)
         .await
         .unwrap();
@@ -446,9 +462,16 @@ async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
             "{body}"
         );
     }
-    node.store().flush_requests().await;
-    assert!(node.store().llm_calls(None).await.unwrap().is_empty());
-    let requests = node.store().recent_requests(10).await.unwrap();
+    node.store().requests().flush_requests().await;
+    assert!(
+        node.store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let requests = node.store().requests().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 2);
     assert!(
         requests

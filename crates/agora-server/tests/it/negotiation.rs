@@ -140,7 +140,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_then_used() {
 
     // Every negotiation LLM call is in the ledger under its category, on both sides.
     for (node, calls) in [(&alice, 2), (&bob, 1)] {
-        let ledger = node.node.store().llm_calls(None).await.unwrap();
+        let ledger = node.node.store().ledger().llm_calls(None).await.unwrap();
         assert_eq!(ledger.len(), calls);
         assert!(
             ledger
@@ -161,7 +161,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_then_used() {
             .iter()
             .all(|c| schema_name(c) != Some("suitability"))
     );
-    let usage = bob.node.store().usage(&hash).await.unwrap();
+    let usage = bob.node.store().requests().usage(&hash).await.unwrap();
     assert_eq!(usage.requests, 1, "{usage:?}");
 }
 

@@ -352,7 +352,13 @@ fn queried_once_then_delivered(stub: &Stub) -> Vec<Value> {
 
 /// The requests our node recorded, once checked that there is one.
 async fn one_request(node: &TestServer) -> Vec<agora_store::RequestRecord> {
-    let requests = node.node.store().recent_requests(10).await.unwrap();
+    let requests = node
+        .node
+        .store()
+        .requests()
+        .recent_requests(10)
+        .await
+        .unwrap();
     assert_eq!(requests.len(), 1, "{requests:?}");
     requests
 }
@@ -550,7 +556,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
     assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
     assert_eq!(requests[0].status, "success");
     assert_eq!(requests[0].llm_calls, 2);
-    let usage = node.node.store().usage(&hash).await.unwrap();
+    let usage = node.node.store().requests().usage(&hash).await.unwrap();
     assert_eq!((usage.requests, usage.llm), (1, 1));
 
     // Our LLM: the suitability check, then one responder step under the protocol.
@@ -830,7 +836,11 @@ impl PythonReceiver {
 
     /// `sender`'s logged runs of the weather task against this receiver, newest first.
     async fn runs_of(&self, sender: &agora_node::Node) -> Vec<agora_store::SenderRun> {
-        let runs = sender.store().sender_runs(&self.url, "weather", 10).await;
+        let runs = sender
+            .store()
+            .sender()
+            .sender_runs(&self.url, "weather", 10)
+            .await;
         runs.unwrap()
     }
 
@@ -1023,7 +1033,7 @@ async fn python_interop_our_sender_runs_a_task_against_a_python_receiver_server(
     assert_eq!(protocols.len(), 1, "{protocols:?}");
 
     // Our ledger: two conversation calls per task run.
-    let calls = sender.store().llm_calls(None).await.unwrap();
+    let calls = sender.store().ledger().llm_calls(None).await.unwrap();
     assert_eq!(calls.len(), 4);
     assert!(calls.iter().all(|c| c.category == "conversation"));
 }
@@ -1094,6 +1104,7 @@ async fn python_interop_our_ladder_learns_a_python_rejection_then_uses_a_protoco
         let document = agora_protocol::VerifiedDocument::from_text(text);
         sender
             .store()
+            .sender()
             .put_sender_memory(&agora_store::SenderMemory {
                 target: other.to_string(),
                 task: "weather".to_string(),

@@ -37,7 +37,7 @@ async fn real_model_answers_a_weather_question_with_tool_data() {
         numbers.iter().any(|n| (n - temperature).abs() < 0.051),
         "the answer should carry the tool's temperature {temperature}: {answer}"
     );
-    let calls = server.node.store().llm_calls(None).await.unwrap();
+    let calls = server.node.store().ledger().llm_calls(None).await.unwrap();
     assert!(calls.len() >= 2, "a tool step and an answer step");
 }
 
@@ -103,7 +103,7 @@ async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protoco
         forecast["temperature_c"].as_f64()
     );
     assert_eq!(outcome.output["weatherCondition"], forecast["condition"]);
-    let calls = alice.store().llm_calls(None).await.unwrap();
+    let calls = alice.store().ledger().llm_calls(None).await.unwrap();
     assert_eq!(calls.len(), 4, "two querier calls per task run");
 }
 

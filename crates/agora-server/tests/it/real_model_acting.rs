@@ -196,31 +196,63 @@ async fn answered_then_programmed(
             "the program's answer to {body}: {reply}, not {right}"
         );
     }
-    let requests = server.node.store().recent_requests(2).await.unwrap();
+    let requests = server
+        .node
+        .store()
+        .requests()
+        .recent_requests(2)
+        .await
+        .unwrap();
     assert!(requests.iter().all(|r| r.path == RequestPath::Llm));
     let started = Instant::now();
     server.node.programmer_idle().await;
     let hash = ProtocolHash::of(document.as_bytes());
-    let attempts = server.node.store().attempts(Some(&hash)).await.unwrap();
+    let attempts = server
+        .node
+        .store()
+        .programming()
+        .attempts(Some(&hash))
+        .await
+        .unwrap();
     print_attempts("programmer", &attempts, started);
     assert!(
         attempts.iter().any(|a| a.outcome.as_str() == "passed"),
         "a routine was written"
     );
 
-    let calls_before = server.node.store().llm_calls(None).await.unwrap().len();
+    let calls_before = server
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     let reply = ask(server, document, last.clone()).await;
     let right = expected(&last);
     assert!(
         same(&reply, &right),
         "the routine's answer to {last}: {reply}, not {right}"
     );
-    let request = server.node.store().recent_requests(1).await.unwrap();
+    let request = server
+        .node
+        .store()
+        .requests()
+        .recent_requests(1)
+        .await
+        .unwrap();
     assert_eq!(
         (request[0].path, request[0].llm_calls),
         (RequestPath::Routine, 0)
     );
-    let calls_after = server.node.store().llm_calls(None).await.unwrap().len();
+    let calls_after = server
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     assert_eq!(calls_after, calls_before);
 }
 
@@ -383,7 +415,7 @@ async fn real_model_program_answers_a_natural_language_booking_with_its_tool_cal
         "{booked:?}"
     );
     // Every LLM call wrote a program: the tool loop never ran.
-    let calls = hotel.node.store().llm_calls(None).await.unwrap();
+    let calls = hotel.node.store().ledger().llm_calls(None).await.unwrap();
     let attempts = hotel.node.config().responder.program_attempts as usize;
     assert!(calls.len() <= attempts, "{calls:?}");
 }

@@ -70,7 +70,13 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
     }
     let started = Instant::now();
     server.node.programmer_idle().await;
-    let attempts = server.node.store().attempts(Some(&hash)).await.unwrap();
+    let attempts = server
+        .node
+        .store()
+        .programming()
+        .attempts(Some(&hash))
+        .await
+        .unwrap();
     print_attempts("programmer", &attempts, started);
     let passed = attempts
         .iter()
@@ -88,7 +94,14 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
         (RoutineOrigin::Llm, RoutineStatus::Active)
     );
 
-    let calls_before = server.node.store().llm_calls(None).await.unwrap().len();
+    let calls_before = server
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
         ("Cairo, Egypt", "2025-07-04"),
@@ -103,12 +116,25 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
             "the routine's reply carries the tool data"
         );
     }
-    let calls_after = server.node.store().llm_calls(None).await.unwrap().len();
+    let calls_after = server
+        .node
+        .store()
+        .ledger()
+        .llm_calls(None)
+        .await
+        .unwrap()
+        .len();
     assert_eq!(
         calls_after, calls_before,
         "no LLM call once the routine serves"
     );
-    let requests = server.node.store().recent_requests(2).await.unwrap();
+    let requests = server
+        .node
+        .store()
+        .requests()
+        .recent_requests(2)
+        .await
+        .unwrap();
     assert!(
         requests
             .iter()

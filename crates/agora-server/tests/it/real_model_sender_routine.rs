@@ -67,7 +67,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
     }
     let started = Instant::now();
     alice.sender_routines_idle().await;
-    let attempts = alice.store().sender_attempts().await.unwrap();
+    let attempts = alice.store().sender().sender_attempts().await.unwrap();
     print_attempts("sender programmer", &attempts, started);
     assert!(
         attempts.iter().any(|a| a.outcome.as_str() == "passed"),
@@ -77,6 +77,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
     // The protocol is in use for (Bob, weather): the ladder sends with the routine alone.
     alice
         .store()
+        .sender()
         .put_sender_memory(&SenderMemory {
             target: bob.url.clone(),
             task: "weather".into(),
@@ -89,7 +90,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         })
         .await
         .unwrap();
-    let calls_before = alice.store().llm_calls(None).await.unwrap().len();
+    let calls_before = alice.store().ledger().llm_calls(None).await.unwrap().len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
         ("Lima, Peru", "2025-07-04"),
@@ -105,12 +106,13 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         assert_eq!(got["weatherCondition"], want["weatherCondition"]);
     }
     assert_eq!(
-        alice.store().llm_calls(None).await.unwrap().len(),
+        alice.store().ledger().llm_calls(None).await.unwrap().len(),
         calls_before,
         "no LLM call once the sender routine serves"
     );
     let runs = alice
         .store()
+        .sender()
         .sender_runs(&bob.url, "weather", 2)
         .await
         .unwrap();

@@ -97,9 +97,31 @@ async fn exchange(alice: &Node, bob: &TestServer, seed: &str, message: &Value) -
 
 /// Both nodes made no LLM call; Bob answered `answered` requests, every one with a routine.
 async fn assert_no_llm(alice: &Node, bob: &TestServer, answered: usize) {
-    assert!(alice.store().llm_calls(None).await.unwrap().is_empty());
-    assert!(bob.node.store().llm_calls(None).await.unwrap().is_empty());
-    let requests = bob.node.store().recent_requests(100).await.unwrap();
+    assert!(
+        alice
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        bob.node
+            .store()
+            .ledger()
+            .llm_calls(None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let requests = bob
+        .node
+        .store()
+        .requests()
+        .recent_requests(100)
+        .await
+        .unwrap();
     assert_eq!(requests.len(), answered);
     assert!(
         requests
@@ -272,6 +294,7 @@ async fn seed_protocols_are_answered_by_their_routines_with_no_llm_on_either_sid
     assert_no_llm(&alice, &bob, 7).await;
     let runs = alice
         .store()
+        .sender()
         .sender_runs(&bob.url, "(message)", 10)
         .await
         .unwrap();

@@ -122,11 +122,12 @@ async fn alice(dir: &std::path::Path, candidates: &[&'static str], max_failures:
 }
 
 async fn llm_calls(node: &Node) -> usize {
-    node.store().llm_calls(None).await.unwrap().len()
+    node.store().ledger().llm_calls(None).await.unwrap().len()
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String, i64)> {
     node.store()
+        .sender()
         .sender_runs(target, "weather", 100)
         .await
         .unwrap()
@@ -152,11 +153,11 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     let first = weather_run(&alice, &bob, "Oslo, Norway").await;
     assert!(first.protocol.is_some());
     alice.sender_routines_idle().await;
-    let routines = alice.store().sender_routines().await.unwrap();
+    let routines = alice.store().sender().sender_routines().await.unwrap();
     assert_eq!(routines.len(), 1);
     assert!(routines[0].active);
     assert_eq!(routines[0].source, "good");
-    let attempts = alice.store().sender_attempts().await.unwrap();
+    let attempts = alice.store().sender().sender_attempts().await.unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].outcome.as_str(), "passed");
     assert_eq!(attempts[0].report, "2/2 checks passed");
@@ -178,11 +179,14 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
         &log[1..],
         vec![("routine".to_string(), String::new(), 0); 3]
     );
-    let routine = &alice.store().sender_routines().await.unwrap()[0];
+    let routine = &alice.store().sender().sender_routines().await.unwrap()[0];
     assert_eq!((routine.runs, routine.failures), (3, 0));
     // Bob answered the routine's requests under the protocol (with his LLM).
     let hash = first.protocol.unwrap();
-    assert_eq!(bob.node.store().usage(&hash).await.unwrap().llm, 4);
+    assert_eq!(
+        bob.node.store().requests().usage(&hash).await.unwrap().llm,
+        4
+    );
 }
 
 #[tokio::test]
@@ -192,7 +196,7 @@ async fn a_failing_candidate_is_repaired() {
     let alice = alice(a.path(), &["does not build", "wrong_body", "good"], 3).await;
     weather_run(&alice, &bob, "Oslo, Norway").await;
     alice.sender_routines_idle().await;
-    let attempts = alice.store().sender_attempts().await.unwrap();
+    let attempts = alice.store().sender().sender_attempts().await.unwrap();
     let outcomes: Vec<&str> = attempts.iter().map(|a| a.outcome.as_str()).collect();
     assert_eq!(outcomes, ["build_failed", "tests_failed", "passed"]);
     assert!(
@@ -222,7 +226,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
         "the LLM wrote the body and read the reply"
     );
     assert_eq!(run.steps, ["routine_failed"]);
-    let routine = &alice.store().sender_routines().await.unwrap()[0];
+    let routine = &alice.store().sender().sender_routines().await.unwrap()[0];
     assert_eq!((routine.failures, routine.active), (1, true));
     assert!(
         routine
@@ -236,12 +240,12 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     // fallback runs included.
     weather_run(&alice, &bob, "Bergen, Norway").await;
     alice.sender_routines_idle().await;
-    let routines = alice.store().sender_routines().await.unwrap();
+    let routines = alice.store().sender().sender_routines().await.unwrap();
     assert_eq!(routines.len(), 2);
     assert!(!routines[0].active);
     assert!(routines[1].active);
     assert_eq!(routines[1].source, "good");
-    let attempts = alice.store().sender_attempts().await.unwrap();
+    let attempts = alice.store().sender().sender_attempts().await.unwrap();
     assert_eq!(attempts.last().unwrap().reason.as_str(), "failures");
 
     let run = weather_run(&alice, &bob, "Bergen, Norway").await;

@@ -343,8 +343,8 @@ async fn a_node_answers_the_weather_protocol_with_the_shipped_routine_and_no_llm
     assert!(reply["body"].as_str().unwrap().contains("error"), "{reply}");
 
     let store = server.node.store();
-    assert!(store.llm_calls(None).await.unwrap().is_empty());
-    let requests = store.recent_requests(10).await.unwrap();
+    assert!(store.ledger().llm_calls(None).await.unwrap().is_empty());
+    let requests = store.requests().recent_requests(10).await.unwrap();
     assert_eq!(requests.len(), 3);
     assert!(
         requests

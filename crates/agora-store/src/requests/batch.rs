@@ -1,5 +1,5 @@
-//! Group commit for [`Store::record_request`](crate::Store::record_request) and
-//! [`Store::record_request_buffered`](crate::Store::record_request_buffered): one background
+//! Group commit for `Store::requests().record_request`(crate::Store::record_request) and
+//! `Store::requests().record_request_buffered`(crate::Store::record_request_buffered): one background
 //! writer turns the requests recorded meanwhile into one transaction.
 //!
 //! Why: recorded one at a time, each request paid a transaction of a few statements under the
@@ -818,15 +818,29 @@ mod tests {
             let store = store.clone();
             tasks.spawn(async move {
                 let pending = pending(n, None, n);
-                store.record_request(&pending.request, None).await
+                store
+                    .requests()
+                    .record_request(&pending.request, None)
+                    .await
             });
         }
         while let Some(joined) = tasks.join_next().await {
             joined.expect("task finishes").expect("recorded");
         }
         let hash = agora_protocol::ProtocolHash::from_digest([1; 20]);
-        assert_eq!(store.usage(&hash).await.expect("usage").requests, 50);
-        assert_eq!(store.recent_requests(100).await.expect("log").len(), 50);
+        assert_eq!(
+            store.requests().usage(&hash).await.expect("usage").requests,
+            50
+        );
+        assert_eq!(
+            store
+                .requests()
+                .recent_requests(100)
+                .await
+                .expect("log")
+                .len(),
+            50
+        );
         store.close().await;
     }
 

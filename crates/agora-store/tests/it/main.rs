@@ -230,6 +230,7 @@ async fn child_writer_for_kill_test() {
         conv.messages = serde_json::json!({ "last": n });
         conv.last_active_ms = n;
         store
+            .requests()
             .record_request(
                 &suite::request(n, Some(h), RequestPath::Routine, n),
                 Some(&conv),
@@ -281,13 +282,21 @@ fn a_killed_writer_loses_nothing_committed() {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let store = fixture.open().await;
-        let requests = store.recent_requests(i64::MAX).await.expect("requests");
+        let requests = store
+            .requests()
+            .recent_requests(i64::MAX)
+            .await
+            .expect("requests");
         let recorded = requests.len() as i64;
         assert!(
             recorded >= acknowledged,
             "{recorded} recorded < {acknowledged} committed"
         );
-        let usage = store.usage(&suite::hash(1)).await.expect("usage");
+        let usage = store
+            .requests()
+            .usage(&suite::hash(1))
+            .await
+            .expect("usage");
         assert_eq!(usage.requests, recorded);
         assert_eq!(usage.last_used_ms, recorded);
         let conv = store.conversation("c").await.expect("get").expect("exists");

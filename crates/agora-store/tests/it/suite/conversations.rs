@@ -29,6 +29,7 @@ pub async fn conversation_lifecycle(fixture: Fixture) {
     continued.last_active_ms = 2_000;
     continued.expires_at_ms = 62_000;
     store
+        .requests()
         .record_request(
             &request(1, Some(hash(1)), RequestPath::Llm, 2_000),
             Some(&continued),
@@ -50,6 +51,7 @@ pub async fn conversation_lifecycle(fixture: Fixture) {
     // record_request creates a conversation it does not know.
     let natural = conversation("conv-2", None, 3_000);
     store
+        .requests()
         .record_request(&request(2, None, RequestPath::Llm, 3_000), Some(&natural))
         .await
         .expect("record creating a conversation");
@@ -122,11 +124,12 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
         .await
         .expect("decide");
     store
+        .requests()
         .record_request(&req, Some(&conv))
         .await
         .expect("record");
-    store.record_llm_call(&call).await.expect("ledger");
-    let usage = store.usage(&doc.hash()).await.expect("usage");
+    store.ledger().record_llm_call(&call).await.expect("ledger");
+    let usage = store.requests().usage(&doc.hash()).await.expect("usage");
     store.close().await;
 
     let store = fixture.open().await;
@@ -139,14 +142,24 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
     );
     assert_eq!(store.conversation("conv-r").await.expect("get"), Some(conv));
     assert_eq!(
-        store.recent_requests(10).await.expect("requests"),
+        store
+            .requests()
+            .recent_requests(10)
+            .await
+            .expect("requests"),
         vec![req]
     );
-    assert_eq!(store.usage(&doc.hash()).await.expect("usage"), usage);
-    assert_eq!(usage.routine, 1);
-    assert_eq!(store.llm_calls(None).await.expect("calls"), vec![call]);
     assert_eq!(
-        store.ledger_totals().await.expect("totals"),
+        store.requests().usage(&doc.hash()).await.expect("usage"),
+        usage
+    );
+    assert_eq!(usage.routine, 1);
+    assert_eq!(
+        store.ledger().llm_calls(None).await.expect("calls"),
+        vec![call]
+    );
+    assert_eq!(
+        store.ledger().ledger_totals().await.expect("totals"),
         vec![LedgerTotals {
             node: "alice".to_string(),
             category: "conversation".to_string(),

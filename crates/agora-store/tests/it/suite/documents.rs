@@ -19,11 +19,16 @@ pub async fn fresh_database_migrates_and_reopens(fixture: Fixture) {
             .is_empty()
     );
     assert_eq!(
-        store.usage(&hash(1)).await.expect("usage table exists"),
+        store
+            .requests()
+            .usage(&hash(1))
+            .await
+            .expect("usage table exists"),
         ProtocolUsage::default()
     );
     assert!(
         store
+            .ledger()
             .ledger_totals()
             .await
             .expect("ledger table exists")
@@ -31,6 +36,7 @@ pub async fn fresh_database_migrates_and_reopens(fixture: Fixture) {
     );
     assert!(
         store
+            .requests()
             .recent_requests(10)
             .await
             .expect("requests table exists")

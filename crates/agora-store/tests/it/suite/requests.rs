@@ -30,15 +30,18 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
         let n = n as i64 + 1;
         let created_at_ms = if n == 3 { 9_000 } else { 1_000 + n };
         store
+            .requests()
             .record_request(&request(n, Some(a), *path, created_at_ms), None)
             .await
             .expect("record");
     }
     store
+        .requests()
         .record_request(&request(10, Some(b), RequestPath::Routine, 500), None)
         .await
         .expect("record");
     store
+        .requests()
         .record_request(&request(11, None, RequestPath::Llm, 600), None)
         .await
         .expect("record");
@@ -65,19 +68,24 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
         last_used_ms: 500,
         ..ProtocolUsage::default()
     };
-    assert_eq!(store.usage(&a).await.expect("usage"), expected_a);
-    assert_eq!(store.usage(&b).await.expect("usage"), expected_b);
+    assert_eq!(store.requests().usage(&a).await.expect("usage"), expected_a);
+    assert_eq!(store.requests().usage(&b).await.expect("usage"), expected_b);
     assert_eq!(
-        store.usage(&hash(0x33)).await.expect("usage"),
+        store.requests().usage(&hash(0x33)).await.expect("usage"),
         ProtocolUsage::default()
     );
     // Sorted by hash: 0b.. before aa..; the request without a protocol counts nowhere.
     assert_eq!(
-        store.usage_all().await.expect("usage_all"),
+        store.requests().usage_all().await.expect("usage_all"),
         vec![(b, expected_b), (a, expected_a)]
     );
     assert_eq!(
-        store.recent_requests(100).await.expect("requests").len(),
+        store
+            .requests()
+            .recent_requests(100)
+            .await
+            .expect("requests")
+            .len(),
         10
     );
     store.close().await;
@@ -91,19 +99,35 @@ pub async fn recent_requests_are_newest_first(fixture: Fixture) {
     // Same timestamp as `second`, recorded later: newer.
     let fourth = request(4, Some(hash(2)), RequestPath::Rejected, 300);
     for record in [&first, &second, &third, &fourth] {
-        store.record_request(record, None).await.expect("record");
+        store
+            .requests()
+            .record_request(record, None)
+            .await
+            .expect("record");
     }
     assert_eq!(
-        store.recent_requests(10).await.expect("requests"),
+        store
+            .requests()
+            .recent_requests(10)
+            .await
+            .expect("requests"),
         vec![fourth.clone(), second.clone(), third, first]
     );
     assert_eq!(
-        store.recent_requests(2).await.expect("requests"),
+        store.requests().recent_requests(2).await.expect("requests"),
         vec![fourth, second]
     );
-    assert!(store.recent_requests(0).await.expect("requests").is_empty());
     assert!(
         store
+            .requests()
+            .recent_requests(0)
+            .await
+            .expect("requests")
+            .is_empty()
+    );
+    assert!(
+        store
+            .requests()
             .recent_requests(-1)
             .await
             .expect("requests")
@@ -116,10 +140,11 @@ pub async fn record_request_is_one_transaction(fixture: Fixture) {
     let store = fixture.open().await;
     let h = hash(3);
     store
+        .requests()
         .record_request(&request(1, Some(h), RequestPath::Llm, 10), None)
         .await
         .expect("record");
-    let before = store.usage(&h).await.expect("usage");
+    let before = store.requests().usage(&h).await.expect("usage");
 
     // The conversation write, the last in the transaction, fails: nothing of it may remain.
     store
@@ -128,22 +153,32 @@ pub async fn record_request_is_one_transaction(fixture: Fixture) {
         .expect("install trigger");
     let conv = conversation("doomed", Some(h), 20);
     let result = store
+        .requests()
         .record_request(&request(2, Some(h), RequestPath::Routine, 20), Some(&conv))
         .await;
     assert!(
         matches!(&result, Err(StoreError::Database(message)) if message.contains("refused by test trigger")),
         "{result:?}"
     );
-    assert_eq!(store.usage(&h).await.expect("usage"), before);
-    assert_eq!(store.recent_requests(10).await.expect("requests").len(), 1);
+    assert_eq!(store.requests().usage(&h).await.expect("usage"), before);
+    assert_eq!(
+        store
+            .requests()
+            .recent_requests(10)
+            .await
+            .expect("requests")
+            .len(),
+        1
+    );
     assert_eq!(store.conversation("doomed").await.expect("get"), None);
 
     // Without a conversation the same request goes through.
     store
+        .requests()
         .record_request(&request(2, Some(h), RequestPath::Routine, 20), None)
         .await
         .expect("record");
-    assert_eq!(store.usage(&h).await.expect("usage").requests, 2);
+    assert_eq!(store.requests().usage(&h).await.expect("usage").requests, 2);
     store.close().await;
 }
 
@@ -192,11 +227,13 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
                 conv
             });
             store
+                .requests()
                 .record_request(&record, conv.as_ref())
                 .await
                 .expect("concurrent record");
             if n % 5 == 0 {
                 store
+                    .ledger()
                     .record_llm_call(&llm_call("alice", "querying", "m", None, n))
                     .await
                     .expect("call");
@@ -206,11 +243,15 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
     while let Some(joined) = tasks.join_next().await {
         joined.expect("task finishes");
     }
-    let (batches, _) = store.request_batches_for_tests();
+    let (batches, _) = store.requests().request_batches_for_tests();
     assert!(batches > 0, "no transaction recorded more than one request");
 
     // The counters equal what the log says.
-    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    let log = store
+        .requests()
+        .recent_requests(i64::MAX)
+        .await
+        .expect("requests");
     assert_eq!(log.len(), 500);
     for protocol_hash in protocols.iter().flatten() {
         let mut expected = ProtocolUsage::default();
@@ -232,7 +273,10 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
             expected.last_used_ms = expected.last_used_ms.max(record.created_at_ms);
         }
         assert_eq!(expected.requests, 100);
-        assert_eq!(store.usage(protocol_hash).await.expect("usage"), expected);
+        assert_eq!(
+            store.requests().usage(protocol_hash).await.expect("usage"),
+            expected
+        );
     }
     for routine_id in &routine_ids {
         let runs: Vec<_> = log
@@ -272,7 +316,10 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
         assert_eq!((n % 10, n % 3), (id, 0));
         assert_eq!(stored.last_active_ms, n);
     }
-    assert_eq!(store.ledger_totals().await.expect("totals")[0].calls, 100);
+    assert_eq!(
+        store.ledger().ledger_totals().await.expect("totals")[0].calls,
+        100
+    );
     store.close().await;
 }
 
@@ -299,6 +346,7 @@ pub async fn a_bad_request_in_a_batch_fails_alone(fixture: Fixture) {
                 };
                 let conv = conversation(&id, Some(h), n);
                 let result = store
+                    .requests()
                     .record_request(&request(n, Some(h), RequestPath::Llm, n), Some(&conv))
                     .await;
                 (i, result)
@@ -314,17 +362,21 @@ pub async fn a_bad_request_in_a_batch_fails_alone(fixture: Fixture) {
             }
         }
         recorded += 99;
-        if store.request_batches_for_tests().1 > 0 {
+        if store.requests().request_batches_for_tests().1 > 0 {
             break;
         }
     }
-    let (_, retried) = store.request_batches_for_tests();
+    let (_, retried) = store.requests().request_batches_for_tests();
     assert!(retried > 0, "the bad request never shared a transaction");
 
-    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    let log = store
+        .requests()
+        .recent_requests(i64::MAX)
+        .await
+        .expect("requests");
     assert_eq!(log.len(), recorded);
     assert!(log.iter().all(|r| r.query_id != "q50"));
-    let usage = store.usage(&h).await.expect("usage");
+    let usage = store.requests().usage(&h).await.expect("usage");
     assert_eq!(usage.requests, recorded as i64);
     assert_eq!(store.conversation("doomed").await.expect("get"), None);
     assert!(store.conversation("c49").await.expect("get").is_some());
@@ -343,6 +395,7 @@ pub async fn closing_the_store_writes_queued_requests(fixture: Fixture) {
             started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // Queued in the same poll: nothing awaits before the request is on the queue.
             store
+                .requests()
                 .record_request(&request(n, Some(h), RequestPath::Routine, n), None)
                 .await
         });
@@ -366,15 +419,20 @@ pub async fn closing_the_store_writes_queued_requests(fixture: Fixture) {
         "only {acknowledged} of those queued were written"
     );
     let late = store
+        .requests()
         .record_request(&request(300, Some(h), RequestPath::Routine, 300), None)
         .await;
     assert!(matches!(late, Err(StoreError::Database(_))), "{late:?}");
     // Every acknowledged request is there, and nothing else.
     let store = fixture.open().await;
-    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    let log = store
+        .requests()
+        .recent_requests(i64::MAX)
+        .await
+        .expect("requests");
     assert_eq!(log.len(), acknowledged);
     assert_eq!(
-        store.usage(&h).await.expect("usage").requests,
+        store.requests().usage(&h).await.expect("usage").requests,
         acknowledged as i64
     );
     store.close().await;
@@ -401,39 +459,48 @@ pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixtur
     // Reads see what was recorded before them.
     for n in 1..=3 {
         store
+            .requests()
             .record_request_buffered(answered(n))
             .await
             .expect("queued");
     }
-    let usage = soon("usage", store.usage(&h)).await.expect("usage");
+    let usage = soon("usage", store.requests().usage(&h))
+        .await
+        .expect("usage");
     assert_eq!(usage.requests, 3);
     let counted = soon("routine", store.routine(routine.id)).await;
     assert_eq!(counted.expect("get").expect("exists").runs, 3);
 
     // A record someone waits for is written at once, with the buffered one before it.
-    let batches = store.request_batches_for_tests().0;
+    let batches = store.requests().request_batches_for_tests().0;
     store
+        .requests()
         .record_request_buffered(answered(4))
         .await
         .expect("queued");
     let llm_answered = request(5, Some(h), RequestPath::Llm, 5);
-    let waiting = store.record_request(&llm_answered, None);
+    let waiting = store.requests().record_request(&llm_answered, None);
     soon("a waiting record", waiting).await.expect("recorded");
-    assert_eq!(store.request_batches_for_tests().0, batches + 1);
+    assert_eq!(store.requests().request_batches_for_tests().0, batches + 1);
 
     // Closing writes what is still buffered.
     for n in 6..=7 {
         store
+            .requests()
             .record_request_buffered(answered(n))
             .await
             .expect("queued");
     }
     soon("close", store.close()).await;
     let store = fixture.open().await;
-    let log = store.recent_requests(i64::MAX).await.expect("requests");
+    let log = store
+        .requests()
+        .recent_requests(i64::MAX)
+        .await
+        .expect("requests");
     assert_eq!(log.len(), 7);
     assert_eq!(log[0].query_id, "q7");
-    assert_eq!(store.usage(&h).await.expect("usage").routine, 6);
+    assert_eq!(store.requests().usage(&h).await.expect("usage").routine, 6);
     let counted = store
         .routine(routine.id)
         .await
@@ -461,7 +528,11 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
         llm_call("alice", "querying", "Big", None, 5),
     ];
     for call in &calls {
-        store.record_llm_call(call).await.expect("record call");
+        store
+            .ledger()
+            .record_llm_call(call)
+            .await
+            .expect("record call");
     }
 
     let totals = |node: &str, category: &str, model: &str, n: i64| LedgerTotals {
@@ -475,7 +546,7 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
     };
     // Byte order: uppercase before lowercase, whatever the database's collation.
     assert_eq!(
-        store.ledger_totals().await.expect("totals"),
+        store.ledger().ledger_totals().await.expect("totals"),
         vec![
             totals("alice", "Querying", "big", 1),
             totals("alice", "conversation", "small", 1),
@@ -485,15 +556,20 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
         ]
     );
 
-    let all = store.llm_calls(None).await.expect("all calls");
+    let all = store.ledger().llm_calls(None).await.expect("all calls");
     let times: Vec<i64> = all.iter().map(|call| call.created_at_ms).collect();
     assert_eq!(times, vec![5, 10, 20, 30, 40, 50]);
     assert_eq!(
-        store.llm_calls(Some("q1")).await.expect("q1 calls"),
+        store
+            .ledger()
+            .llm_calls(Some("q1"))
+            .await
+            .expect("q1 calls"),
         vec![calls[1].clone(), calls[2].clone(), calls[3].clone()]
     );
     assert!(
         store
+            .ledger()
             .llm_calls(Some("q404"))
             .await
             .expect("none")
@@ -502,11 +578,12 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
     let mut without_hash = llm_call("carol", "implementing", "m", None, 60);
     without_hash.protocol_hash = None;
     store
+        .ledger()
         .record_llm_call(&without_hash)
         .await
         .expect("record call");
     assert_eq!(
-        store.llm_calls(None).await.expect("all").last(),
+        store.ledger().llm_calls(None).await.expect("all").last(),
         Some(&without_hash)
     );
     store.close().await;
@@ -526,11 +603,16 @@ pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
     ];
     for (n, path, at) in rows {
         store
+            .requests()
             .record_request(&request(n, Some(hash(1)), path, at), None)
             .await
             .expect("record request");
     }
-    let series = store.request_series(1_000, 1_000).await.expect("series");
+    let series = store
+        .requests()
+        .request_series(1_000, 1_000)
+        .await
+        .expect("series");
     let shown: Vec<(i64, &str, i64, f64)> = series
         .iter()
         .map(|b| (b.start_ms, b.path.as_str(), b.requests, b.cost_usd))
@@ -553,7 +635,11 @@ pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
     ];
     calls[2].protocol_hash = Some(hash(2));
     for call in &calls {
-        store.record_llm_call(call).await.expect("record call");
+        store
+            .ledger()
+            .record_llm_call(call)
+            .await
+            .expect("record call");
     }
     let queries = |found: Vec<(i64, agora_store::LlmCallRecord)>| -> Vec<String> {
         found
@@ -561,20 +647,32 @@ pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
             .map(|(_, c)| c.query_id.unwrap_or_default())
             .collect()
     };
-    let all = store.recent_llm_calls(None, None, 10).await.expect("all");
+    let all = store
+        .ledger()
+        .recent_llm_calls(None, None, 10)
+        .await
+        .expect("all");
     assert_eq!(queries(all), ["q3", "q2", "q1"]);
     let by_category = store
+        .ledger()
         .recent_llm_calls(Some("conversation"), None, 10)
         .await
         .expect("by category");
     assert_eq!(queries(by_category), ["q3", "q2"]);
     let by_both = store
+        .ledger()
         .recent_llm_calls(Some("conversation"), Some(&hash(9)), 10)
         .await
         .expect("by both");
     assert_eq!(queries(by_both), ["q2"]);
     assert_eq!(
-        queries(store.recent_llm_calls(None, None, 1).await.expect("one")),
+        queries(
+            store
+                .ledger()
+                .recent_llm_calls(None, None, 1)
+                .await
+                .expect("one")
+        ),
         ["q3"]
     );
 
@@ -599,9 +697,14 @@ pub async fn dashboard_reads_bucket_filter_and_order(fixture: Fixture) {
             task: task.into(),
             ..Default::default()
         };
-        store.put_sender_memory(&memory).await.expect("put memory");
+        store
+            .sender()
+            .put_sender_memory(&memory)
+            .await
+            .expect("put memory");
     }
     let keys: Vec<(String, String)> = store
+        .sender()
         .sender_memories()
         .await
         .expect("memories")
@@ -624,6 +727,7 @@ pub async fn idempotency_keys_claim_replay_refuse_and_purge(fixture: Fixture) {
         let store = store.clone();
         async move {
             store
+                .idempotency()
                 .claim_idempotency_key("ip:10.0.0.1", key, fingerprint, now, now - 1_000)
                 .await
                 .expect("claim")
@@ -635,12 +739,14 @@ pub async fn idempotency_keys_claim_replay_refuse_and_purge(fixture: Fixture) {
     // Another client's scope is another key.
     assert_eq!(
         store
+            .idempotency()
             .claim_idempotency_key("ip:10.0.0.2", "k1", "f9", 10_100, 9_100)
             .await
             .expect("claim"),
         Claimed
     );
     store
+        .idempotency()
         .finish_idempotency_key("ip:10.0.0.1", "k1", 200, "{\"status\":\"success\"}")
         .await
         .expect("finish");
@@ -667,13 +773,18 @@ pub async fn idempotency_keys_claim_replay_refuse_and_purge(fixture: Fixture) {
     );
     assert_eq!(claim("k2", "f1", 11_600).await, InProgress);
     store
+        .idempotency()
         .release_idempotency_key("ip:10.0.0.1", "k2")
         .await
         .expect("release");
     assert_eq!(claim("k2", "f1", 11_700).await, Claimed);
     // k1 (10_000) and the other scope's k1 (10_100) are older than 11_000; k2 (11_700) is not.
     assert_eq!(
-        store.purge_idempotency_keys(11_000).await.expect("purge"),
+        store
+            .idempotency()
+            .purge_idempotency_keys(11_000)
+            .await
+            .expect("purge"),
         2
     );
     assert_eq!(claim("k1", "f2", 12_000).await, Claimed);
@@ -685,14 +796,19 @@ pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
     let mut record = request(1, None, RequestPath::Failed, 1_000);
     record.client = Some("token:partner".into());
     record.error_detail = Some("llm unavailable: tcp connect error (os error 111)".into());
-    store.record_request(&record, None).await.expect("record");
+    store
+        .requests()
+        .record_request(&record, None)
+        .await
+        .expect("record");
     let mut buffered = request(2, None, RequestPath::Routine, 2_000);
     buffered.client = Some("ip:192.0.2.7".into());
     store
+        .requests()
         .record_request_buffered(buffered.clone())
         .await
         .expect("record");
-    let recent = store.recent_requests(10).await.expect("read");
+    let recent = store.requests().recent_requests(10).await.expect("read");
     assert_eq!(recent, vec![buffered, record]);
 }
 

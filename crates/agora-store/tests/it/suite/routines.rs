@@ -174,11 +174,19 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
 
     let mut answered = request(1, Some(hash(1)), RequestPath::Routine, 100);
     answered.routine_id = Some(routine.id);
-    store.record_request(&answered, None).await.expect("record");
+    store
+        .requests()
+        .record_request(&answered, None)
+        .await
+        .expect("record");
     let mut failed = request(2, Some(hash(1)), RequestPath::Fallback, 200);
     failed.routine_id = Some(routine.id);
     failed.routine_error = Some("routine trapped: unreachable".to_string());
-    store.record_request(&failed, None).await.expect("record");
+    store
+        .requests()
+        .record_request(&failed, None)
+        .await
+        .expect("record");
 
     let counted = store
         .routine(routine.id)
@@ -194,15 +202,23 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
     // Counting runs is not a change to the set of routines.
     assert_eq!(store.routines_version().await.expect("version"), version);
 
-    let requests = store.recent_requests(10).await.expect("requests");
+    let requests = store
+        .requests()
+        .recent_requests(10)
+        .await
+        .expect("requests");
     assert_eq!(requests[0], failed);
     assert_eq!(requests[1], answered);
-    let usage = store.usage(&hash(1)).await.expect("usage");
+    let usage = store.requests().usage(&hash(1)).await.expect("usage");
     assert_eq!((usage.routine, usage.fallback), (1, 1));
 
     // A request whose routine was removed meanwhile is still recorded.
     store.delete_routine(routine.id).await.expect("delete");
     let mut late = request(3, Some(hash(1)), RequestPath::Routine, 300);
     late.routine_id = Some(routine.id);
-    store.record_request(&late, None).await.expect("record");
+    store
+        .requests()
+        .record_request(&late, None)
+        .await
+        .expect("record");
 }

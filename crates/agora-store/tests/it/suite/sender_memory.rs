@@ -32,6 +32,7 @@ fn memory(target: &str, task: &str) -> SenderMemory {
 /// What `store` remembers of the task `weather` sent to Bob.
 async fn bobs_weather(store: &Store) -> Option<SenderMemory> {
     store
+        .sender()
         .sender_memory("http://bob.test/", "weather")
         .await
         .unwrap()
@@ -61,10 +62,11 @@ pub async fn a_fresh_memory_round_trips_with_no_protocol(fixture: Fixture) {
         "nothing before the first run"
     );
     let fresh = memory("http://bob.test/", "weather");
-    store.put_sender_memory(&fresh).await.unwrap();
+    store.sender().put_sender_memory(&fresh).await.unwrap();
     assert_eq!(bobs_weather(&store).await, Some(fresh));
     assert_eq!(
         store
+            .sender()
             .sender_memory("http://bob.test/", "taxi")
             .await
             .unwrap(),
@@ -73,6 +75,7 @@ pub async fn a_fresh_memory_round_trips_with_no_protocol(fixture: Fixture) {
     );
     assert_eq!(
         store
+            .sender()
             .sender_memory("http://carol.test/", "weather")
             .await
             .unwrap(),
@@ -81,6 +84,7 @@ pub async fn a_fresh_memory_round_trips_with_no_protocol(fixture: Fixture) {
     );
     assert!(
         store
+            .sender()
             .sender_protocols_for_task("weather")
             .await
             .unwrap()
@@ -106,8 +110,9 @@ pub async fn a_full_memory_round_trips_with_sources_and_rejections(fixture: Fixt
         next_negotiation_at: 22,
         updated_at_ms: 1_700_000_000_123,
     };
-    store.put_sender_memory(&full).await.unwrap();
+    store.sender().put_sender_memory(&full).await.unwrap();
     let read = store
+        .sender()
         .sender_memory("http://bob.test/agora", "weather")
         .await
         .unwrap()
@@ -131,7 +136,7 @@ pub async fn putting_again_replaces_the_whole_row(fixture: Fixture) {
         negotiation_requested: true,
         ..memory(target, "weather")
     };
-    store.put_sender_memory(&first).await.unwrap();
+    store.sender().put_sender_memory(&first).await.unwrap();
     // The protocol was rejected: the ladder drops it, remembers the refusal, and goes back to
     // natural language. Every field is replaced, the cleared ones included.
     let second = SenderMemory {
@@ -145,13 +150,18 @@ pub async fn putting_again_replaces_the_whole_row(fixture: Fixture) {
         updated_at_ms: 2_000,
         ..memory(target, "weather")
     };
-    store.put_sender_memory(&second).await.unwrap();
+    store.sender().put_sender_memory(&second).await.unwrap();
     assert_eq!(
-        store.sender_memory(target, "weather").await.unwrap(),
+        store
+            .sender()
+            .sender_memory(target, "weather")
+            .await
+            .unwrap(),
         Some(second)
     );
     assert!(
         store
+            .sender()
             .sender_protocols_for_task("weather")
             .await
             .unwrap()
@@ -159,11 +169,13 @@ pub async fn putting_again_replaces_the_whole_row(fixture: Fixture) {
     );
     // Another task to the same target is a row of its own.
     store
+        .sender()
         .put_sender_memory(&memory(target, "taxi"))
         .await
         .unwrap();
     assert_eq!(
         store
+            .sender()
             .sender_memory(target, "weather")
             .await
             .unwrap()
@@ -186,10 +198,14 @@ pub async fn protocols_for_a_task_are_those_in_use_across_targets(fixture: Fixtu
         memory("http://bob.test/", "weather"),
         with("http://alice.test/", "taxi", "Taxi"),
     ] {
-        store.put_sender_memory(&remembered).await.unwrap();
+        store.sender().put_sender_memory(&remembered).await.unwrap();
     }
 
-    let found = store.sender_protocols_for_task("weather").await.unwrap();
+    let found = store
+        .sender()
+        .sender_protocols_for_task("weather")
+        .await
+        .unwrap();
     let targets: Vec<&str> = found.iter().map(|m| m.target.as_str()).collect();
     assert_eq!(
         targets,
@@ -204,6 +220,7 @@ pub async fn protocols_for_a_task_are_those_in_use_across_targets(fixture: Fixtu
     assert!(found.iter().all(|m| m.task == "weather"));
     assert!(
         store
+            .sender()
             .sender_protocols_for_task("unknown")
             .await
             .unwrap()
@@ -213,9 +230,10 @@ pub async fn protocols_for_a_task_are_those_in_use_across_targets(fixture: Fixtu
 
 pub async fn runs_are_logged_totalled_and_listed_oldest_first(fixture: Fixture) {
     let store = fixture.open().await;
-    assert!(store.sender_totals().await.unwrap().is_empty());
+    assert!(store.sender().sender_totals().await.unwrap().is_empty());
     assert!(
         store
+            .sender()
             .sender_runs("http://bob.test/", "weather", 10)
             .await
             .unwrap()
@@ -246,11 +264,12 @@ pub async fn runs_are_logged_totalled_and_listed_oldest_first(fixture: Fixture) 
             entry.tokens = 0;
             entry.cost_usd = 0.0;
         }
-        store.record_sender_run(&entry).await.unwrap();
+        store.sender().record_sender_run(&entry).await.unwrap();
         logged.push(entry);
     }
     // Same timestamps on other (target, task) pairs: the listing filters by both.
     store
+        .sender()
         .record_sender_run(&run(
             "http://carol.test/",
             "weather",
@@ -261,16 +280,22 @@ pub async fn runs_are_logged_totalled_and_listed_oldest_first(fixture: Fixture) 
         .await
         .unwrap();
     store
+        .sender()
         .record_sender_run(&run(bob, "taxi", "natural", "failed", 1_003))
         .await
         .unwrap();
 
-    let all = store.sender_runs(bob, "weather", 100).await.unwrap();
+    let all = store
+        .sender()
+        .sender_runs(bob, "weather", 100)
+        .await
+        .unwrap();
     assert_eq!(all, logged, "every field round-trips, oldest first");
-    let newest = store.sender_runs(bob, "weather", 2).await.unwrap();
+    let newest = store.sender().sender_runs(bob, "weather", 2).await.unwrap();
     assert_eq!(newest, logged[4..], "the newest two, still oldest first");
     assert!(
         store
+            .sender()
             .sender_runs(bob, "weather", 0)
             .await
             .unwrap()
@@ -278,6 +303,7 @@ pub async fn runs_are_logged_totalled_and_listed_oldest_first(fixture: Fixture) 
     );
     assert!(
         store
+            .sender()
             .sender_runs(bob, "weather", -5)
             .await
             .unwrap()
@@ -285,7 +311,7 @@ pub async fn runs_are_logged_totalled_and_listed_oldest_first(fixture: Fixture) 
         "a negative limit reads as none"
     );
 
-    let totals = store.sender_totals().await.unwrap();
+    let totals = store.sender().sender_totals().await.unwrap();
     let row =
         |target: &str, task: &str, rung: &str, runs, successes, llm_calls, tokens| SenderTotals {
             target: target.to_string(),
@@ -317,15 +343,16 @@ pub async fn memory_and_log_survive_a_restart(fixture: Fixture) {
         rejected: vec![hash("Old")],
         ..memory("http://bob.test/", "weather")
     };
-    store.put_sender_memory(&kept).await.unwrap();
+    store.sender().put_sender_memory(&kept).await.unwrap();
     let logged = run("http://bob.test/", "weather", "protocol", "success", 5_000);
-    store.record_sender_run(&logged).await.unwrap();
+    store.sender().record_sender_run(&logged).await.unwrap();
     store.close().await;
 
     let reopened = fixture.open().await;
     assert_eq!(bobs_weather(&reopened).await, Some(kept));
     assert_eq!(
         reopened
+            .sender()
             .sender_runs("http://bob.test/", "weather", 10)
             .await
             .unwrap(),

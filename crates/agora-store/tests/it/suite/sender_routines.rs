@@ -36,20 +36,29 @@ pub async fn examples_are_bounded_per_key_and_counted_since_the_last_attempt(fix
     let (bob, carol) = (key("http://bob"), key("http://carol"));
     for n in 1..=4 {
         store
+            .sender()
             .add_sender_example(&example(&bob, n), 3)
             .await
             .unwrap();
     }
     store
+        .sender()
         .add_sender_example(&example(&carol, 9), 3)
         .await
         .unwrap();
-    let kept = store.sender_examples(&bob, 10).await.unwrap();
+    let kept = store.sender().sender_examples(&bob, 10).await.unwrap();
     let ns: Vec<i64> = kept.iter().map(|e| e.created_at_ms).collect();
     assert_eq!(ns, [2, 3, 4], "the oldest is pruned, oldest first");
     assert_eq!(kept[0].data, json!({"n": 2}));
     assert_eq!(kept[0].output, json!({"t": 1.5}));
-    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 3);
+    assert_eq!(
+        store
+            .programming()
+            .examples_since_last_attempt(&bob)
+            .await
+            .unwrap(),
+        3
+    );
 
     let attempt = SenderRoutineAttempt {
         id: 0,
@@ -67,32 +76,60 @@ pub async fn examples_are_bounded_per_key_and_counted_since_the_last_attempt(fix
         routine_id: None,
         created_at_ms: 7,
     };
-    let id = store.add_attempt(&attempt).await.unwrap();
-    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 0);
-    assert_eq!(store.examples_since_last_attempt(&carol).await.unwrap(), 1);
+    let id = store.programming().add_attempt(&attempt).await.unwrap();
+    assert_eq!(
+        store
+            .programming()
+            .examples_since_last_attempt(&bob)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .programming()
+            .examples_since_last_attempt(&carol)
+            .await
+            .unwrap(),
+        1
+    );
     store
+        .sender()
         .add_sender_example(&example(&bob, 5), 3)
         .await
         .unwrap();
-    assert_eq!(store.examples_since_last_attempt(&bob).await.unwrap(), 1);
-    let attempts = store.sender_attempts().await.unwrap();
+    assert_eq!(
+        store
+            .programming()
+            .examples_since_last_attempt(&bob)
+            .await
+            .unwrap(),
+        1
+    );
+    let attempts = store.sender().sender_attempts().await.unwrap();
     assert_eq!(attempts, [SenderRoutineAttempt { id, ..attempt }]);
 }
 
 pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture) {
     let store = fixture.open().await;
     let (bob, carol) = (key("http://bob"), key("http://carol"));
-    assert_eq!(store.active_sender_routine(&bob).await.unwrap(), None);
+    assert_eq!(
+        store.sender().active_sender_routine(&bob).await.unwrap(),
+        None
+    );
     let first = store
+        .sender()
         .add_sender_routine(&bob, "one", b"component-1", 1)
         .await
         .unwrap();
     let other = store
+        .sender()
         .add_sender_routine(&carol, "c", b"c", 1)
         .await
         .unwrap();
     assert_eq!(
         store
+            .sender()
             .record_sender_routine_run(first, None, 2)
             .await
             .unwrap(),
@@ -100,28 +137,45 @@ pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture)
     );
     assert_eq!(
         store
+            .sender()
             .record_sender_routine_run(first, Some("boom"), 3)
             .await
             .unwrap(),
         1
     );
-    let active = store.active_sender_routine(&bob).await.unwrap().unwrap();
+    let active = store
+        .sender()
+        .active_sender_routine(&bob)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((active.id, active.runs, active.failures), (first, 2, 1));
     assert_eq!(active.last_error.as_deref(), Some("boom"));
     assert_eq!(
-        store.sender_routine_component(first).await.unwrap(),
+        store
+            .sender()
+            .sender_routine_component(first)
+            .await
+            .unwrap(),
         b"component-1"
     );
 
     // A new routine for the key replaces the active one; the other key's stays.
     let second = store
+        .sender()
         .add_sender_routine(&bob, "two", b"component-2", 4)
         .await
         .unwrap();
-    let active = store.active_sender_routine(&bob).await.unwrap().unwrap();
+    let active = store
+        .sender()
+        .active_sender_routine(&bob)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((active.id, active.source.as_str()), (second, "two"));
     assert_eq!(
         store
+            .sender()
             .active_sender_routine(&carol)
             .await
             .unwrap()
@@ -129,9 +183,16 @@ pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture)
             .id,
         other
     );
-    store.disable_sender_routine(second, 5).await.unwrap();
-    assert_eq!(store.active_sender_routine(&bob).await.unwrap(), None);
-    let all = store.sender_routines().await.unwrap();
+    store
+        .sender()
+        .disable_sender_routine(second, 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.sender().active_sender_routine(&bob).await.unwrap(),
+        None
+    );
+    let all = store.sender().sender_routines().await.unwrap();
     let states: Vec<(i64, bool)> = all.iter().map(|r| (r.id, r.active)).collect();
     assert_eq!(states, [(first, false), (other, true), (second, false)]);
 }
