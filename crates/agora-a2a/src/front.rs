@@ -14,10 +14,17 @@ use a2a::{
     SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskArtifactUpdateEvent,
     TaskState, TaskStatus, TaskStatusUpdateEvent, error_code, methods,
 };
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
 use agora_node::{Client, FollowUpError, Node, RequestHooks, Speaker, Transcript};
 use agora_protocol::{Body, ErrorCode, FollowUp, ProtocolRef, Reply, Request, Status};
 use agora_store::ConversationKind;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::tasks::{EVENT_BUFFER, Progress, RunningTasks};
 
 /// The channel A2A requests are recorded under in the request ledger.
 pub const CHANNEL: &str = "a2a";
@@ -45,6 +52,7 @@ impl Default for Limits {
 pub struct A2aFront {
     node: Node,
     limits: Limits,
+    tasks: RunningTasks,
 }
 
 /// A parsed JSON-RPC call.
@@ -59,6 +67,8 @@ enum Method {
     Send {
         inbound: Inbound,
         streaming: bool,
+        /// `returnImmediately`: the task at once, its answer by `GetTask`.
+        return_immediately: bool,
         history_length: Option<usize>,
     },
     Get {
@@ -81,6 +91,33 @@ enum Inbound {
     },
     /// The next message of an existing task.
     FollowUp { task_id: String, body: Body },
+}
+
+/// A call started as a task (see [`A2aFront::start`]).
+pub enum Started {
+    /// It could not start: the JSON-RPC error response to send.
+    Answered(Value),
+    /// It runs.
+    Running {
+        /// The response to send at once for `returnImmediately`: the task, working.
+        first: Value,
+        /// The JSON-RPC id the stream's responses carry.
+        response_id: Value,
+        /// Whether the client asked for a stream.
+        streaming: bool,
+        /// Whether the client asked for the task at once (`returnImmediately`): the stream, if
+        /// any, then carries only the task, and the client reads the rest with `GetTask`.
+        return_immediately: bool,
+        /// The task's events (the task, its steps, its answer), for a stream.
+        events: mpsc::Receiver<StreamResponse>,
+        /// The work, for the caller to run; it ends the task.
+        work: Pin<Box<dyn Future<Output = ()> + Send>>,
+    },
+}
+
+/// One stream event as the JSON-RPC response object the client reads.
+pub fn stream_event(response_id: &Value, event: &StreamResponse) -> Value {
+    success(response_id, event)
 }
 
 /// What the server sends back.
@@ -107,6 +144,31 @@ impl Call {
             } => !node.serves_with_routine(request),
             Method::Send { .. } => true,
             Method::Get { .. } | Method::Cancel { .. } => false,
+        }
+    }
+
+    /// Whether the call is a message answered as a task that runs while the client waits on
+    /// its stream or polls (see [`crate::tasks`]): a natural-language message or a task's next
+    /// message, sent as a stream or with `returnImmediately`. An Agora request under a protocol
+    /// is answered at once as before (a routine answers it in milliseconds, and A2A answers it
+    /// with a message, not a task).
+    pub fn runs_as_task(&self) -> bool {
+        match &self.method {
+            Method::Send {
+                inbound,
+                streaming,
+                return_immediately,
+                ..
+            } => {
+                (*streaming || *return_immediately)
+                    && match inbound {
+                        Inbound::Request { request, .. } => {
+                            request.protocol == ProtocolRef::NaturalLanguage
+                        }
+                        Inbound::FollowUp { .. } => true,
+                    }
+            }
+            _ => false,
         }
     }
 
@@ -146,7 +208,11 @@ fn failure(id: &Value, error: A2AError) -> Value {
 impl A2aFront {
     /// The front of `node`, taking messages within `limits`.
     pub fn new(node: Node, limits: Limits) -> Self {
-        Self { node, limits }
+        Self {
+            node,
+            limits,
+            tasks: RunningTasks::default(),
+        }
     }
 
     /// The agent card (see [`crate::card`]).
@@ -220,9 +286,15 @@ impl A2aFront {
                 {
                     return Err(A2AError::push_notification_not_supported());
                 }
+                let return_immediately = request
+                    .configuration
+                    .as_ref()
+                    .and_then(|c| c.return_immediately)
+                    .unwrap_or(false);
                 Ok(Method::Send {
                     inbound: self.inbound(request.message)?,
                     streaming: method == methods::SEND_STREAMING_MESSAGE,
+                    return_immediately,
                     history_length,
                 })
             }
@@ -358,7 +430,14 @@ impl A2aFront {
                 inbound,
                 streaming,
                 history_length,
-            } => match self.send(inbound, client, history_length).await {
+                ..
+            } => match match self.refuse_while_working(&inbound) {
+                Ok(()) => {
+                    let hooks = RequestHooks::through(CHANNEL);
+                    self.send(inbound, client, history_length, hooks).await
+                }
+                Err(error) => Err(error),
+            } {
                 Ok(response) if streaming => {
                     Answer::Events(events(response).iter().map(|e| success(&id, e)).collect())
                 }
@@ -369,14 +448,8 @@ impl A2aFront {
             Method::Get {
                 task_id,
                 history_length,
-            } => Answer::Json(match self.transcript(&task_id).await {
-                Ok(transcript) => success(
-                    &id,
-                    trimmed(
-                        task_of(&transcript, TaskState::InputRequired, None),
-                        history_length,
-                    ),
-                ),
+            } => Answer::Json(match self.task(&task_id).await {
+                Ok(task) => success(&id, trimmed(task, history_length)),
                 Err(error) => failure(&id, error),
             }),
             Method::Cancel { task_id } => Answer::Json(match self.cancel(&task_id).await {
@@ -386,11 +459,192 @@ impl A2aFront {
         }
     }
 
+    /// Starts a call that [`Call::runs_as_task`]: the task's first state to return at once
+    /// (`returnImmediately`), its events for a stream, and the work, which the caller runs (on
+    /// a task of its own, within its limits) and which ends the task. A second call while the
+    /// task works on its previous message, or more running tasks than [`crate::tasks::MAX_TASKS`],
+    /// is answered with an error at once (the [`Started::Answered`] response).
+    pub async fn start(&self, call: Call, client: Option<Client>) -> Started {
+        let id = call.id.clone();
+        let Method::Send {
+            inbound,
+            streaming,
+            return_immediately,
+            history_length,
+        } = call.method
+        else {
+            let error = A2AError::invalid_request("only a message runs as a task");
+            return Started::Answered(failure(&id, error));
+        };
+        if let Err(error) = self.refuse_while_working(&inbound) {
+            return Started::Answered(failure(&id, error));
+        }
+        // The task's id is known before the engine answers: a live context's, or a new one that
+        // the conversation then opens under.
+        let (inbound, task_id, text, new) = match inbound {
+            Inbound::Request {
+                request,
+                context_id,
+                text,
+            } => {
+                let live = match &context_id {
+                    Some(context) => match self.live_task(context).await {
+                        Ok(live) => live,
+                        Err(error) => return Started::Answered(failure(&id, error)),
+                    },
+                    None => false,
+                };
+                match context_id {
+                    Some(context) if live => {
+                        let body = request.body;
+                        let inbound = Inbound::FollowUp {
+                            task_id: context.clone(),
+                            body,
+                        };
+                        (inbound, context, text, false)
+                    }
+                    _ => {
+                        let inbound = Inbound::Request {
+                            request,
+                            context_id: None,
+                            text: text.clone(),
+                        };
+                        (inbound, uuid::Uuid::new_v4().to_string(), text, true)
+                    }
+                }
+            }
+            Inbound::FollowUp { task_id, body } => {
+                let text = body.to_text();
+                (
+                    Inbound::FollowUp {
+                        task_id: task_id.clone(),
+                        body,
+                    },
+                    task_id,
+                    text,
+                    false,
+                )
+            }
+        };
+        let submitted = unstored_task(&task_id, &text, TaskState::Submitted, None);
+        if !self.tasks.start(submitted.clone()) {
+            let error = A2AError::internal("this agent is running too many tasks; retry later");
+            return Started::Answered(failure(&id, error));
+        }
+        let (events, receiver) = mpsc::channel(EVENT_BUFFER);
+        let progress = Arc::new(Progress {
+            task_id: task_id.clone(),
+            tasks: self.tasks.clone(),
+            events: events.clone(),
+        });
+        let mut working = submitted.clone();
+        working.status.state = TaskState::Working;
+        let first = success(&id, SendMessageResponse::Task(working));
+        let front = self.clone();
+        let work = async move {
+            let _ = events
+                .send(StreamResponse::Task(trimmed(submitted, history_length)))
+                .await;
+            progress.working("The agent is working on your message.");
+            let observer: Arc<dyn agora_node::Observer> = progress;
+            let hooks = RequestHooks {
+                observer: Some(observer),
+                conversation_id: new.then(|| task_id.clone()),
+                channel: Some(CHANNEL),
+            };
+            let answered = front
+                .send(inbound, client.as_ref(), history_length, hooks)
+                .await;
+            let task = match answered {
+                Ok(SendMessageResponse::Task(task)) => task,
+                Ok(SendMessageResponse::Message(message)) => {
+                    let reply = Reply::success(Body::Text(text_of(&message)));
+                    unstored_task(&task_id, &text, TaskState::Completed, Some(&reply))
+                }
+                Err(error) => {
+                    let reply = Reply::failure(ErrorCode::HandlerFailed, error.message.clone());
+                    unstored_task(&task_id, &text, TaskState::Failed, Some(&reply))
+                }
+            };
+            front.tasks.finish(task.clone());
+            for event in events_after_snapshot(task) {
+                let _ = events.send(event).await;
+            }
+        };
+        Started::Running {
+            first,
+            events: receiver,
+            response_id: id,
+            streaming,
+            return_immediately,
+            work: Box::pin(work),
+        }
+    }
+
+    /// Ends a started task that did not finish (its work was stopped at the node's deadline).
+    pub fn abandon(&self, task_id_of_first: &Value, reason: &str) {
+        let Some(task_id) = task_id_of_first
+            .pointer("/result/task/id")
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        if self.tasks.is_running(task_id) {
+            let reply = Reply::failure(ErrorCode::HandlerFailed, reason.to_string());
+            let mut task = self
+                .tasks
+                .get(task_id)
+                .unwrap_or_else(|| unstored_task(task_id, "", TaskState::Failed, Some(&reply)));
+            task.status = TaskStatus {
+                state: TaskState::Failed,
+                message: Some(agent_message(
+                    vec![Part::text(reason.to_string())],
+                    Some(task_id),
+                )),
+                timestamp: None,
+            };
+            self.tasks.finish(task);
+        }
+    }
+
+    /// An error when `inbound` continues a task that is still working on its last message.
+    fn refuse_while_working(&self, inbound: &Inbound) -> Result<(), A2AError> {
+        let task_id = match inbound {
+            Inbound::Request {
+                context_id: Some(id),
+                ..
+            }
+            | Inbound::FollowUp { task_id: id, .. } => id,
+            Inbound::Request { .. } => return Ok(()),
+        };
+        if self.tasks.is_running(task_id) {
+            return Err(A2AError::invalid_request(format!(
+                "task {task_id} is still working on its last message; send the next one when \
+                 it asks for input"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A task by id: one running (or just finished) here, else the stored conversation.
+    async fn task(&self, id: &str) -> Result<Task, A2AError> {
+        if self.tasks.is_running(id)
+            && let Some(task) = self.tasks.get(id)
+        {
+            return Ok(task);
+        }
+        match self.transcript(id).await {
+            Ok(transcript) => Ok(task_of(&transcript, TaskState::InputRequired, None)),
+            Err(error) => self.tasks.get(id).ok_or(error),
+        }
+    }
+
     async fn send(
         &self,
         inbound: Inbound,
         client: Option<&Client>,
         history_length: Option<usize>,
+        hooks: RequestHooks,
     ) -> Result<SendMessageResponse, A2AError> {
         let (reply, text, continued) = match inbound {
             Inbound::Request {
@@ -400,7 +654,8 @@ impl A2aFront {
             } if self.live_task(&context_id).await? => {
                 let follow_up = FollowUp { body: request.body };
                 (
-                    self.follow_up(&context_id, follow_up, client).await?,
+                    self.follow_up(&context_id, follow_up, client, hooks)
+                        .await?,
                     text,
                     Some(context_id),
                 )
@@ -411,15 +666,14 @@ impl A2aFront {
                 if request.protocol == ProtocolRef::NaturalLanguage {
                     request.multiround = true;
                 }
-                let reply = self
-                    .node
-                    .handle_hooked(request, client, RequestHooks::through(CHANNEL))
-                    .await;
+                let reply = self.node.handle_hooked(request, client, hooks).await;
                 (reply, text, None)
             }
             Inbound::FollowUp { task_id, body } => {
                 let text = body.to_text();
-                let reply = self.follow_up(&task_id, FollowUp { body }, client).await?;
+                let reply = self
+                    .follow_up(&task_id, FollowUp { body }, client, hooks)
+                    .await?;
                 (reply, text, Some(task_id))
             }
         };
@@ -433,7 +687,7 @@ impl A2aFront {
                 )),
                 _ => {
                     let task_id = uuid::Uuid::new_v4().to_string();
-                    let mut task = unstored_task(&task_id, &text, &reply);
+                    let mut task = unstored_task(&task_id, &text, state_of(&reply), Some(&reply));
                     task = trimmed(task, history_length);
                     SendMessageResponse::Task(task)
                 }
@@ -452,10 +706,11 @@ impl A2aFront {
         task_id: &str,
         follow_up: FollowUp,
         client: Option<&Client>,
+        hooks: RequestHooks,
     ) -> Result<Reply, A2AError> {
         match self
             .node
-            .follow_up_hooked(task_id, follow_up, client, RequestHooks::through(CHANNEL))
+            .follow_up_hooked(task_id, follow_up, client, hooks)
             .await
         {
             Ok(reply) => Ok(reply),
@@ -606,17 +861,22 @@ fn task_of(transcript: &Transcript, state: TaskState, note: Option<String>) -> T
     }
 }
 
-/// A task that failed before a conversation was stored.
-fn unstored_task(id: &str, text: &str, reply: &Reply) -> Task {
+/// A task with no stored conversation (yet): the message `text` asked, in `state`, with the
+/// reply's sentence (its answer, or why it failed) as the status message if there is one.
+fn unstored_task(id: &str, text: &str, state: TaskState, reply: Option<&Reply>) -> Task {
     let mut asked = Message::new(Role::User, vec![Part::text(text.to_string())]);
     asked.task_id = Some(id.to_string());
     asked.context_id = Some(id.to_string());
+    let said = reply.map(|reply| match reply.status {
+        Status::Success => reply.body.as_ref().map(Body::to_text).unwrap_or_default(),
+        _ => refusal(reply),
+    });
     Task {
         id: id.to_string(),
         context_id: id.to_string(),
         status: TaskStatus {
-            state: state_of(reply),
-            message: Some(agent_message(vec![Part::text(refusal(reply))], Some(id))),
+            state,
+            message: said.map(|said| agent_message(vec![Part::text(said)], Some(id))),
             timestamp: None,
         },
         artifacts: None,
@@ -632,6 +892,29 @@ fn trimmed(mut task: Task, length: Option<usize>) -> Task {
         history.drain(..excess);
     }
     task
+}
+
+/// The text of a message's parts.
+fn text_of(message: &Message) -> String {
+    message
+        .parts
+        .iter()
+        .map(|part| match &part.content {
+            PartContent::Text(text) => text.clone(),
+            PartContent::Data(data) => data.to_string(),
+            PartContent::Raw(_) | PartContent::Url(_) => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A finished task's events after its first snapshot: its answer as an artifact, and its final
+/// status.
+fn events_after_snapshot(task: Task) -> Vec<StreamResponse> {
+    events(SendMessageResponse::Task(task))
+        .into_iter()
+        .skip(1)
+        .collect()
 }
 
 /// A send's answer as stream events: a message alone; a task as its snapshot while working,

@@ -7,6 +7,8 @@
 //!   `CancelTask`, answered by the node's engine. The HTTP around them (the route, the edge's
 //!   budgets, body limit and deadline, the SSE framing) is the server crate's: this crate takes
 //!   bytes and gives JSON values, so no framework type leaves it;
+//! - [`tasks`]: messages answered as tasks that run while the client waits on a stream (status
+//!   updates from the engine's steps) or polls with `GetTask` (`returnImmediately`);
 //! - [`sender`]: the node as an A2A client. Its natural-language messages to an A2A agent (one
 //!   whose card does not declare the Agora extension) are `SendMessage` calls.
 //!
@@ -47,18 +49,17 @@
 //!
 //! Sending: only natural language (the sender's first rung and `send_message`), one
 //! `SendMessage` call per message, without streaming or polling. Serving: push notifications
-//! (`-32003`), `ListTasks`, `SubscribeToTask`, the extended card
-//! (`-32004`/`-32007`), file parts (`raw`, `url`: `-32005`), the gRPC and HTTP+JSON bindings,
-//! `returnImmediately` (every answer is synchronous), card signatures and security schemes
-//! (the node's edge authentication, when configured, applies as to `POST /`). A stream's
-//! events are written once the answer is in, since the engine answers a message in one step.
+//! (`-32003`), `ListTasks`, `SubscribeToTask`, the extended card (`-32004`/`-32007`), file parts
+//! (`raw`, `url`: `-32005`), the gRPC and HTTP+JSON bindings, card signatures and security schemes
+//! (the node's edge authentication, when configured, applies as to `POST /`).
 
 pub mod card;
 pub mod front;
 pub mod sender;
+pub mod tasks;
 
 pub use card::agent_card;
-pub use front::{A2aFront, Answer, Call, Limits, error_response};
+pub use front::{A2aFront, Answer, Call, Limits, Started, error_response, stream_event};
 pub use sender::A2aSender;
 
 /// The URI of the Agora extension in the agent card: a data part holding an Agora request

@@ -17,11 +17,15 @@
 
 use std::net::SocketAddr;
 
-use agora_a2a::{A2aFront, Answer, Call};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use agora_a2a::{A2aFront, Answer, Call, Started};
 use agora_protocol::ErrorCode;
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -69,6 +73,9 @@ pub(crate) async fn jsonrpc(
         Ok(call) => call,
         Err(response) => return Json(response).into_response(),
     };
+    if call.runs_as_task() {
+        return start_task(&state, &front, call, client).await;
+    }
     let id = call.id().clone();
     let answered = answer_within_limits(&state, &front, call, &client).await;
     match answered {
@@ -99,6 +106,88 @@ async fn answer_within_limits(
         .edge
         .within_deadline(front.answer(call, Some(client)))
         .await
+}
+
+/// How often a stream with nothing new to say sends an SSE comment, so that a client's read
+/// timeout (the A2A Python SDK's default is 5 s) does not end it while the LLM works.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// A message answered as a task (see `agora_a2a::tasks`): the rate and capacity checks now, the
+/// task at once (as a stream, or alone for `returnImmediately`), the LLM place and the work on
+/// a tracked background task within the request deadline.
+async fn start_task(
+    state: &AppState,
+    front: &A2aFront,
+    call: Call,
+    client: agora_node::Client,
+) -> Response {
+    let id = call.id().clone();
+    if let Err(error) = state.edge.check_rate(&client, Budget::Llm) {
+        return refused(&id, error);
+    }
+    let permit = match state.admit() {
+        Ok(permit) => permit,
+        Err(error) => return refused(&id, error),
+    };
+    let (first, response_id, streaming, return_immediately, events, work) =
+        match front.start(call, Some(client)).await {
+            Started::Answered(response) => return Json(response).into_response(),
+            Started::Running {
+                first,
+                response_id,
+                streaming,
+                return_immediately,
+                events,
+                work,
+            } => (
+                first,
+                response_id,
+                streaming,
+                return_immediately,
+                events,
+                work,
+            ),
+        };
+    let background = state.clone();
+    let front = front.clone();
+    let started = first.clone();
+    state.agent_runs.spawn(async move {
+        let _permit = permit;
+        let _llm = match background.edge.llm_slot().await {
+            Ok(slot) => slot,
+            Err(error) => {
+                front.abandon(&started, &error.message);
+                return;
+            }
+        };
+        if background.edge.within_deadline(work).await.is_err() {
+            front.abandon(
+                &started,
+                "the answer took longer than this agent allows; send the message again",
+            );
+        }
+    });
+    if !streaming {
+        return Json(first).into_response();
+    }
+    if return_immediately {
+        // The task alone; the client reads the rest with `GetTask`.
+        return server_sent(&[first]);
+    }
+    let stream = futures::stream::unfold(events, move |mut events| {
+        let response_id = response_id.clone();
+        async move {
+            let event = events.recv().await?;
+            let data = agora_a2a::stream_event(&response_id, &event).to_string();
+            Some((
+                Ok::<_, Infallible>(sse::Event::default().data(data)),
+                events,
+            ))
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
 }
 
 fn front(state: &AppState) -> Result<&A2aFront, ApiError> {

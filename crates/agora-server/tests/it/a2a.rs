@@ -315,15 +315,44 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-#[tokio::test]
-async fn a_streaming_message_sends_the_task_its_answer_and_its_status() {
-    let dir = temp_dir();
-    let server = node(dir.path()).await;
-    let request = json!({"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage",
-        "params": text_message("Fog in London?")});
+/// An LLM that answers as [`llm`] does, each call after `delay`: an answer that takes longer
+/// than a client's read timeout.
+struct SlowLlm {
+    delay: std::time::Duration,
+    inner: std::sync::Arc<ScriptedLlm>,
+}
+
+#[async_trait::async_trait]
+impl agora_llm::Llm for SlowLlm {
+    async fn chat(
+        &self,
+        request: &agora_llm::ChatRequest,
+    ) -> Result<agora_llm::ChatResponse, agora_llm::LlmError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.chat(request).await
+    }
+
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+}
+
+pub(crate) async fn slow_node(dir: &std::path::Path, delay: std::time::Duration) -> TestServer {
+    let slow = std::sync::Arc::new(SlowLlm {
+        delay,
+        inner: llm(),
+    });
+    NodeBuilder::new(slow, dir)
+        .config(|c| c.description = "A weather agent for European cities.".into())
+        .spawn_with(serve)
+        .await
+}
+
+/// A stream's events (its `data:` lines as JSON) and how many keep-alive comments it held.
+async fn read_stream(server: &TestServer, request: &Value) -> (Vec<Value>, usize) {
     let response = reqwest::Client::new()
         .post(format!("{}/a2a", server.url))
-        .json(&request)
+        .json(request)
         .send()
         .await
         .unwrap();
@@ -333,21 +362,56 @@ async fn a_streaming_message_sends_the_task_its_answer_and_its_status() {
         "text/event-stream"
     );
     let text = response.text().await.unwrap();
-    let events: Vec<Value> = text
+    let events = text
         .split("\n\n")
         .filter_map(|event| event.strip_prefix("data: "))
         .map(|data| serde_json::from_str(data).unwrap())
         .collect();
-    assert_eq!(events.len(), 3, "{text}");
+    let comments = text.split("\n\n").filter(|e| e.starts_with(':')).count();
+    (events, comments)
+}
+
+#[tokio::test]
+async fn a_streamed_message_is_a_task_at_once_then_its_steps_then_its_answer() {
+    let dir = temp_dir();
+    // Longer than the stream's keep-alive interval, so the wait shows a comment.
+    let server = slow_node(dir.path(), std::time::Duration::from_secs(3)).await;
+    let request = json!({"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage",
+        "params": text_message("Fog in London?")});
+    let (events, comments) = read_stream(&server, &request).await;
     assert!(
         events
             .iter()
-            .all(|e| e["id"] == "s-1" && e["jsonrpc"] == "2.0")
+            .all(|e| e["id"] == "s-1" && e["jsonrpc"] == "2.0"),
+        "{events:?}"
     );
     let task = &events[0]["result"]["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{events:?}"
+    );
+    assert_eq!(task["history"][0]["parts"][0]["text"], "Fog in London?");
     let task_id = task["id"].clone();
-    let artifact = &events[1]["result"]["artifactUpdate"];
+    // Then a status update per step while it works: at least the start and the LLM's call.
+    let working: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["result"].get("statusUpdate"))
+        .filter(|u| u["status"]["state"] == "TASK_STATE_WORKING")
+        .collect();
+    assert!(working.len() >= 2, "{events:?}");
+    assert!(working.iter().all(|u| u["taskId"] == task_id));
+    assert!(
+        working
+            .iter()
+            .any(|u| u["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("language model")),
+        "{working:?}"
+    );
+    assert!(comments >= 1, "the wait kept the stream alive: {comments}");
+    let n = events.len();
+    let artifact = &events[n - 2]["result"]["artifactUpdate"];
     assert_eq!(artifact["taskId"], task_id);
     assert!(
         artifact["artifact"]["parts"][0]["text"]
@@ -355,11 +419,65 @@ async fn a_streaming_message_sends_the_task_its_answer_and_its_status() {
             .unwrap()
             .contains("Fog in London?")
     );
-    let status = &events[2]["result"]["statusUpdate"];
+    let status = &events[n - 1]["result"]["statusUpdate"];
     assert_eq!(status["taskId"], task_id);
     assert_eq!(status["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     let got = rpc(&server, "GetTask", json!({"id": task_id})).await;
     assert_eq!(got["result"]["history"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        got["result"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+}
+
+#[tokio::test]
+async fn return_immediately_gives_a_working_task_whose_answer_get_task_reads_later() {
+    let dir = temp_dir();
+    let server = slow_node(dir.path(), std::time::Duration::from_millis(1500)).await;
+    let mut params = text_message("Snow in Oslo?");
+    params["configuration"] = json!({"returnImmediately": true});
+    let sent = rpc(&server, "SendMessage", params.clone()).await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING", "{sent}");
+    let task_id = task["id"].clone();
+
+    // While it works: GetTask says so, and a second message to the task is refused.
+    let got = rpc(&server, "GetTask", json!({"id": task_id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_WORKING",
+        "{got}"
+    );
+    let mut next = text_message("And in Bergen?");
+    next["message"]["taskId"] = task_id.clone();
+    let refused = rpc(&server, "SendMessage", next).await;
+    assert_eq!(error_code(&refused), -32600, "{refused}");
+
+    // Polling, as a client does, until it asks for input.
+    let mut state = Value::Null;
+    for _ in 0..100 {
+        let got = rpc(&server, "GetTask", json!({"id": task_id})).await;
+        state = got["result"]["status"]["state"].clone();
+        if state != "TASK_STATE_WORKING" && state != "TASK_STATE_SUBMITTED" {
+            let answer = got["result"]["artifacts"][0]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(answer.contains("Snow in Oslo?"), "{answer}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(state, "TASK_STATE_INPUT_REQUIRED");
+
+    // A stream asked to return at once carries the task alone.
+    let request = json!({"jsonrpc": "2.0", "id": "s-2", "method": "SendStreamingMessage",
+        "params": params});
+    let (events, _) = read_stream(&server, &request).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
 }
 
 #[tokio::test]
@@ -536,14 +654,19 @@ async fn a2a_interop_python_sdk_client() {
     assert_eq!(seen["cancel"]["status"]["state"], "TASK_STATE_CANCELED");
     assert_eq!(seen["get_after_cancel"], "TaskNotFoundError");
     let stream = seen["stream"].as_array().unwrap();
-    assert_eq!(stream.len(), 3, "{seen}");
-    assert_eq!(stream[0]["task"]["status"]["state"], "TASK_STATE_WORKING");
-    let streamed = stream[1]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+    let n = stream.len();
+    assert!(n >= 4, "{seen}");
+    assert_eq!(stream[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+    assert_eq!(
+        stream[1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    let streamed = stream[n - 2]["artifactUpdate"]["artifact"]["parts"][0]["text"]
         .as_str()
         .unwrap();
     assert!(streamed.contains("Fog in London?"), "{streamed}");
     assert_eq!(
-        stream[2]["statusUpdate"]["status"]["state"],
+        stream[n - 1]["statusUpdate"]["status"]["state"],
         "TASK_STATE_INPUT_REQUIRED"
     );
 
@@ -556,6 +679,61 @@ async fn a2a_interop_python_sdk_client() {
         .unwrap();
     assert_eq!(requests.len(), 3);
     assert!(requests.iter().all(|r| r.channel == "a2a"));
+}
+
+/// The official A2A Python SDK's client at its default settings (a plain `httpx` client with
+/// its 5-second timeout) against answers that take 12 s: a stream gets the task at once and
+/// status updates while the LLM works; a polling client (`ClientConfig(polling=True)`) gets the
+/// task at once and its answer through `GetTask`.
+#[tokio::test]
+#[ignore = "needs the A2A Python SDK from scripts/install.sh; run by scripts/test.sh"]
+async fn a2a_interop_python_sdk_default_client_gets_a_slow_answer() {
+    let dir = temp_dir();
+    let server = slow_node(dir.path(), std::time::Duration::from_secs(12)).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/python/a2a_slow_client.py"
+    );
+    let output = tokio::process::Command::new(agora_testkit::installed_peer("AGORA_A2A_PYTHON"))
+        .args([script, &server.url])
+        .output()
+        .await;
+    let stdout = crate::mcp::succeeded(output, "the Python A2A client");
+    let seen: Value = serde_json::from_slice(&stdout).unwrap();
+
+    let stream = seen["stream"].as_array().unwrap();
+    let n = stream.len();
+    assert_eq!(
+        stream[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{seen}"
+    );
+    let updates_before_the_answer = stream[..n - 2]
+        .iter()
+        .filter(|e| e["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING")
+        .count();
+    assert!(updates_before_the_answer >= 1, "{seen}");
+    let answer = stream[n - 2]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(answer.contains("Rain in Lima?"), "{answer}");
+    assert_eq!(
+        stream[n - 1]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+
+    let first = &seen["poll_first"][0]["task"];
+    assert_eq!(first["status"]["state"], "TASK_STATE_WORKING", "{seen}");
+    let states = seen["poll_states"].as_array().unwrap();
+    assert_eq!(states[0], "TASK_STATE_WORKING", "{seen}");
+    assert_eq!(
+        states[states.len() - 1],
+        "TASK_STATE_INPUT_REQUIRED",
+        "{seen}"
+    );
+    let polled = seen["poll_final"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(polled.contains("Wind in Quito?"), "{polled}");
 }
 
 /// `/a2a` meets the edge of `POST /`: client tokens, the LLM budget (429 with `Retry-After`),
