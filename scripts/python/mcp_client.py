@@ -5,9 +5,11 @@ Usage:
   mcp_client.py --http URL [--token TOKEN] -- CALLS_JSON
 
 CALLS_JSON is a JSON list of calls: {"list": true} lists the tools; {"tool": NAME, "arguments":
-{...}} calls one. One JSON line is printed per call:
+{...}} calls one ({"progress": true} asks for progress notifications with a progress token).
+One JSON line is printed per call:
   {"tools": [{"name", "description", "inputSchema"}...]}
-  {"isError": bool, "structured": ..., "text": "..."}   (a tool result)
+  {"isError": bool, "structured": ..., "text": "...", "progress": [...]}   (a tool result; the
+      progress notifications it got before the result, when asked for)
   {"rpcError": {"code": int, "message": str}}           (a JSON-RPC error)
 Anything else (a transport failure) exits non-zero with the error on stderr.
 """
@@ -32,8 +34,17 @@ async def run_calls(session: ClientSession, calls: list) -> None:
                 for t in listed.tools
             ]}), flush=True)
             continue
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append({"progress": value, "message": message})
+
         try:
-            result = await session.call_tool(call["tool"], call.get("arguments", {}))
+            result = await session.call_tool(
+                call["tool"],
+                call.get("arguments", {}),
+                progress_callback=on_progress if call.get("progress") else None,
+            )
         except MCPError as error:
             print(json.dumps({"rpcError": {"code": error.code,
                                            "message": error.message}}), flush=True)
@@ -41,7 +52,8 @@ async def run_calls(session: ClientSession, calls: list) -> None:
         text = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
         print(json.dumps({"isError": bool(result.is_error),
                           "structured": result.structured_content,
-                          "text": text}), flush=True)
+                          "text": text,
+                          "progress": progress}), flush=True)
 
 
 async def main(argv: list) -> None:

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use a2a::{
     Message, Part, Role, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
-use agora_node::{Observer, Step, ToolCaller};
+use agora_node::{Observer, Step};
 use tokio::sync::mpsc;
 
 /// How long a finished task stays readable here (its conversation, if it opened one, stays
@@ -135,28 +135,8 @@ impl Progress {
 
 impl Observer for Progress {
     fn observe(&self, step: Step) {
-        if let Some(text) = step_text(&step) {
+        if let Some(text) = step.summary() {
             self.working(&text);
         }
-    }
-}
-
-/// A step in words a client can show, or `None` for a step not worth a status update.
-fn step_text(step: &Step) -> Option<String> {
-    match step {
-        Step::LlmCall { category } => Some(format!(
-            "The language model is working ({}).",
-            category.as_str()
-        )),
-        Step::LlmFailed { .. } => Some("A language model call failed; the node goes on.".into()),
-        Step::ToolCall { tool, caller, .. } => Some(match caller {
-            ToolCaller::Routine => format!("A routine calls the tool {tool}."),
-            _ => format!("Calling the tool {tool}."),
-        }),
-        Step::ToolResult { tool, result, .. } => Some(match result {
-            Ok(_) => format!("The tool {tool} answered."),
-            Err(_) => format!("The tool {tool} failed."),
-        }),
-        Step::LlmResult { .. } => None,
     }
 }

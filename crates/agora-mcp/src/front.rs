@@ -14,6 +14,12 @@
 //! Every call goes through the node, so its LLM calls are in the node's ledger and each run is
 //! in the sender's run log (`agora stats`).
 //!
+//! Progress: a `tools/call` whose `_meta` carries a `progressToken` gets a
+//! `notifications/progress` for each step the node takes while it works (the engine's
+//! [`agora_node::Observer`]: its LLM calls, each tool call and its answer), so a client sees a
+//! slow answer move. A `notifications/cancelled` for the call stops it: the tool's answer is
+//! dropped (what the node already wrote, such as a stored negotiation, stays).
+//!
 //! Errors: an unknown tool is a JSON-RPC error (`-32602`, as the spec says); everything a
 //! model can correct (arguments that do not match the schema, an unknown task, a target that
 //! is unreachable, refused or not allowed) is a tool result with `isError: true` and a sentence
@@ -34,7 +40,8 @@ use agora_fetch::FetchPolicy;
 use agora_node::{Node, SendError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::StreamableHttpServerConfig;
@@ -357,6 +364,28 @@ fn tool(name: &'static str, description: &str, schema: Value) -> Tool {
     Tool::new(name, description.to_string(), Arc::new(schema))
 }
 
+/// Progress notes a slow client may lag behind before the newest are dropped.
+const PROGRESS_BUFFER: usize = 64;
+
+/// Tells the node's steps to the call's progress forwarder.
+struct Progress {
+    steps: tokio::sync::mpsc::Sender<String>,
+}
+
+impl agora_node::Observer for Progress {
+    fn observe(&self, step: agora_node::Step) {
+        if let Some(summary) = step.summary() {
+            // Best effort: a client that reads slowly loses progress notes, not the answer.
+            let _ = self.steps.try_send(summary);
+        }
+    }
+}
+
+/// The error of a call its client cancelled (the client no longer reads it).
+fn cancelled() -> McpError {
+    McpError::internal_error("the call was cancelled by the client", None)
+}
+
 impl ServerHandler for AgoraMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -384,7 +413,7 @@ impl ServerHandler for AgoraMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
         let Some(tool) = self.tools.iter().find(|t| t.tool.name == name) else {
@@ -403,7 +432,42 @@ impl ServerHandler for AgoraMcp {
             return Ok(error_result(format!("invalid arguments: {problem}")).into());
         }
         let span = tracing::info_span!("agora.mcp.front", tool = name);
-        let outcome = tracing::Instrument::instrument(self.run(name, &arguments), span).await;
+        let run = tracing::Instrument::instrument(self.run(name, &arguments), span);
+        let outcome = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (steps, mut told) = tokio::sync::mpsc::channel::<String>(PROGRESS_BUFFER);
+                let observer: Arc<dyn agora_node::Observer> = Arc::new(Progress { steps });
+                let run = agora_node::observed(observer, run);
+                tokio::pin!(run);
+                let mut progress = 0.0;
+                let notify = |message: String, progress: f64| {
+                    let note = ProgressNotificationParam::new(token.clone(), progress)
+                        .with_message(message);
+                    context.peer.notify_progress(note)
+                };
+                let outcome = loop {
+                    tokio::select! {
+                        outcome = &mut run => break outcome,
+                        Some(message) = told.recv() => {
+                            progress += 1.0;
+                            // A client gone away ends the call through cancellation, not here.
+                            let _ = notify(message, progress).await;
+                        }
+                        () = context.ct.cancelled() => return Err(cancelled()),
+                    }
+                };
+                // Steps told just before the answer still go out before it.
+                while let Ok(message) = told.try_recv() {
+                    progress += 1.0;
+                    let _ = notify(message, progress).await;
+                }
+                outcome
+            }
+            None => tokio::select! {
+                outcome = run => outcome,
+                () = context.ct.cancelled() => return Err(cancelled()),
+            },
+        };
         Ok(match outcome {
             Ok(value) => {
                 let mut result = CallToolResult::success(vec![ContentBlock::text(

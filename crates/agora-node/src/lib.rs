@@ -43,7 +43,7 @@ pub use node::{
     Admission, FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung,
     Speaker, TaskRun, Transcript,
 };
-pub use observer::{Observer, RequestHooks, Step, ToolCaller};
+pub use observer::{Observer, RequestHooks, Step, ToolCaller, observed};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{

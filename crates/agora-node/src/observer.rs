@@ -92,6 +92,31 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// The step in a sentence a client can show while it waits (a front's progress updates), or
+    /// `None` for a step not worth one (an LLM call's result follows its start at once).
+    pub fn summary(&self) -> Option<String> {
+        match self {
+            Step::LlmCall { category } => Some(format!(
+                "The language model is working ({}).",
+                category.as_str()
+            )),
+            Step::LlmFailed { .. } => {
+                Some("A language model call failed; the node goes on.".into())
+            }
+            Step::ToolCall { tool, caller, .. } => Some(match caller {
+                ToolCaller::Routine => format!("A routine calls the tool {tool}."),
+                _ => format!("Calling the tool {tool}."),
+            }),
+            Step::ToolResult { tool, result, .. } => Some(match result {
+                Ok(_) => format!("The tool {tool} answered."),
+                Err(_) => format!("The tool {tool} failed."),
+            }),
+            Step::LlmResult { .. } => None,
+        }
+    }
+}
+
 /// Receives the steps of a request as they happen.
 pub trait Observer: Send + Sync {
     /// Takes one step. Called on the request's task: must not block.
@@ -131,6 +156,12 @@ impl RequestHooks {
 tokio::task_local! {
     /// The observer of the task run in progress on this task, if any.
     static SCOPED: Arc<dyn Observer>;
+}
+
+/// Runs `future` (a call into the node, such as [`crate::Node::send_message`]) with `observer`
+/// told of every step of the requests and runs it makes.
+pub async fn observed<F: std::future::Future>(observer: Arc<dyn Observer>, future: F) -> F::Output {
+    scoped(observer, future).await
 }
 
 /// Runs `future` with `observer` told of every step of the contexts opened inside it.

@@ -144,12 +144,9 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
         _stores,
     } = pair().await;
 
-    let first = python_client(
-        &mcp,
-        TOKEN,
-        &json!([{"list": true}, run_weather(&bob.url, "Oslo, Norway")]),
-    )
-    .await;
+    let mut with_progress = run_weather(&bob.url, "Oslo, Norway");
+    with_progress["progress"] = json!(true);
+    let first = python_client(&mcp, TOKEN, &json!([{"list": true}, with_progress])).await;
     assert_eq!(tool_names(&first[0]), FRONT_TOOLS);
     assert_eq!(
         first[0]["tools"][0]["inputSchema"]["properties"]["task"]["enum"],
@@ -160,6 +157,20 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
     assert_eq!(run["structured"]["output"], json!({"temperature": 3.5}));
     assert_eq!(run["structured"]["rung"], "protocol");
     assert!(run["structured"]["llmCalls"].as_i64().unwrap() > 0, "{run}");
+    // The run's steps came as progress notifications before its result, in order.
+    let progress = run["progress"].as_array().unwrap();
+    assert!(!progress.is_empty(), "{run}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["message"].as_str().unwrap().contains("language model")),
+        "{run}"
+    );
+    let counts: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
 
     // The run was an example; the sender routine is written and examined in the background.
     alice.node.sender_routines_idle().await;
