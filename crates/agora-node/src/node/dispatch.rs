@@ -64,7 +64,7 @@ impl Receiver {
         }
         // The routine implies the protocol is allowed: no suitability check on the way back.
         let outcome = match self.resolve(request, hash).await {
-            Ok(document) => self.answer(context, request, Some(&document)).await,
+            Ok(resolved) => self.answer(context, request, Some(&resolved)).await,
             Err(outcome) => outcome,
         };
         Outcome {

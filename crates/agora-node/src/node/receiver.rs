@@ -39,6 +39,13 @@ use crate::programmer::{PendingExample, grounding};
 use crate::resolver::ResolveError;
 use crate::responder::{Responder, Subject};
 
+/// A request's protocol document and the documents it builds on, resolved once per request and
+/// passed to every step that reads them (suitability, answering).
+pub(super) struct Resolved {
+    pub(super) document: VerifiedDocument,
+    pub(super) references: Vec<VerifiedDocument>,
+}
+
 /// The receiving role of a node. Cloning is cheap.
 #[derive(Clone)]
 pub(crate) struct Receiver {
@@ -220,13 +227,24 @@ impl Receiver {
                 );
                 return Ok(self.finish(&context, channel, outcome, started).await);
             }
+            let references = match &document {
+                Some(document) => self.stored_references(document).await,
+                None => Vec::new(),
+            };
             let subject = document
                 .as_ref()
                 .map(Subject::Protocol)
                 .unwrap_or(Subject::Natural);
             let history = conversation::decode(&stored.messages);
             let outcome = self
-                .respond(&context, subject, &follow_up.body, history, Some(stored))
+                .respond(
+                    &context,
+                    subject,
+                    &references,
+                    &follow_up.body,
+                    history,
+                    Some(stored),
+                )
                 .await;
             Ok(self.finish(&context, channel, outcome, started).await)
         }
@@ -248,13 +266,13 @@ impl Receiver {
                 .answer_with_routine(context, request, hash, &active)
                 .await;
         }
-        let document = match self.resolve(request, hash).await {
-            Ok(document) => document,
+        let resolved = match self.resolve(request, hash).await {
+            Ok(resolved) => resolved,
             Err(outcome) => return outcome,
         };
-        match self.suitability(context, &document).await {
+        match self.suitability(context, &resolved).await {
             Ok(decision) if decision.allowed => {
-                self.answer(context, request, Some(&document)).await
+                self.answer(context, request, Some(&resolved)).await
             }
             Ok(decision) => {
                 let hash_text = hash.to_dialect(request.hash_dialect);
@@ -268,22 +286,41 @@ impl Receiver {
         }
     }
 
+    /// The documents a stored protocol document builds on, from the store (a follow-up's: they
+    /// were resolved with the conversation's first request).
+    async fn stored_references(&self, document: &VerifiedDocument) -> Vec<VerifiedDocument> {
+        let now = self.core.clock.now_ms();
+        match self.core.resolver.references(document, now).await {
+            Ok(references) => references,
+            Err(error) => {
+                tracing::warn!(%error, "could not read a protocol's references");
+                Vec::new()
+            }
+        }
+    }
+
     /// The request's protocol document, from the store or its sources, with the documents it
-    /// references resolved too (see `resolver`): a request under a document whose references
-    /// cannot be followed fails, saying which.
+    /// references resolved too (see `resolver`), once per request: a request under a document
+    /// whose references cannot be followed fails, saying which.
     pub(super) async fn resolve(
         &self,
         request: &Request,
         hash: ProtocolHash,
-    ) -> Result<VerifiedDocument, Outcome> {
+    ) -> Result<Resolved, Outcome> {
         let now = self.core.clock.now_ms();
         let resolver = &self.core.resolver;
         let resolved = match resolver.resolve(&hash, &request.sources, now).await {
-            Ok(document) => resolver.references(&document, now).await.map(|_| document),
+            Ok(document) => resolver
+                .references(&document, now)
+                .await
+                .map(|references| Resolved {
+                    document,
+                    references,
+                }),
             Err(error) => Err(error),
         };
         match resolved {
-            Ok(document) => Ok(document),
+            Ok(resolved) => Ok(resolved),
             Err(ResolveError::Store(error)) => {
                 tracing::error!(%error, "store failed while resolving");
                 Err(Outcome::failed(
@@ -302,8 +339,9 @@ impl Receiver {
     async fn suitability(
         &self,
         context: &QueryContext,
-        document: &VerifiedDocument,
+        resolved: &Resolved,
     ) -> Result<Decision, Outcome> {
+        let document = &resolved.document;
         let hash = document.hash();
         match self.core.store.suitability(&hash).await {
             Ok(Some(decision)) => return Ok(decision),
@@ -334,20 +372,13 @@ impl Receiver {
             }
             SuitabilityMode::Llm => {
                 let specs = self.core.tools.specs();
-                // Resolved with the document (see `resolve`): read from the store here.
-                let references = self
-                    .core
-                    .resolver
-                    .references(document, now)
-                    .await
-                    .unwrap_or_default();
                 let verdict = checker::check(
                     &self.core.accountant,
                     context,
                     &self.core.config.description,
                     &specs,
                     document,
-                    &references,
+                    &resolved.references,
                 )
                 .await
                 .map_err(|error| {
@@ -378,8 +409,12 @@ impl Receiver {
         &self,
         context: &QueryContext,
         request: &Request,
-        document: Option<&VerifiedDocument>,
+        resolved: Option<&Resolved>,
     ) -> Outcome {
+        let document = resolved.map(|r| &r.document);
+        let references = resolved
+            .map(|r| r.references.as_slice())
+            .unwrap_or_default();
         let subject = document.map(Subject::Protocol).unwrap_or(Subject::Natural);
         let opened = request.multiround.then(|| {
             let now = self.core.clock.now_ms();
@@ -401,39 +436,33 @@ impl Receiver {
                 expires_at_ms: now,
             }
         });
-        self.respond(context, subject, &request.body, Vec::new(), opened)
-            .await
+        self.respond(
+            context,
+            subject,
+            references,
+            &request.body,
+            Vec::new(),
+            opened,
+        )
+        .await
     }
 
     async fn respond(
         &self,
         context: &QueryContext,
         subject: Subject<'_>,
+        references: &[VerifiedDocument],
         body: &Body,
         history: Vec<agora_llm::Message>,
         conversation: Option<Conversation>,
     ) -> Outcome {
         let focus = self.core.focus(subject);
-        // The documents a protocol builds on were resolved with it; here they come from the store.
-        let references = match subject {
-            Subject::Protocol(document) => {
-                let now = self.core.clock.now_ms();
-                match self.core.resolver.references(document, now).await {
-                    Ok(references) => references,
-                    Err(error) => {
-                        tracing::warn!(%error, "could not read a protocol's references");
-                        Vec::new()
-                    }
-                }
-            }
-            Subject::Natural => Vec::new(),
-        };
         let responder = Responder {
             accountant: &self.core.accountant,
             tools: &self.core.tools,
             config: &self.core.config.responder,
             focus: &focus,
-            references: &references,
+            references,
         };
         let message = body.to_text();
         let acted = match subject {
