@@ -376,216 +376,40 @@ pub struct Agents {
 impl Agents {
     /// Builds and starts the agents of `shard`. `ports` holds the shard's servers' ports;
     /// `server_urls` every server's URL (with a trailing `/`); `db_urls` every protocol
-    /// database's. Stores go under `options.dir` (see [`prepare_dir`]).
+    /// database's. Stores go under `options.dir` (see [`prepare_dir`]). In order: the helpers
+    /// (a server's external tools go through its helper), the servers with their tools and
+    /// databases, the users, then the job gate shared by all.
     pub async fn start(
         spec: Arc<NetworkSpec>,
         options: &NetworkOptions,
         shard: Shard,
-        mut ports: ServerPorts,
+        ports: ServerPorts,
         server_urls: BTreeMap<String, String>,
         db_urls: &BTreeMap<String, String>,
     ) -> anyhow::Result<Agents> {
-        let dir = &options.dir;
         let shutdown = CancellationToken::new();
-        let server_url = |id: &str| -> anyhow::Result<String> {
-            server_urls
-                .get(id)
-                .cloned()
-                .with_context(|| format!("no server {id}"))
+        let place = Placement {
+            spec: &spec,
+            shard,
+            server_urls: &server_urls,
+            db_urls,
         };
-        let db_url = |id: &str| -> anyhow::Result<String> {
-            db_urls
-                .get(id)
-                .cloned()
-                .with_context(|| format!("no protocol database {id}"))
-        };
-        let hosted: BTreeSet<&str> = spec
-            .servers
-            .iter()
-            .enumerate()
-            .filter(|(position, _)| shard.hosts(*position))
-            .map(|(_, server)| server.id.as_str())
-            .collect();
-
         let builder = AgentBuilder {
-            dir: dir.clone(),
+            dir: options.dir.clone(),
             options,
             shutdown: shutdown.clone(),
         };
-
-        // Helpers: senders for their server's external tools.
-        let mut helpers = BTreeMap::new();
-        for server in spec.helpers() {
-            if !hosted.contains(server.id.as_str()) {
-                continue;
-            }
-            let id = format!("{}_helper", server.id);
-            let mut config = NodeConfig {
-                name: id.clone(),
-                description: format!(
-                    "The outbound side of {}: it asks other services.",
-                    server.id
-                ),
-                ..NodeConfig::default()
-            };
-            for tool in &server.tools {
-                if let ToolSpecEntry::External { task, .. } = tool {
-                    config.tasks.push(spec.task(task)?);
-                }
-            }
-            config.sender.protocol_db = Some(db_url(&server.protocol_db)?);
-            let agent = builder
-                .start(
-                    &id,
-                    "helpers",
-                    config,
-                    &server.model,
-                    ToolRegistry::default(),
-                    None,
-                )
-                .await?;
-            helpers.insert(server.id.clone(), agent);
-        }
-
-        // Servers: their tools, their databases.
-        let mut servers = BTreeMap::new();
-        let mut service_dbs = Vec::new();
-        for server in &spec.servers {
-            if !hosted.contains(server.id.as_str()) {
-                continue;
-            }
-            let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-            if let Some(kind) = &server.database {
-                let schema = spec
-                    .databases
-                    .get(kind)
-                    .with_context(|| format!("no database kind {kind}"))?;
-                let tables: Vec<ServiceTable> = schema
-                    .tables
-                    .iter()
-                    .map(|(name, table)| ServiceTable {
-                        name: name.clone(),
-                        columns: table
-                            .columns
-                            .iter()
-                            .map(|(c, t)| (c.clone(), t.as_str().unwrap_or("TEXT").to_string()))
-                            .collect(),
-                        constraints: table.constraints.clone(),
-                        rows: table.rows.clone(),
-                    })
-                    .collect();
-                let path = service_db_path(dir, &server.id);
-                let database = ServiceDatabase::create(&path, &tables)
-                    .await
-                    .with_context(|| format!("creating {}'s database", server.id))?;
-                service_dbs.push(database.clone());
-                tools.push(Arc::new(SqlTool::new(database, schema)));
-            }
-            for tool in &server.tools {
-                match tool {
-                    ToolSpecEntry::Mock {
-                        name,
-                        mock,
-                        description,
-                        input,
-                        output,
-                    } => {
-                        let kind = MockKind::parse(mock)
-                            .with_context(|| format!("unknown mock tool {mock}"))?;
-                        let mut parameters = input.clone();
-                        if kind == MockKind::Weather
-                            && let Some(required) = parameters["required"].as_array_mut()
-                        {
-                            required.retain(|r| r != "location");
-                        }
-                        let spec_ = ToolSpec {
-                            name: name.clone(),
-                            description: description.clone(),
-                            parameters,
-                            returns: Some(output.clone()),
-                        };
-                        tools.push(Arc::new(MockTool::new(
-                            spec_,
-                            kind,
-                            options.seed,
-                            spec.clone(),
-                        )));
-                    }
-                    ToolSpecEntry::External {
-                        name,
-                        external,
-                        task,
-                    } => {
-                        let helper = helpers
-                            .get(&server.id)
-                            .with_context(|| format!("{} has no helper", server.id))?;
-                        tools.push(Arc::new(ExternalTool::new(
-                            name,
-                            spec.task(task)?,
-                            helper.node.clone(),
-                            server_url(external)?,
-                        )));
-                    }
-                }
-            }
-            let registry = ToolRegistry::from_tools(tools)
-                .with_context(|| format!("{}'s tools", server.id))?;
-            let config = NodeConfig {
-                name: server.id.clone(),
-                description: server.description.clone(),
-                ..NodeConfig::default()
-            };
-            let listening = ports
-                .listening
-                .remove(&server.id)
-                .with_context(|| format!("no port for {}", server.id))?;
-            let agent = builder
-                .start(
-                    &server.id,
-                    "servers",
-                    config,
-                    &server.model,
-                    registry,
-                    Some(listening),
-                )
-                .await?;
-            servers.insert(server.id.clone(), agent);
-        }
-
-        // Users: their tasks are whatever the screenplay gives them.
-        let mut users = BTreeMap::new();
-        for (position, user) in spec.users.iter().enumerate() {
-            if !shard.hosts(position) {
-                continue;
-            }
-            let mut config = NodeConfig {
-                name: user.id.clone(),
-                description: format!("{}, a personal assistant agent.", user.id),
-                ..NodeConfig::default()
-            };
-            config.sender.protocol_db = Some(db_url(&user.protocol_db)?);
-            let agent = builder
-                .start(
-                    &user.id,
-                    "users",
-                    config,
-                    &user.model,
-                    ToolRegistry::default(),
-                    None,
-                )
-                .await?;
-            users.insert(user.id.clone(), agent);
-        }
-
-        let gate = Arc::new(RwLock::new(()));
+        let helpers = start_helpers(&place, &builder).await?;
+        let (servers, service_dbs) = start_servers(&place, &builder, &helpers, ports).await?;
+        let users = start_users(&place, &builder).await?;
         let agents = Agents {
-            spec,
+            spec: spec.clone(),
             servers,
             users,
             helpers,
-            server_urls,
+            server_urls: server_urls.clone(),
             service_dbs,
-            gate,
+            gate: Arc::new(RwLock::new(())),
             held: Mutex::new(None),
             ledger_read: Mutex::new(BTreeMap::new()),
             shutdown,
@@ -798,6 +622,247 @@ fn apply_mode(config: &mut NodeConfig, mode: Mode) {
 struct Listening {
     listener: TcpListener,
     url: String,
+}
+
+/// Where the agents of one process stand in the network: the spec, the shard hosted here, and
+/// every server's and protocol database's URL.
+struct Placement<'a> {
+    spec: &'a Arc<NetworkSpec>,
+    shard: Shard,
+    server_urls: &'a BTreeMap<String, String>,
+    db_urls: &'a BTreeMap<String, String>,
+}
+
+impl Placement<'_> {
+    fn server_url(&self, id: &str) -> anyhow::Result<String> {
+        self.server_urls
+            .get(id)
+            .cloned()
+            .with_context(|| format!("no server {id}"))
+    }
+
+    fn db_url(&self, id: &str) -> anyhow::Result<String> {
+        self.db_urls
+            .get(id)
+            .cloned()
+            .with_context(|| format!("no protocol database {id}"))
+    }
+
+    /// Whether the server `id` is hosted here.
+    fn hosts_server(&self, id: &str) -> bool {
+        self.spec
+            .servers
+            .iter()
+            .position(|server| server.id == id)
+            .is_some_and(|position| self.shard.hosts(position))
+    }
+}
+
+/// The helpers of the servers hosted here: senders for their server's external tools.
+async fn start_helpers(
+    place: &Placement<'_>,
+    builder: &AgentBuilder<'_>,
+) -> anyhow::Result<BTreeMap<String, Agent>> {
+    let mut helpers = BTreeMap::new();
+    for server in place.spec.helpers() {
+        if !place.hosts_server(&server.id) {
+            continue;
+        }
+        let id = format!("{}_helper", server.id);
+        let mut config = NodeConfig {
+            name: id.clone(),
+            description: format!(
+                "The outbound side of {}: it asks other services.",
+                server.id
+            ),
+            ..NodeConfig::default()
+        };
+        for tool in &server.tools {
+            if let ToolSpecEntry::External { task, .. } = tool {
+                config.tasks.push(place.spec.task(task)?);
+            }
+        }
+        config.sender.protocol_db = Some(place.db_url(&server.protocol_db)?);
+        let agent = builder
+            .start(
+                &id,
+                "helpers",
+                config,
+                &server.model,
+                ToolRegistry::default(),
+                None,
+            )
+            .await?;
+        helpers.insert(server.id.clone(), agent);
+    }
+    Ok(helpers)
+}
+
+/// The servers hosted here, each with its tools and its own database.
+async fn start_servers(
+    place: &Placement<'_>,
+    builder: &AgentBuilder<'_>,
+    helpers: &BTreeMap<String, Agent>,
+    mut ports: ServerPorts,
+) -> anyhow::Result<(BTreeMap<String, Agent>, Vec<ServiceDatabase>)> {
+    let mut servers = BTreeMap::new();
+    let mut service_dbs = Vec::new();
+    for server in &place.spec.servers {
+        if !place.hosts_server(&server.id) {
+            continue;
+        }
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        if let Some(kind) = &server.database {
+            let database = service_database(place.spec, &builder.dir, &server.id, kind).await?;
+            let schema = &place.spec.databases[kind];
+            service_dbs.push(database.clone());
+            tools.push(Arc::new(SqlTool::new(database, schema)));
+        }
+        for tool in &server.tools {
+            tools.push(server_tool(
+                place,
+                builder.options.seed,
+                helpers,
+                &server.id,
+                tool,
+            )?);
+        }
+        let registry =
+            ToolRegistry::from_tools(tools).with_context(|| format!("{}'s tools", server.id))?;
+        let config = NodeConfig {
+            name: server.id.clone(),
+            description: server.description.clone(),
+            ..NodeConfig::default()
+        };
+        let listening = ports
+            .listening
+            .remove(&server.id)
+            .with_context(|| format!("no port for {}", server.id))?;
+        let agent = builder
+            .start(
+                &server.id,
+                "servers",
+                config,
+                &server.model,
+                registry,
+                Some(listening),
+            )
+            .await?;
+        servers.insert(server.id.clone(), agent);
+    }
+    Ok((servers, service_dbs))
+}
+
+/// A server's own SQL database of the spec's `kind`, created afresh with its seed rows.
+async fn service_database(
+    spec: &NetworkSpec,
+    dir: &Path,
+    server: &str,
+    kind: &str,
+) -> anyhow::Result<ServiceDatabase> {
+    let schema = spec
+        .databases
+        .get(kind)
+        .with_context(|| format!("no database kind {kind}"))?;
+    let tables: Vec<ServiceTable> = schema
+        .tables
+        .iter()
+        .map(|(name, table)| ServiceTable {
+            name: name.clone(),
+            columns: table
+                .columns
+                .iter()
+                .map(|(c, t)| (c.clone(), t.as_str().unwrap_or("TEXT").to_string()))
+                .collect(),
+            constraints: table.constraints.clone(),
+            rows: table.rows.clone(),
+        })
+        .collect();
+    let path = service_db_path(dir, server);
+    ServiceDatabase::create(&path, &tables)
+        .await
+        .with_context(|| format!("creating {server}'s database"))
+}
+
+/// One of a server's tools: a seeded mock, or an external tool through its helper.
+fn server_tool(
+    place: &Placement<'_>,
+    seed: u64,
+    helpers: &BTreeMap<String, Agent>,
+    server: &str,
+    tool: &ToolSpecEntry,
+) -> anyhow::Result<Arc<dyn Tool>> {
+    Ok(match tool {
+        ToolSpecEntry::Mock {
+            name,
+            mock,
+            description,
+            input,
+            output,
+        } => {
+            let kind =
+                MockKind::parse(mock).with_context(|| format!("unknown mock tool {mock}"))?;
+            let mut parameters = input.clone();
+            if kind == MockKind::Weather
+                && let Some(required) = parameters["required"].as_array_mut()
+            {
+                required.retain(|r| r != "location");
+            }
+            let spec = ToolSpec {
+                name: name.clone(),
+                description: description.clone(),
+                parameters,
+                returns: Some(output.clone()),
+            };
+            Arc::new(MockTool::new(spec, kind, seed, place.spec.clone()))
+        }
+        ToolSpecEntry::External {
+            name,
+            external,
+            task,
+        } => {
+            let helper = helpers
+                .get(server)
+                .with_context(|| format!("{server} has no helper"))?;
+            Arc::new(ExternalTool::new(
+                name,
+                place.spec.task(task)?,
+                helper.node.clone(),
+                place.server_url(external)?,
+            ))
+        }
+    })
+}
+
+/// The users hosted here: their tasks are whatever the screenplay gives them.
+async fn start_users(
+    place: &Placement<'_>,
+    builder: &AgentBuilder<'_>,
+) -> anyhow::Result<BTreeMap<String, Agent>> {
+    let mut users = BTreeMap::new();
+    for (position, user) in place.spec.users.iter().enumerate() {
+        if !place.shard.hosts(position) {
+            continue;
+        }
+        let mut config = NodeConfig {
+            name: user.id.clone(),
+            description: format!("{}, a personal assistant agent.", user.id),
+            ..NodeConfig::default()
+        };
+        config.sender.protocol_db = Some(place.db_url(&user.protocol_db)?);
+        let agent = builder
+            .start(
+                &user.id,
+                "users",
+                config,
+                &user.model,
+                ToolRegistry::default(),
+                None,
+            )
+            .await?;
+        users.insert(user.id.clone(), agent);
+    }
+    Ok(users)
 }
 
 struct AgentBuilder<'a> {
