@@ -11,16 +11,36 @@ use agora_protocol::{ProtocolHash, VerifiedDocument, WellKnown};
 use agora_store::{Decision, DecisionOrigin, RoutineOrigin, RoutineStatus, Store};
 use tokio::sync::RwLock;
 
-use super::NodeError;
 use crate::accounting::{Accountant, Category, QueryContext};
 use crate::clock::Clock;
 use crate::config::NodeConfig;
 use crate::focus::Focus;
+use crate::resolver::ResolveError;
 use crate::resolver::Resolver;
 use crate::responder::Subject;
 use crate::routine_table::RoutineTable;
 use crate::routines::RoutineLimits;
 use crate::tools::ToolRegistry;
+use agora_store::StoreError;
+
+/// Errors that a node operation outside `handle` reports to its caller.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The store failed.
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+    /// A protocol document could not be resolved.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+}
+
+/// Why a follow-up was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowUpError {
+    /// No such conversation, or it expired.
+    #[error("conversation not found or expired")]
+    NotFound,
+}
 
 /// The parts every role of a node uses.
 pub(crate) struct Core {

@@ -8,16 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::ladder::Sender;
+use super::ladder::{ForeignSender, Sender};
 use crate::sender::{self, Answer, SendError};
-
-/// A sender for agents of another protocol.
-#[async_trait::async_trait]
-pub trait ForeignSender: Send + Sync {
-    /// `None` when `target` is not an agent this sender speaks to (the node then speaks Agora
-    /// to it); else the agent's answer to `message` as text, or why there is none.
-    async fn natural(&self, target: &str, message: &str) -> Option<Result<String, SendError>>;
-}
 
 impl Sender {
     /// Installs `sender` for agents that do not speak Agora; false if the node already has one.

@@ -32,9 +32,7 @@ use agora_store::{SenderMemory, SenderRun};
 use serde_json::Value;
 
 use super::core::Core;
-use super::foreign::ForeignSender;
 use super::programming::Programmer;
-use super::sender_routines::RoutineRun;
 use crate::accounting::{Category, QueryContext};
 use crate::sender::fit::{self, ProtocolFit};
 use crate::sender::{self, SendError, SendOutcome};
@@ -80,6 +78,25 @@ impl Rung {
             Self::Routine => "routine",
         }
     }
+}
+
+/// A sender for agents of another protocol.
+#[async_trait::async_trait]
+pub trait ForeignSender: Send + Sync {
+    /// `None` when `target` is not an agent this sender speaks to (the node then speaks Agora
+    /// to it); else the agent's answer to `message` as text, or why there is none.
+    async fn natural(&self, target: &str, message: &str) -> Option<Result<String, SendError>>;
+}
+
+/// How a run under a protocol went with the sender routine.
+pub(super) enum RoutineRun {
+    /// The key has no active sender routine (or routines are off): ask the LLM.
+    NoRoutine,
+    /// The routine did the run; the result may still be the target's rejection or an
+    /// unreachable target.
+    Done(Result<SendOutcome, SendError>),
+    /// The routine failed (counted on it and logged); ask the LLM for this run.
+    Failed,
 }
 
 /// The sending role of a node: the ladder per (target, task), messages outside a task, and

@@ -15,7 +15,7 @@ use agora_llm::{Llm, PriceTable};
 use agora_protocol::{
     FollowUp, ProtocolHash, ProtocolRef, Reply, Request, VerifiedDocument, WellKnown,
 };
-use agora_store::{Routine, Store, StoreError};
+use agora_store::{Routine, Store};
 use serde_json::Value;
 
 use crate::accounting::Accountant;
@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::NodeConfig;
 use crate::negotiation::{Negotiated, NegotiationError};
 use crate::observer::{Observer, RequestHooks};
-use crate::resolver::{ResolveError, Resolver};
+use crate::resolver::Resolver;
 use crate::routine_registry::{RegistryError, RoutineRegistry, RoutineSpec};
 use crate::routine_table::{RoutineTable, SyncReport};
 use crate::routines::RoutineEngine;
@@ -48,10 +48,10 @@ mod sending;
 mod transcript;
 
 use self::core::Core;
-pub use foreign::ForeignSender;
+pub use self::core::{FollowUpError, NodeError};
 pub use inquiry::MessageReply;
 use ladder::Sender;
-pub use ladder::{Rung, TaskRun};
+pub use ladder::{ForeignSender, Rung, TaskRun};
 use programming::Programmer;
 use receiver::Receiver;
 pub use transcript::{Speaker, Transcript};
@@ -77,25 +77,6 @@ pub struct NodeParts {
     pub clock: Arc<dyn Clock>,
     /// The routine runtime; without one, stored routines are not run (the LLM answers).
     pub routine_engine: Option<Arc<dyn RoutineEngine>>,
-}
-
-/// Errors that a node operation outside `handle` reports to its caller.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    /// The store failed.
-    #[error("store error: {0}")]
-    Store(#[from] StoreError),
-    /// A protocol document could not be resolved.
-    #[error(transparent)]
-    Resolve(#[from] ResolveError),
-}
-
-/// Why a follow-up was not answered.
-#[derive(Debug, thiserror::Error)]
-pub enum FollowUpError {
-    /// No such conversation, or it expired.
-    #[error("conversation not found or expired")]
-    NotFound,
 }
 
 /// An Agora node. Cloning is cheap.

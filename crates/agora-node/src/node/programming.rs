@@ -21,21 +21,23 @@
 //! higher threshold could never be met and the key would never be programmed again (in the
 //! committed 1000-query run this locked skiResort2's rentSki out after query 94).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use agora_llm::{ChatRequest, Message};
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{Attempt, AttemptOutcome, JobReason, ProgrammerKey};
+use agora_store::{Attempt, AttemptOutcome, JobReason, ProgrammerKey, SenderExample, SenderKey};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::core::Core;
 use crate::accounting::{Category, QueryContext};
 use crate::config::ProgrammerConfig;
-use crate::programmer::{Job, ProgrammerQueue, Unbuilt, prompt};
-use crate::routines::{RoutineEngine, RoutineLimits};
+use crate::programmer::{Job, PendingExample, ProgrammerQueue, Unbuilt, prompt};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
+use crate::task::Task;
 
 /// What a programmer job writes a routine for, and what differs between the two kinds.
 pub(super) trait JobSubject: Send + Sync + Sized + 'static {
@@ -111,7 +113,7 @@ pub(crate) struct ProgrammerState {
     /// Receiver routine jobs, by protocol.
     pub(super) queue: ProgrammerQueue<ProtocolHash, Job<ProtocolHash>>,
     /// Sender routine jobs, and the sender routines loaded so far.
-    pub(super) sender_routines: crate::sender::routine::SenderRoutines,
+    pub(super) sender_routines: SenderRoutines,
     /// The last program that answered each protocol (code as action, see [`crate::acting`]),
     /// until a programmer job takes it as its first candidate; so it holds only protocols
     /// waiting for a job. In memory only; a hint, not data.
@@ -128,7 +130,7 @@ impl Programmer {
             core,
             state: Arc::new(ProgrammerState {
                 queue: ProgrammerQueue::new(),
-                sender_routines: crate::sender::routine::SenderRoutines::new(),
+                sender_routines: SenderRoutines::new(),
                 programs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 lease_holder,
             }),
@@ -139,6 +141,60 @@ impl Programmer {
     pub(super) fn take_answering_program(&self, hash: &ProtocolHash) -> Option<String> {
         self.state.programs.lock().ok()?.remove(hash)
     }
+}
+
+/// What one protocol request leaves for the programmer.
+pub(super) struct Lesson {
+    /// The LLM's answer to keep as an example (successful single-shot answers only).
+    pub(super) example: Option<PendingExample>,
+    /// The LLM-written routine that failed on this request, if one did.
+    pub(super) failed_llm_routine: Option<i64>,
+}
+
+/// What a sender routine job writes for: the key, and the task itself (tasks may come from a
+/// file rather than the node's configuration, so the task travels with the job).
+#[derive(Debug, Clone)]
+pub(crate) struct SenderSubject {
+    pub(crate) key: SenderKey,
+    pub(crate) task: Task,
+}
+
+/// The node's sender-routine state: the job queue (bounded, one job per key, one running at a
+/// time) and the routines loaded so far, by store id, so a run loads a component once.
+pub(crate) struct SenderRoutines {
+    pub(crate) queue: ProgrammerQueue<SenderKey, Job<SenderSubject>>,
+    pub(crate) loaded: Mutex<HashMap<i64, Arc<dyn LoadedRoutine>>>,
+}
+
+impl SenderRoutines {
+    pub(crate) fn new() -> Self {
+        Self {
+            queue: ProgrammerQueue::new(),
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn loaded(&self, id: i64) -> Option<Arc<dyn LoadedRoutine>> {
+        self.loaded.lock().ok()?.get(&id).cloned()
+    }
+
+    pub(crate) fn keep_loaded(&self, id: i64, routine: Arc<dyn LoadedRoutine>) {
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.insert(id, routine);
+        }
+    }
+
+    pub(crate) fn forget(&self, id: i64) {
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.remove(&id);
+        }
+    }
+}
+
+/// What a sender routine job examines with.
+pub(super) struct SenderBench {
+    pub(super) task: Task,
+    pub(super) examples: Vec<SenderExample>,
 }
 
 /// What a job works on, before its first LLM call.

@@ -25,10 +25,10 @@ use agora_store::{
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::FollowUpError;
 use super::core::Core;
-use super::programming::Programmer;
-use super::receiver_routines;
+use super::core::FollowUpError;
+use super::programming::{Lesson, Programmer};
+
 use crate::accounting::QueryContext;
 use crate::checker;
 use crate::config::SuitabilityMode;
@@ -156,7 +156,7 @@ impl Receiver {
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
             tracing::Span::current().record("path", path_name(outcome.path));
-            let mut lesson = receiver_routines::Lesson {
+            let mut lesson = Lesson {
                 example: outcome.example.clone(),
                 failed_llm_routine: outcome.failed_llm_routine,
             };

@@ -22,23 +22,13 @@
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
 
-use super::programming::Programmer;
 use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
+use super::programming::{Lesson, Programmer};
 use crate::config::ProgrammerConfig;
-use crate::programmer::{
-    Job, PendingExample, ProgrammerQueue, Unbuilt, build_and_load, exam, guard, prompt,
-};
+use crate::programmer::{Job, ProgrammerQueue, Unbuilt, build_and_load, exam, guard, prompt};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
 use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
-
-/// What one protocol request leaves for the programmer.
-pub(super) struct Lesson {
-    /// The LLM's answer to keep as an example (successful single-shot answers only).
-    pub(super) example: Option<PendingExample>,
-    /// The LLM-written routine that failed on this request, if one did.
-    pub(super) failed_llm_routine: Option<i64>,
-}
 
 impl Programmer {
     /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).

@@ -3,8 +3,7 @@
 
 use agora_store::Routine;
 
-use super::NodeError;
-use super::core::Core;
+use super::core::{Core, NodeError};
 use crate::routine_registry::{RegistryError, RoutineRegistry, RoutineSpec};
 use crate::routine_table::SyncReport;
 

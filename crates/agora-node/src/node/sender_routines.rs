@@ -24,26 +24,18 @@ use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{JobReason, SenderExample, SenderKey};
 use serde_json::Value;
 
+use super::ladder::RoutineRun;
 use super::ladder::Sender;
-use super::programming::Programmer;
-use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
+use super::programming::{
+    Examination, JobSubject, Kept, Passed, Prepared, Programmer, SenderBench, SenderSubject,
+    examples_to_work_on,
+};
 use crate::config::ProgrammerConfig;
 use crate::programmer::{Job, ProgrammerQueue, build_and_load};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
-use crate::sender::routine::{self, SenderSubject};
+use crate::sender::routine;
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
-
-/// How a run under a protocol went with the sender routine.
-pub(super) enum RoutineRun {
-    /// The key has no active sender routine (or routines are off): ask the LLM.
-    NoRoutine,
-    /// The routine did the run; the result may still be the target's rejection or an
-    /// unreachable target.
-    Done(Result<SendOutcome, SendError>),
-    /// The routine failed (counted on it and logged); ask the LLM for this run.
-    Failed,
-}
 
 impl Programmer {
     /// Waits until no sender routine job is waiting or running (tests, orderly shutdown).
@@ -355,10 +347,4 @@ impl JobSubject for SenderSubject {
             note: None,
         })
     }
-}
-
-/// What a sender routine job examines with.
-pub(super) struct SenderBench {
-    task: Task,
-    examples: Vec<SenderExample>,
 }

@@ -4,8 +4,7 @@
 use agora_protocol::ProtocolHash;
 use agora_store::ConversationKind;
 
-use super::NodeError;
-use super::core::Core;
+use super::core::{Core, NodeError};
 use crate::conversation;
 
 /// Who said one turn of a conversation.

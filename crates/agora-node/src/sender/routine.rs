@@ -14,17 +14,16 @@
 //! worded differently, as in the receiver's exam) that also validates against the task's output
 //! schema.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agora_llm::Message;
 use agora_protocol::VerifiedDocument;
-use agora_store::{SenderExample, SenderKey};
+use agora_store::SenderExample;
 use serde_json::Value;
 
+use crate::programmer::dataflow;
 use crate::programmer::exam::{RecordedTools, json_equivalent, same_but_wording};
 use crate::programmer::prompt::{self, clip};
-use crate::programmer::{Job, ProgrammerQueue, dataflow};
 use crate::routines::{LoadedRoutine, RoutineLimits, ToolHost};
 use crate::task::Task;
 
@@ -57,46 +56,6 @@ function handle(input) {\n\
 }\n\
 ```\n\
 Answer with the complete code in one ```javascript block and nothing else.";
-
-/// What a sender routine job writes for: the key, and the task itself (tasks may come from a
-/// file rather than the node's configuration, so the task travels with the job).
-#[derive(Debug, Clone)]
-pub(crate) struct SenderSubject {
-    pub(crate) key: SenderKey,
-    pub(crate) task: Task,
-}
-
-/// The node's sender-routine state: the job queue (bounded, one job per key, one running at a
-/// time) and the routines loaded so far, by store id, so a run loads a component once.
-pub(crate) struct SenderRoutines {
-    pub(crate) queue: ProgrammerQueue<SenderKey, Job<SenderSubject>>,
-    pub(crate) loaded: Mutex<HashMap<i64, Arc<dyn LoadedRoutine>>>,
-}
-
-impl SenderRoutines {
-    pub(crate) fn new() -> Self {
-        Self {
-            queue: ProgrammerQueue::new(),
-            loaded: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn loaded(&self, id: i64) -> Option<Arc<dyn LoadedRoutine>> {
-        self.loaded.lock().ok()?.get(&id).cloned()
-    }
-
-    pub(crate) fn keep_loaded(&self, id: i64, routine: Arc<dyn LoadedRoutine>) {
-        if let Ok(mut loaded) = self.loaded.lock() {
-            loaded.insert(id, routine);
-        }
-    }
-
-    pub(crate) fn forget(&self, id: i64) {
-        if let Ok(mut loaded) = self.loaded.lock() {
-            loaded.remove(&id);
-        }
-    }
-}
 
 /// The routine's input for encoding `data`.
 pub(crate) fn encode_input(data: &Value) -> String {
@@ -280,6 +239,7 @@ pub(crate) fn first_messages(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agora_store::SenderKey;
     use serde_json::json;
 
     #[test]

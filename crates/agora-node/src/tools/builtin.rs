@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Tool, ToolError, ToolSpec};
+use super::tool::{Tool, ToolError, ToolSpec};
 
 /// A weather forecast generator: the same (location, date, seed) always
 /// gives the same forecast.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use agora_fetch::TargetClient;
 use serde_json::Value;
 
-use super::{Tool, ToolError, ToolSpec};
+use super::tool::{Tool, ToolError, ToolSpec};
 
 /// A tool implemented by an HTTP endpoint.
 #[derive(Debug, Clone)]

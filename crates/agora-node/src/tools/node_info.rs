@@ -22,7 +22,7 @@ use std::sync::Arc;
 use agora_store::{RoutineStatus, Store, StoreError, StoredDocument};
 use serde_json::{Value, json};
 
-use super::{Tool, ToolError, ToolSpec};
+use super::tool::{Tool, ToolError, ToolSpec};
 use crate::clock::Clock;
 
 /// The built-in's name in `[[node.tools]] builtin = "..."`.

@@ -20,7 +20,7 @@ use std::sync::Weak;
 use agora_protocol::ProtocolHash;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolError, ToolSpec};
+use super::tool::{Tool, ToolError, ToolSpec};
 
 /// The built-in's name in `[[node.tools]] builtin = "..."`.
 pub const BUILTIN: &str = "call_protocol";
