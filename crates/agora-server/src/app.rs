@@ -30,12 +30,12 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 
-use crate::agent_protocol::runs::AgentRuns;
 use crate::config::EdgeSettings;
 use crate::edge::{self, Budget, Edge, EdgeConfigError};
 use crate::error::ApiError;
 use crate::extract::read_json_within;
 use crate::metrics::NodeMetrics;
+use agora_agent_protocol::AgentRuns;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]

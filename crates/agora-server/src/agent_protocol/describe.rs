@@ -8,7 +8,9 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{MOUNT, unprocessable, wire};
+use agora_agent_protocol::wire;
+
+use super::{MOUNT, unprocessable};
 use crate::app::AppState;
 use crate::error::ApiError;
 

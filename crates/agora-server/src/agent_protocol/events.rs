@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use serde_json::{Value, json};
 
-use super::runs::Run;
-use super::wire::FinishReason;
 use super::{Params, agent, client};
 use crate::app::AppState;
 use crate::error::ApiError;
+use agora_agent_protocol::runs::Run;
+use agora_agent_protocol::wire::FinishReason;
 
 pub(super) fn run_not_found() -> ApiError {
     ApiError::not_found("no such run here (runs are held in memory for an hour after they end)")

@@ -32,7 +32,7 @@
 //! `fetch.allow_networks` has it; `422` otherwise). A task run is bounded by the sender's own
 //! timeouts, not by the request deadline: a negotiation takes several LLM calls.
 //!
-//! **Events** are what the node does (see [`runs`]): `RunStarted`; the request (`ChatRequest`
+//! **Events** are what the node does (see `agora_agent_protocol::runs`): `RunStarted`; the request (`ChatRequest`
 //! or `OperationRequest`); `CompletionCall`/`CompletionResult` for each LLM call (the ledger's);
 //! `ToolCall`/`ToolResult`/`ToolError` for each tool call, with its `caller`: `llm` (the
 //! responder), `routine` or `program` (code as action); `TextOutput` with the answer;
@@ -59,8 +59,6 @@
 
 mod describe;
 mod events;
-pub mod runs;
-mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,10 +77,10 @@ use crate::app::AppState;
 use crate::edge::Budget;
 use crate::error::ApiError;
 use crate::extract::read_json_within;
+use agora_agent_protocol::runs::{Run, RunObserver};
+use agora_agent_protocol::wire::{EventKind, FinishReason, RunRequest};
 use describe::{Named, agent, named_operation};
 use events::{event_stream, run_not_found, status_of};
-use runs::{Run, RunObserver};
-use wire::{EventKind, FinishReason, RunRequest};
 
 /// Where the Agent Protocol is mounted.
 pub const MOUNT: &str = "/agent-protocol";
@@ -208,7 +206,9 @@ async fn admit(
     let token = crate::admin::presented_sender_token(state, request.headers());
     let value = read_json_within(request, state.edge.body_timeout()).await?;
     let parsed = RunRequest::parse(&value).map_err(|error| match error {
-        wire::RunRequestError::UnknownType(_) => unprocessable(error.to_string()),
+        agora_agent_protocol::wire::RunRequestError::UnknownType(_) => {
+            unprocessable(error.to_string())
+        }
         other => ApiError::bad_request(other.to_string()),
     })?;
     let (thread_id, work, event, budget) = match parsed {

@@ -14,11 +14,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Characters of a tool result, an LLM answer or a tool's arguments kept in an event.
-pub(crate) const MAX_EVENT_TEXT: usize = 4000;
+pub const MAX_EVENT_TEXT: usize = 4000;
 
 /// What `POST /run` (and `/stream_request`) asks.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum RunRequest {
+pub enum RunRequest {
     /// A chat message, starting a thread or continuing `thread_id`.
     Chat {
         /// The message.
@@ -44,7 +44,7 @@ pub(crate) enum RunRequest {
 
 /// Why a run request cannot be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum RunRequestError {
+pub enum RunRequestError {
     /// The body is not a JSON object.
     #[error("a run request is a JSON object")]
     NotAnObject,
@@ -68,7 +68,7 @@ pub(crate) enum RunRequestError {
 
 impl RunRequest {
     /// Reads a run request.
-    pub(crate) fn parse(value: &Value) -> Result<Self, RunRequestError> {
+    pub fn parse(value: &Value) -> Result<Self, RunRequestError> {
         let object = value.as_object().ok_or(RunRequestError::NotAnObject)?;
         let kind = match object.get("type") {
             None | Some(Value::Null) if object.contains_key("operation") => "OperationRequest",
@@ -151,7 +151,7 @@ fn optional_string(
 /// Why a run ended (`RunCompleted.finish_reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum FinishReason {
+pub enum FinishReason {
     /// The node answered.
     Success,
     /// The node answered with a failure or a refusal, or could not answer in time.
@@ -161,7 +161,7 @@ pub(crate) enum FinishReason {
 }
 
 impl FinishReason {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             FinishReason::Success => "success",
             FinishReason::Error => "error",
@@ -173,7 +173,7 @@ impl FinishReason {
 /// An event's own members, by type.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
-pub(crate) enum EventKind {
+pub enum EventKind {
     /// The run was accepted.
     RunStarted,
     /// The chat request the run answers (the user's turn).
@@ -271,7 +271,7 @@ fn is_zero(n: &u64) -> bool {
 
 impl EventKind {
     /// The seed's `role` for the event.
-    pub(crate) fn role(&self) -> &'static str {
+    pub fn role(&self) -> &'static str {
         match self {
             EventKind::RunStarted | EventKind::RunCompleted { .. } => "system",
             EventKind::ChatRequest { .. } | EventKind::OperationRequest { .. } => "user",
@@ -284,7 +284,7 @@ impl EventKind {
     }
 
     /// The type name, as in the JSON and the SSE `event:` line.
-    pub(crate) fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             EventKind::RunStarted => "RunStarted",
             EventKind::ChatRequest { .. } => "ChatRequest",
@@ -302,7 +302,7 @@ impl EventKind {
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Event {
+pub struct Event {
     /// 1, 2, 3… within the run (`since=0` asks for all of them).
     pub id: u64,
     /// The run.
@@ -321,7 +321,7 @@ pub(crate) struct Event {
 }
 
 /// `text` cut to [`MAX_EVENT_TEXT`] characters, with a mark when cut.
-pub(crate) fn clip(text: &str) -> String {
+pub fn clip(text: &str) -> String {
     match text.char_indices().nth(MAX_EVENT_TEXT) {
         Some((end, _)) => format!("{}… (clipped)", &text[..end]),
         None => text.to_string(),
@@ -329,7 +329,7 @@ pub(crate) fn clip(text: &str) -> String {
 }
 
 /// `value`, or its clipped text when it is longer than [`MAX_EVENT_TEXT`] characters.
-pub(crate) fn clip_value(value: Value) -> Value {
+pub fn clip_value(value: Value) -> Value {
     let text = value.to_string();
     if text.chars().count() > MAX_EVENT_TEXT {
         Value::String(clip(&text))

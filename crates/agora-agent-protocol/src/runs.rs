@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::wire::{Event, EventKind, FinishReason, clip, clip_value};
+use crate::wire::{Event, EventKind, FinishReason, clip, clip_value};
 
 /// The bounds on what the registry holds.
 #[derive(Debug, Clone, Copy)]
@@ -52,7 +52,7 @@ impl Default for RunLimits {
 }
 
 /// One run: its identity, its events, and the means to wait for them or cancel it.
-pub(crate) struct Run {
+pub struct Run {
     /// The run's id (a UUID).
     pub id: String,
     /// Its thread: a stored conversation for a chat, the run's own for an operation.
@@ -91,7 +91,7 @@ impl Run {
     }
 
     /// Appends an event, unless the run has ended or (but for `RunCompleted`) is at its cap.
-    pub(crate) fn push(&self, kind: EventKind) {
+    pub fn push(&self, kind: EventKind) {
         let count = {
             let mut log = self.log();
             if log.finished.is_some() {
@@ -141,7 +141,7 @@ impl Run {
     }
 
     /// Events after `since` (all with `since` 0), and whether the run has ended.
-    pub(crate) fn events_after(&self, since: u64) -> (Vec<Event>, bool) {
+    pub fn events_after(&self, since: u64) -> (Vec<Event>, bool) {
         let log = self.log();
         let start = usize::try_from(since)
             .unwrap_or(usize::MAX)
@@ -150,7 +150,7 @@ impl Run {
     }
 
     /// The events since the last plain poll of this run (the seed's polling without `since`).
-    pub(crate) fn poll(&self) -> Vec<Event> {
+    pub fn poll(&self) -> Vec<Event> {
         let mut log = self.log();
         let start = usize::try_from(log.polled)
             .unwrap_or(usize::MAX)
@@ -161,22 +161,22 @@ impl Run {
     }
 
     /// How the run ended, if it has.
-    pub(crate) fn finish_reason(&self) -> Option<FinishReason> {
+    pub fn finish_reason(&self) -> Option<FinishReason> {
         self.log().finished.map(|(reason, _)| reason)
     }
 
     /// The last event (the `RunCompleted` of a finished run).
-    pub(crate) fn last_event(&self) -> Option<Event> {
+    pub fn last_event(&self) -> Option<Event> {
         self.log().events.last().cloned()
     }
 
     /// Wakes on every new event.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
 
     /// Waits until the run has ended.
-    pub(crate) async fn finished(&self) {
+    pub async fn finished(&self) {
         let mut changes = self.subscribe();
         loop {
             changes.borrow_and_update();
@@ -192,7 +192,7 @@ impl Run {
 }
 
 /// The node's engine steps, as events of one run.
-pub(crate) struct RunObserver(pub Arc<Run>);
+pub struct RunObserver(pub Arc<Run>);
 
 impl Observer for RunObserver {
     fn observe(&self, step: Step) {
@@ -268,7 +268,7 @@ impl Observer for RunObserver {
 
 /// Why a run could not be registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum RegistryFull {
+pub enum RegistryFull {
     /// Every run held is still running.
     #[error("this agent has too many runs in progress; retry later")]
     Full,
@@ -319,7 +319,7 @@ impl AgentRuns {
     }
 
     /// Registers a new run, forgetting expired runs and, if still full, the oldest finished one.
-    pub(crate) fn start(
+    pub fn start(
         &self,
         thread_id: String,
         agent: &str,
@@ -357,14 +357,14 @@ impl AgentRuns {
     }
 
     /// The run `id`, if `client` started it and it has not expired.
-    pub(crate) fn get(&self, id: &str, client: &str) -> Option<Arc<Run>> {
+    pub fn get(&self, id: &str, client: &str) -> Option<Arc<Run>> {
         let run = self.registry().by_id.get(id).cloned()?;
         (run.client == client && !run.expired(Instant::now(), self.limits.keep_finished))
             .then_some(run)
     }
 
     /// `client`'s runs on `thread_id`, oldest first.
-    pub(crate) fn of_thread(&self, thread_id: &str, client: &str) -> Vec<Arc<Run>> {
+    pub fn of_thread(&self, thread_id: &str, client: &str) -> Vec<Arc<Run>> {
         let registry = self.registry();
         registry
             .order
@@ -376,7 +376,7 @@ impl AgentRuns {
     }
 
     /// `client`'s runs, oldest first.
-    pub(crate) fn of_client(&self, client: &str) -> Vec<Arc<Run>> {
+    pub fn of_client(&self, client: &str) -> Vec<Arc<Run>> {
         let registry = self.registry();
         registry
             .order
@@ -388,7 +388,7 @@ impl AgentRuns {
     }
 
     /// Spawns a run's task, tracked.
-    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.tracker.spawn(task);
     }
 
