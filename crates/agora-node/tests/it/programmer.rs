@@ -289,6 +289,15 @@ fn assert_report(attempt: &RoutineAttempt, holds: impl FnOnce(&str) -> bool) {
 }
 
 /// The outcome of every attempt, in order.
+/// The programmer's attempts for the weather protocol, oldest first.
+async fn attempts_of(node: &Node) -> Vec<RoutineAttempt> {
+    node.store()
+        .programming()
+        .attempts(Some(&hash()))
+        .await
+        .unwrap()
+}
+
 fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
     attempts.iter().map(|a| a.outcome.as_str()).collect()
 }
@@ -321,12 +330,7 @@ async fn programmed_after_paris_and_lima(
     ask(&node, "Paris", 1).await;
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     (dir, node, attempts)
 }
 
@@ -350,12 +354,7 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
 
     ask(&node, "Paris", 5).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(attempts.len(), 1);
     let attempt = &attempts[0];
     assert_eq!(
@@ -509,12 +508,7 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
 
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(
         outcomes(&attempts),
         [
@@ -541,12 +535,7 @@ async fn when_every_attempt_fails_the_protocol_stays_with_the_llm() {
     ask(&node, "Quito", 5).await;
     ask(&node, "Perth", 6).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_ne!(attempts[4].job, attempts[3].job);
     assert_eq!(attempts[4].examples_upto, attempts[3].examples_upto + 4);
     // The scripted model has run out of ideas and answers "none" every time: the first repeat
@@ -592,12 +581,7 @@ async fn a_routine_failing_at_run_time_falls_back_is_deactivated_and_rewritten()
         (rewritten.origin, rewritten.status),
         (RoutineOrigin::Llm, RoutineStatus::Active)
     );
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     let reasons: Vec<&str> = attempts.iter().map(|a| a.reason.as_str()).collect();
     assert_eq!(reasons, ["threshold", "failures"]);
     assert_eq!(
@@ -668,12 +652,7 @@ async fn one_protocol_never_has_two_jobs_at_once() {
     }
     programmer.open_gate();
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(attempts.len(), 1);
     assert_eq!(implementing_calls(&node).await, 1);
 }
@@ -730,12 +709,7 @@ async fn the_programmer_runs_again_after_repeated_failed_jobs() {
     for _ in 0..3 {
         ask_next(3).await;
     }
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     let mut jobs: Vec<&str> = attempts.iter().map(|a| a.job.as_str()).collect();
     jobs.dedup();
     assert_eq!(jobs.len(), 4, "a job after 2 examples, then one per 3 more");
@@ -762,12 +736,7 @@ async fn a_first_routine_waits_for_min_examples_whatever_the_threshold() {
     );
     ask(&node, "Lima", 3).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["passed"]);
     assert_eq!(attempts[0].report, "3/3 examples passed");
 }
@@ -794,12 +763,7 @@ async fn the_examination_forgives_an_empty_member_the_model_wrote_once() {
     ask(&node, "Paris", 1).await;
     ask(&node, "Lima", 2).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["passed"]);
 }
 
@@ -840,12 +804,7 @@ async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
     ask(&node, "Paris", day).await;
     ask(&node, "Paris", day).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_report(&attempts[0], |report| {
         report.starts_with("2/2 examples passed; rejected: Your code writes")
@@ -931,12 +890,7 @@ async fn code_as_action_answers_with_a_program_that_becomes_the_routine_without_
     }
     // The program's tool call was recorded for the example, and the program was examined on
     // it as the first candidate, with no implementing call.
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["passed"]);
     assert_eq!(attempts[0].report, "1/1 examples passed");
     assert_eq!(attempts[0].source.as_deref(), Some("good"));
@@ -977,12 +931,7 @@ async fn an_answering_program_that_fails_the_examination_goes_to_the_model_for_r
     ask(&node, "Paris", 1).await;
     ask(&node, "Atlantis", 2).await;
     node.programmer_idle().await;
-    let attempts = node
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_eq!(attempts[0].source.as_deref(), Some("flaky"));
     assert_eq!(attempts[0].prompt_tokens, 0);
