@@ -621,17 +621,7 @@ async fn a_failing_llm_is_a_failed_task_with_a_sentence() {
 async fn a2a_interop_python_sdk_client() {
     let dir = temp_dir();
     let server = node(dir.path()).await;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/python/a2a_client.py"
-    );
-    // Async: the node under test is served by this test's runtime.
-    let output = tokio::process::Command::new(agora_testkit::installed_peer("AGORA_A2A_PYTHON"))
-        .args([script, &server.url])
-        .output()
-        .await;
-    let stdout = crate::mcp::succeeded(output, "the Python A2A client");
-    let seen: Value = serde_json::from_slice(&stdout).unwrap();
+    let seen = python_client("a2a_client.py", &server.url).await;
 
     assert_eq!(seen["card"]["name"], "test-node");
     assert_eq!(
@@ -681,6 +671,22 @@ async fn a2a_interop_python_sdk_client() {
     assert!(requests.iter().all(|r| r.channel == "a2a"));
 }
 
+/// Runs `scripts/python/<script>` (a client of the official A2A Python SDK) against `url`; the
+/// JSON object it prints.
+async fn python_client(script: &str, url: &str) -> Value {
+    let script = format!(
+        "{}/../../scripts/python/{script}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    // Async: the node under test is served by this test's runtime.
+    let output = tokio::process::Command::new(agora_testkit::installed_peer("AGORA_A2A_PYTHON"))
+        .args([&script, url])
+        .output()
+        .await;
+    let stdout = crate::mcp::succeeded(output, "the Python A2A client");
+    serde_json::from_slice(&stdout).unwrap()
+}
+
 /// The official A2A Python SDK's client at its default settings (a plain `httpx` client with
 /// its 5-second timeout) against answers that take 12 s: a stream gets the task at once and
 /// status updates while the LLM works; a polling client (`ClientConfig(polling=True)`) gets the
@@ -690,16 +696,7 @@ async fn a2a_interop_python_sdk_client() {
 async fn a2a_interop_python_sdk_default_client_gets_a_slow_answer() {
     let dir = temp_dir();
     let server = slow_node(dir.path(), std::time::Duration::from_secs(12)).await;
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/python/a2a_slow_client.py"
-    );
-    let output = tokio::process::Command::new(agora_testkit::installed_peer("AGORA_A2A_PYTHON"))
-        .args([script, &server.url])
-        .output()
-        .await;
-    let stdout = crate::mcp::succeeded(output, "the Python A2A client");
-    let seen: Value = serde_json::from_slice(&stdout).unwrap();
+    let seen = python_client("a2a_slow_client.py", &server.url).await;
 
     let stream = seen["stream"].as_array().unwrap();
     let n = stream.len();
