@@ -86,6 +86,18 @@ pub async fn llm_categories(node: &Node) -> Vec<String> {
     calls.into_iter().map(|call| call.category).collect()
 }
 
+/// Every LLM call `node` recorded in its ledger, oldest first.
+pub async fn llm_calls(node: &Node) -> Vec<agora_store::LlmCallRecord> {
+    let calls = node.store().ledger().llm_calls(None).await;
+    calls.expect("the ledger of a test store can be read")
+}
+
+/// The newest `limit` requests in `node`'s request ledger, newest first.
+pub async fn recent_requests(node: &Node, limit: i64) -> Vec<agora_store::RequestRecord> {
+    let requests = node.store().requests().recent_requests(limit).await;
+    requests.expect("the request ledger of a test store can be read")
+}
+
 /// What `node` remembers of `task` sent to `target`; panics if it never sent it there.
 pub async fn sender_memory(node: &Node, target: &str, task: &str) -> SenderMemory {
     let memory = node.store().sender().sender_memory(target, task).await;

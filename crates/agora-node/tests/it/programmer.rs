@@ -303,17 +303,14 @@ fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
 }
 
 async fn paths(node: &Node) -> Vec<RequestPath> {
-    let mut requests = node.store().requests().recent_requests(100).await.unwrap();
+    let mut requests = agora_testkit::recent_requests(node, 100).await;
     requests.reverse();
     requests.into_iter().map(|r| r.path).collect()
 }
 
 async fn implementing_calls(node: &Node) -> usize {
-    node.store()
-        .ledger()
-        .llm_calls(None)
+    agora_testkit::llm_calls(node)
         .await
-        .unwrap()
         .iter()
         .filter(|c| c.category == "implementing")
         .count()
@@ -376,14 +373,14 @@ async fn the_threshold_queues_a_job_whose_passing_routine_answers_from_then_on()
     assert_eq!(routine.tools, vec!["weather_forecast".to_string()]);
 
     // The programmer's prompt had the document, the tool and recorded tool calls.
-    let calls = node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&node).await;
     let llm_calls_before = calls.len();
     assert_eq!(implementing_calls(&node).await, 1);
 
     let expected = ask(&node, "Paris", 1).await; // a request seen before: same reply
     let replay = ask(&node, "Oslo", 6).await;
     assert_eq!(
-        node.store().ledger().llm_calls(None).await.unwrap().len(),
+        agora_testkit::llm_calls(&node).await.len(),
         llm_calls_before
     );
     let paths = paths(&node).await;
@@ -897,13 +894,10 @@ async fn code_as_action_answers_with_a_program_that_becomes_the_routine_without_
     assert_eq!(attempts[0].prompt_tokens, 0);
     assert_eq!(implementing_calls(&node).await, 0);
 
-    let calls_before = node.store().ledger().llm_calls(None).await.unwrap().len();
+    let calls_before = agora_testkit::llm_calls(&node).await.len();
     ask(&node, "Oslo", 2).await;
     assert_eq!(paths(&node).await, [RequestPath::Llm, RequestPath::Routine]);
-    assert_eq!(
-        node.store().ledger().llm_calls(None).await.unwrap().len(),
-        calls_before
-    );
+    assert_eq!(agora_testkit::llm_calls(&node).await.len(), calls_before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

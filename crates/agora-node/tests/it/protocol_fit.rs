@@ -53,7 +53,7 @@ async fn a_protocol_of_another_task_is_refused_without_asking_the_llm() {
             reason: "protocol: forecasts; task: forecasts".into()
         }
     );
-    let calls = node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&node).await;
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].category, "checking");
 }

@@ -86,7 +86,7 @@ async fn real_model_decides_which_network_protocols_fit_which_tasks() {
     }
     assert!(wrong.is_empty(), "wrong decisions: {wrong:#?}");
     // The LLM was asked only about the pairs whose protocol names every field of the task.
-    let calls = node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&node).await;
     assert_eq!(calls.len(), asked);
     assert!(calls.iter().all(|call| call.category == "checking"));
 }

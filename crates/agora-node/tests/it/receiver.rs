@@ -141,10 +141,10 @@ async fn natural_language_request_calls_a_tool_then_answers() {
     let node = weather_node(llm.clone(), dir.path()).await;
     assert_answers_london_in_words(&node).await;
     assert_eq!(llm.call_count(), 2);
-    let calls = node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&node).await;
     assert_eq!(calls.len(), 2);
     assert!(calls.iter().all(|c| c.category == "conversation"));
-    let requests = node.store().requests().recent_requests(10).await.unwrap();
+    let requests = agora_testkit::recent_requests(&node, 10).await;
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].llm_calls, 2);
     assert_eq!(requests[0].query_id, calls[0].query_id.clone().unwrap());
@@ -460,7 +460,7 @@ async fn llm_failure_is_a_failure_reply_not_a_crash() {
     let reply = node.handle(nl("hello", true)).await;
     assert_eq!(reply.status, Status::Failure);
     assert!(reply.conversation_id.is_none());
-    let requests = node.store().requests().recent_requests(1).await.unwrap();
+    let requests = agora_testkit::recent_requests(&node, 1).await;
     assert_eq!(requests[0].status, "failure");
 }
 

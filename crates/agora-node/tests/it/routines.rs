@@ -90,12 +90,7 @@ async fn assert_echoes(node: &Node, text: &str) {
 
 /// The newest request `node` recorded.
 async fn last_request(node: &Node) -> RequestRecord {
-    node.store()
-        .requests()
-        .recent_requests(1)
-        .await
-        .unwrap()
-        .remove(0)
+    agora_testkit::recent_requests(node, 1).await.remove(0)
 }
 
 fn spec(name: &str, key: &str, tools: &[&str]) -> RoutineSpec {
@@ -152,15 +147,8 @@ async fn a_routine_answers_without_the_llm() {
     // Nothing was compiled on the request path.
     assert_eq!((engine.loads(), engine.runs()), (1, 2));
 
-    assert!(
-        node.store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let requests = node.store().requests().recent_requests(10).await.unwrap();
+    assert!(agora_testkit::llm_calls(&node).await.is_empty());
+    let requests = agora_testkit::recent_requests(&node, 10).await;
     assert_eq!(requests.len(), 2);
     for request in &requests {
         assert_eq!(request.path, RequestPath::Routine);
@@ -200,14 +188,7 @@ async fn a_routine_calls_its_granted_tool() {
             "weatherCondition": forecast["condition"],
         })))
     );
-    assert!(
-        node.store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(&node).await.is_empty());
 }
 
 #[tokio::test]
@@ -234,14 +215,7 @@ async fn tools_are_granted_by_name_and_their_arguments_validated() {
         text.starts_with("refused: invalid arguments for weather_forecast"),
         "{text}"
     );
-    assert!(
-        node.store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(&node).await.is_empty());
 }
 
 #[tokio::test]
@@ -525,14 +499,7 @@ async fn the_registry_refuses_what_it_cannot_serve() {
     // A test run uses the routine's tools and limits and records nothing.
     let result = registry.test("by-hash", "{}").await.unwrap();
     assert_eq!(result, Ok("plain words".to_string()));
-    assert!(
-        node.store()
-            .requests()
-            .recent_requests(10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::recent_requests(&node, 10).await.is_empty());
 }
 
 #[tokio::test]

@@ -184,13 +184,7 @@ async fn a_text_message_is_a_task_that_continues_survives_a_restart_and_is_recor
     );
 
     // Every message is in the request ledger under the channel `a2a`.
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     assert_eq!(requests.len(), 3);
     assert!(
         requests
@@ -241,13 +235,7 @@ async fn a_data_part_with_a_protocol_hash_is_answered_under_that_protocol() {
         answer["parts"][0]["data"],
         json!({"temperature": 21, "weatherCondition": "sunny"})
     );
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].channel, "a2a");
     assert_eq!(requests[0].protocol_hash, Some(hash));
@@ -575,13 +563,8 @@ async fn bad_input_gets_json_rpc_errors_never_a_panic_or_a_500() {
 
     // None of it reached the engine.
     assert!(
-        server
-            .node
-            .store()
-            .requests()
-            .recent_requests(10)
+        agora_testkit::recent_requests(&server.node, 10)
             .await
-            .unwrap()
             .is_empty()
     );
 }
@@ -603,13 +586,7 @@ async fn a_failing_llm_is_a_failed_task_with_a_sentence() {
         .unwrap();
     assert!(sentence.contains("retry later"), "{sentence}");
     assert!(!sentence.contains("10.1.2.3"), "{sentence}");
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     assert_eq!(requests[0].channel, "a2a");
     assert_eq!(requests[0].status, "failure");
 }
@@ -660,13 +637,7 @@ async fn a2a_interop_python_sdk_client() {
         "TASK_STATE_INPUT_REQUIRED"
     );
 
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     assert_eq!(requests.len(), 3);
     assert!(requests.iter().all(|r| r.channel == "a2a"));
 }
@@ -805,13 +776,7 @@ async fn the_edge_applies_and_a_routine_answers_a_protocol_part_without_the_llm(
     }
     assert_eq!(llm.call_count(), calls_before);
     server.node.store().requests().flush_requests().await;
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     let routine_rows = requests
         .iter()
         .filter(|r| r.channel == "a2a" && r.path == agora_store::RequestPath::Routine)

@@ -55,13 +55,7 @@ async fn the_a2a_sender_leaves_agora_nodes_to_agora() {
     for bob in [&with_card, &without_card] {
         let reply = alice.send_message(&bob.url, "Will it rain?").await.unwrap();
         assert!(reply.body.contains("Will it rain?"), "{}", reply.body);
-        let requests = bob
-            .node
-            .store()
-            .requests()
-            .recent_requests(10)
-            .await
-            .unwrap();
+        let requests = agora_testkit::recent_requests(&bob.node, 10).await;
         assert_eq!(requests.len(), 1);
         assert_eq!(requests[0].channel, "natural");
     }

@@ -500,13 +500,7 @@ async fn an_operation_is_a_request_under_its_protocol() {
         assert_eq!(names[1], "OperationRequest");
         assert!(names.contains(&"CompletionCall") && names.contains(&"ToolResult"));
     }
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 10).await;
     assert!(
         requests
             .iter()
@@ -986,16 +980,7 @@ async fn a_task_is_an_operation_that_sends_to_its_target_with_the_token() {
         let (status, error) = post_as(&alice, token, &path, &run).await;
         assert_eq!(status, 401, "{error}");
     }
-    assert!(
-        alice
-            .node
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(&alice.node).await.is_empty());
 
     let (status, completed) = post_as(&alice, Some("secret-token"), &path, &run).await;
     assert_eq!(status, 200, "{completed}");
@@ -1022,16 +1007,10 @@ async fn a_task_is_an_operation_that_sends_to_its_target_with_the_token() {
         "Alice's two LLM calls (write the message, read the reply): {events}"
     );
     check_base(&events, run_id, completed["thread_id"].as_str().unwrap());
-    let alice_calls = alice.node.store().ledger().llm_calls(None).await.unwrap();
+    let alice_calls = agora_testkit::llm_calls(&alice.node).await;
     assert_eq!(alice_calls.len(), 2, "the ledger has what the events show");
     assert!(
-        !bob.node
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty(),
+        !agora_testkit::llm_calls(&bob.node).await.is_empty(),
         "Bob answered with his LLM"
     );
 }

@@ -222,13 +222,7 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
     let calls_before = llm.call_count();
     let reply = ask(&server, "Cairo, Egypt").await;
     assert!(llm.call_count() > calls_before, "the LLM answered: {reply}");
-    let last = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(1)
-        .await
-        .unwrap();
+    let last = agora_testkit::recent_requests(&server.node, 1).await;
     assert_eq!(last[0].path, RequestPath::Llm);
     wait_text(c, "#total-requests", |t| t == "4").await;
     let cards = wait_text(c, "#overview-cards", |t| t.contains("1 LLM")).await;

@@ -209,13 +209,7 @@ async fn budgets_refuse_with_429_and_retry_after_and_routines_have_their_own() {
         assert_eq!((status, &body["body"]), (200, &json!("PARIS")));
     }
     // The refused request left no row: it never reached the engine.
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(20)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 20).await;
     assert_eq!(requests.len(), 7);
     assert!(
         requests
@@ -241,13 +235,7 @@ async fn client_tokens_name_the_client_in_the_ledger_and_strangers_get_401() {
     let token = [("authorization", "Bearer p-token")];
     let (status, _, body) = post(&server, &natural("hi"), &token).await;
     assert_eq!((status, &body["status"]), (200, &json!("success")));
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(5)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 5).await;
     assert_eq!(requests.len(), 1, "refused requests never reach the engine");
     assert_eq!(requests[0].client.as_deref(), Some("token:partner"));
     // The budget is the token's, whatever address it comes from.
@@ -307,14 +295,7 @@ async fn an_idempotency_key_replays_the_reply_without_a_second_llm_call() {
     assert_eq!(headers["idempotency-replayed"], "true");
     assert_eq!(llm.calls().len(), calls, "no second LLM call");
     assert_eq!(
-        server
-            .node
-            .store()
-            .requests()
-            .recent_requests(5)
-            .await
-            .unwrap()
-            .len(),
+        agora_testkit::recent_requests(&server.node, 5).await.len(),
         1
     );
     // Other content under the same key is refused; a malformed key too.
@@ -355,13 +336,7 @@ async fn a_failed_llm_leaves_no_internal_detail_in_the_reply_and_all_of_it_in_th
     ] {
         assert!(!message.contains(leak), "{leak:?} leaked: {message}");
     }
-    let records = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(5)
-        .await
-        .unwrap();
+    let records = agora_testkit::recent_requests(&server.node, 5).await;
     assert!(
         message.contains(&records[0].query_id),
         "the peer can quote the query: {message}"
@@ -371,14 +346,7 @@ async fn a_failed_llm_leaves_no_internal_detail_in_the_reply_and_all_of_it_in_th
     // A transient failure is not kept under the key: the retry is answered afresh.
     post(&server, &natural("hello"), &key).await;
     assert_eq!(
-        server
-            .node
-            .store()
-            .requests()
-            .recent_requests(5)
-            .await
-            .unwrap()
-            .len(),
+        agora_testkit::recent_requests(&server.node, 5).await.len(),
         2
     );
 }

@@ -85,7 +85,7 @@ async fn serve(receiver: &TestServer, text: &str) -> VerifiedDocument {
 }
 
 async fn checking_calls(node: &Node) -> usize {
-    let calls = node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(node).await;
     calls.iter().filter(|c| c.category == "checking").count()
 }
 

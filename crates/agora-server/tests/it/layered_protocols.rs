@@ -117,22 +117,8 @@ async fn a_task_carrying_the_weather_protocol_is_answered_by_two_routines_and_no
             .unwrap()
             .is_empty()
     );
-    assert!(
-        bob.node
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let requests = bob
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    assert!(agora_testkit::llm_calls(&bob.node).await.is_empty());
+    let requests = agora_testkit::recent_requests(&bob.node, 10).await;
     assert_eq!(
         requests.len(),
         3,
@@ -214,15 +200,7 @@ async fn references_that_cannot_be_followed_fail_the_request_with_a_reason() {
         reply["error"].as_str().unwrap().contains("deeper"),
         "{reply}"
     );
-    assert!(
-        bob.node
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(&bob.node).await.is_empty());
 }
 
 #[tokio::test]

@@ -174,14 +174,7 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
 
     // The run was an example; the sender routine is written and examined in the background.
     alice.node.sender_routines_idle().await;
-    let ledger_before = alice
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let ledger_before = agora_testkit::llm_calls(&alice.node).await.len();
     let later = python_client(
         &mcp,
         TOKEN,
@@ -198,14 +191,7 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
         assert_eq!(run["structured"]["costUsd"], 0.0, "{run}");
         assert_eq!(run["structured"]["output"], json!({"temperature": 3.5}));
     }
-    let ledger_after = alice
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let ledger_after = agora_testkit::llm_calls(&alice.node).await.len();
     assert_eq!(
         ledger_before, ledger_after,
         "no LLM call once the routine answers"
@@ -474,15 +460,8 @@ async fn mcp_interop_a_routine_answers_through_an_mcp_tool_without_the_llm() {
         );
     }
     node.store().requests().flush_requests().await;
-    assert!(
-        node.store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let requests = node.store().requests().recent_requests(10).await.unwrap();
+    assert!(agora_testkit::llm_calls(&node).await.is_empty());
+    let requests = agora_testkit::recent_requests(&node, 10).await;
     assert_eq!(requests.len(), 2);
     assert!(
         requests

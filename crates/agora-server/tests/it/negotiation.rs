@@ -140,7 +140,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_then_used() {
 
     // Every negotiation LLM call is in the ledger under its category, on both sides.
     for (node, calls) in [(&alice, 2), (&bob, 1)] {
-        let ledger = node.node.store().ledger().llm_calls(None).await.unwrap();
+        let ledger = agora_testkit::llm_calls(&node.node).await;
         assert_eq!(ledger.len(), calls);
         assert!(
             ledger

@@ -352,13 +352,7 @@ fn queried_once_then_delivered(stub: &Stub) -> Vec<Value> {
 
 /// The requests our node recorded, once checked that there is one.
 async fn one_request(node: &TestServer) -> Vec<agora_store::RequestRecord> {
-    let requests = node
-        .node
-        .store()
-        .requests()
-        .recent_requests(10)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&node.node, 10).await;
     assert_eq!(requests.len(), 1, "{requests:?}");
     requests
 }

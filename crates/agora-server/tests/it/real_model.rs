@@ -37,7 +37,7 @@ async fn real_model_answers_a_weather_question_with_tool_data() {
         numbers.iter().any(|n| (n - temperature).abs() < 0.051),
         "the answer should carry the tool's temperature {temperature}: {answer}"
     );
-    let calls = server.node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&server.node).await;
     assert!(calls.len() >= 2, "a tool step and an answer step");
 }
 

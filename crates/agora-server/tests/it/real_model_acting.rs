@@ -196,13 +196,7 @@ async fn answered_then_programmed(
             "the program's answer to {body}: {reply}, not {right}"
         );
     }
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(2)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 2).await;
     assert!(requests.iter().all(|r| r.path == RequestPath::Llm));
     let started = Instant::now();
     server.node.programmer_idle().await;
@@ -220,39 +214,19 @@ async fn answered_then_programmed(
         "a routine was written"
     );
 
-    let calls_before = server
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let calls_before = agora_testkit::llm_calls(&server.node).await.len();
     let reply = ask(server, document, last.clone()).await;
     let right = expected(&last);
     assert!(
         same(&reply, &right),
         "the routine's answer to {last}: {reply}, not {right}"
     );
-    let request = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(1)
-        .await
-        .unwrap();
+    let request = agora_testkit::recent_requests(&server.node, 1).await;
     assert_eq!(
         (request[0].path, request[0].llm_calls),
         (RequestPath::Routine, 0)
     );
-    let calls_after = server
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let calls_after = agora_testkit::llm_calls(&server.node).await.len();
     assert_eq!(calls_after, calls_before);
 }
 
@@ -415,7 +389,7 @@ async fn real_model_program_answers_a_natural_language_booking_with_its_tool_cal
         "{booked:?}"
     );
     // Every LLM call wrote a program: the tool loop never ran.
-    let calls = hotel.node.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&hotel.node).await;
     let attempts = hotel.node.config().responder.program_attempts as usize;
     assert!(calls.len() <= attempts, "{calls:?}");
 }

@@ -72,9 +72,9 @@ async fn real_model_two_nodes_negotiate_a_weather_forecast_protocol() {
     let theirs = bob.node.store().document(&hash).await.unwrap().unwrap();
     assert_eq!(theirs.document.text(), negotiated.document.text());
     assert!(suitability(&bob.node, &hash).await.allowed);
-    let bob_calls = bob.node.store().ledger().llm_calls(None).await.unwrap();
+    let bob_calls = agora_testkit::llm_calls(&bob.node).await;
     assert!(!bob_calls.is_empty());
-    let alice_calls = alice.node.store().ledger().llm_calls(None).await.unwrap();
+    let alice_calls = agora_testkit::llm_calls(&alice.node).await;
     assert!(
         bob_calls
             .iter()

@@ -94,14 +94,7 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
         (RoutineOrigin::Llm, RoutineStatus::Active)
     );
 
-    let calls_before = server
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let calls_before = agora_testkit::llm_calls(&server.node).await.len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
         ("Cairo, Egypt", "2025-07-04"),
@@ -116,25 +109,12 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
             "the routine's reply carries the tool data"
         );
     }
-    let calls_after = server
-        .node
-        .store()
-        .ledger()
-        .llm_calls(None)
-        .await
-        .unwrap()
-        .len();
+    let calls_after = agora_testkit::llm_calls(&server.node).await.len();
     assert_eq!(
         calls_after, calls_before,
         "no LLM call once the routine serves"
     );
-    let requests = server
-        .node
-        .store()
-        .requests()
-        .recent_requests(2)
-        .await
-        .unwrap();
+    let requests = agora_testkit::recent_requests(&server.node, 2).await;
     assert!(
         requests
             .iter()

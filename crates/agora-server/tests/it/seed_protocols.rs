@@ -106,22 +106,8 @@ async fn assert_no_llm(alice: &Node, bob: &TestServer, answered: usize) {
             .unwrap()
             .is_empty()
     );
-    assert!(
-        bob.node
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let requests = bob
-        .node
-        .store()
-        .requests()
-        .recent_requests(100)
-        .await
-        .unwrap();
+    assert!(agora_testkit::llm_calls(&bob.node).await.is_empty());
+    let requests = agora_testkit::recent_requests(&bob.node, 100).await;
     assert_eq!(requests.len(), answered);
     assert!(
         requests

@@ -122,7 +122,7 @@ async fn alice(dir: &std::path::Path, candidates: &[&'static str], max_failures:
 }
 
 async fn llm_calls(node: &Node) -> usize {
-    node.store().ledger().llm_calls(None).await.unwrap().len()
+    agora_testkit::llm_calls(node).await.len()
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String, i64)> {
