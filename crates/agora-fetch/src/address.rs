@@ -111,77 +111,22 @@ enum V6Rule {
 
 /// Special IPv6 ranges after the `::/96` and `::ffff:0:0/96` forms, most
 /// specific first: (network, prefix length, rule).
+#[rustfmt::skip]
 const V6_RANGES: &[([u16; 8], u32, V6Rule)] = &[
-    (
-        [0x64, 0xff9b, 0, 0, 0, 0, 0, 0],
-        96,
-        V6Rule::EmbeddedV4 { offset: 96 },
-    ),
-    (
-        [0x64, 0xff9b, 1, 0, 0, 0, 0, 0],
-        48,
-        V6Rule::Class(AddressClass::Other("local-use NAT64")),
-    ),
-    (
-        [0x100, 0, 0, 0, 0, 0, 0, 0],
-        64,
-        V6Rule::Class(AddressClass::Other("discard")),
-    ),
-    (
-        [0x2001, 0, 0, 0, 0, 0, 0, 0],
-        32,
-        V6Rule::Class(AddressClass::Other("teredo")),
-    ),
-    (
-        [0x2001, 2, 0, 0, 0, 0, 0, 0],
-        48,
-        V6Rule::Class(AddressClass::Other("benchmarking")),
-    ),
-    (
-        [0x2001, 0, 0, 0, 0, 0, 0, 0],
-        23,
-        V6Rule::Class(AddressClass::Other("IETF protocol assignments")),
-    ),
-    (
-        [0x2001, 0xdb8, 0, 0, 0, 0, 0, 0],
-        32,
-        V6Rule::Class(AddressClass::Documentation),
-    ),
-    (
-        [0x2002, 0, 0, 0, 0, 0, 0, 0],
-        16,
-        V6Rule::EmbeddedV4 { offset: 16 },
-    ),
-    (
-        [0x3fff, 0, 0, 0, 0, 0, 0, 0],
-        20,
-        V6Rule::Class(AddressClass::Documentation),
-    ),
-    (
-        [0x2000, 0, 0, 0, 0, 0, 0, 0],
-        3,
-        V6Rule::Class(AddressClass::Public),
-    ),
-    (
-        [0xfc00, 0, 0, 0, 0, 0, 0, 0],
-        7,
-        V6Rule::Class(AddressClass::UniqueLocal),
-    ),
-    (
-        [0xfe80, 0, 0, 0, 0, 0, 0, 0],
-        10,
-        V6Rule::Class(AddressClass::LinkLocal),
-    ),
-    (
-        [0xfec0, 0, 0, 0, 0, 0, 0, 0],
-        10,
-        V6Rule::Class(AddressClass::Other("site-local")),
-    ),
-    (
-        [0xff00, 0, 0, 0, 0, 0, 0, 0],
-        8,
-        V6Rule::Class(AddressClass::Multicast),
-    ),
+    ([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96, V6Rule::EmbeddedV4 { offset: 96 }),
+    ([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48, V6Rule::Class(AddressClass::Other("local-use NAT64"))),
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64, V6Rule::Class(AddressClass::Other("discard"))),
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, V6Rule::Class(AddressClass::Other("teredo"))),
+    ([0x2001, 2, 0, 0, 0, 0, 0, 0], 48, V6Rule::Class(AddressClass::Other("benchmarking"))),
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, V6Rule::Class(AddressClass::Other("IETF protocol assignments"))),
+    ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, V6Rule::Class(AddressClass::Documentation)),
+    ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, V6Rule::EmbeddedV4 { offset: 16 }),
+    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, V6Rule::Class(AddressClass::Documentation)),
+    ([0x2000, 0, 0, 0, 0, 0, 0, 0], 3, V6Rule::Class(AddressClass::Public)),
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, V6Rule::Class(AddressClass::UniqueLocal)),
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, V6Rule::Class(AddressClass::LinkLocal)),
+    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10, V6Rule::Class(AddressClass::Other("site-local"))),
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, V6Rule::Class(AddressClass::Multicast)),
 ];
 
 /// Sorts an address into its special-purpose range, or [`AddressClass::Public`].

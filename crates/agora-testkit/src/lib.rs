@@ -98,6 +98,29 @@ pub async fn recent_requests(node: &Node, limit: i64) -> Vec<agora_store::Reques
     requests.expect("the request ledger of a test store can be read")
 }
 
+/// `node`'s sender log: the newest `limit` runs of `task` to `target`, oldest first.
+pub async fn sender_runs(
+    node: &Node,
+    target: &str,
+    task: &str,
+    limit: i64,
+) -> Vec<agora_store::SenderRun> {
+    let runs = node.store().sender().sender_runs(target, task, limit).await;
+    runs.expect("the sender log of a test store can be read")
+}
+
+/// Every programmer attempt `node` made for the protocol `hash`, oldest first.
+pub async fn attempts(node: &Node, hash: &ProtocolHash) -> Vec<agora_store::Attempt<ProtocolHash>> {
+    let attempts = node.store().programming().attempts(Some(hash)).await;
+    attempts.expect("the programmer's attempts in a test store can be read")
+}
+
+/// What `node` has counted of the requests for the protocol `hash`.
+pub async fn usage(node: &Node, hash: &ProtocolHash) -> agora_store::ProtocolUsage {
+    let usage = node.store().requests().usage(hash).await;
+    usage.expect("the usage in a test store can be read")
+}
+
 /// What `node` remembers of `task` sent to `target`; panics if it never sent it there.
 pub async fn sender_memory(node: &Node, target: &str, task: &str) -> SenderMemory {
     let memory = node.store().sender().sender_memory(target, task).await;

@@ -291,11 +291,7 @@ fn assert_report(attempt: &RoutineAttempt, holds: impl FnOnce(&str) -> bool) {
 /// The outcome of every attempt, in order.
 /// The programmer's attempts for the weather protocol, oldest first.
 async fn attempts_of(node: &Node) -> Vec<RoutineAttempt> {
-    node.store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap()
+    agora_testkit::attempts(node, &hash()).await
 }
 
 fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
@@ -1012,26 +1008,14 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     ask(&b, "Oslo", 3).await;
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 0, "B ran no second job");
-    assert!(
-        b.store()
-            .programming()
-            .attempts(Some(&hash()))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::attempts(&b, &hash()).await.is_empty());
 
     // A stops renewing; past the lease, B's next job takes it up.
     clock.advance(std::time::Duration::from_secs(61));
     ask(&b, "Rome", 4).await;
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 1);
-    let attempts = b
-        .store()
-        .programming()
-        .attempts(Some(&hash()))
-        .await
-        .unwrap();
+    let attempts = agora_testkit::attempts(&b, &hash()).await;
     assert_eq!(outcomes(&attempts), ["passed"]);
 
     // A wakes and adds nothing.
@@ -1039,15 +1023,7 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     a.programmer_idle().await;
     let routines = a.store().routines().await.unwrap();
     assert_eq!(routines.len(), 1, "{routines:?}");
-    assert_eq!(
-        a.store()
-            .programming()
-            .attempts(Some(&hash()))
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(agora_testkit::attempts(&a, &hash()).await.len(), 1);
 }
 
 /// A replica: a node with the weather tool on the store at `store_url` (else in `dir`),

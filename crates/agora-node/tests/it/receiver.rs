@@ -224,12 +224,7 @@ async fn unknown_protocol_is_fetched_verified_checked_and_answered() {
             .count(),
         1
     );
-    let usage = node
-        .store()
-        .requests()
-        .usage(&document.hash())
-        .await
-        .unwrap();
+    let usage = agora_testkit::usage(&node, &document.hash()).await;
     assert_eq!((usage.requests, usage.llm), (2, 2));
 }
 
@@ -323,12 +318,7 @@ async fn unsuitable_protocol_is_rejected_once_and_remembered() {
         );
     }
     assert_eq!(llm.call_count(), 1);
-    let usage = node
-        .store()
-        .requests()
-        .usage(&ProtocolHash::of(flights.as_bytes()))
-        .await
-        .unwrap();
+    let usage = agora_testkit::usage(&node, &ProtocolHash::of(flights.as_bytes())).await;
     assert_eq!(usage.rejected, 2);
 }
 

@@ -248,12 +248,7 @@ async fn a_failing_routine_falls_back_to_the_llm_and_the_failure_is_recorded() {
     assert!(listed.last_failure_at_ms.is_some());
     // A human routine stays active however often it fails.
     assert_eq!(listed.status, RoutineStatus::Active);
-    let usage = node
-        .store()
-        .requests()
-        .usage(&ProtocolHash::of(WEATHER_PD.as_bytes()))
-        .await
-        .unwrap();
+    let usage = agora_testkit::usage(&node, &ProtocolHash::of(WEATHER_PD.as_bytes())).await;
     assert_eq!((usage.fallback, usage.routine, usage.llm), (1, 0, 0));
 }
 

@@ -514,125 +514,25 @@ async fn bad_input_is_a_clear_json_error() {
     let (server, _dir) = server(ScriptedLlm::unreachable()).await;
     let run = format!("{AGENT}/run");
     let unknown_run = "00000000-0000-4000-8000-000000000000";
-    let cases: Vec<(reqwest::Method, String, Option<String>, u16, &str)> = vec![
-        (
-            reqwest::Method::GET,
-            "/agent-protocol/someone-else/describe".into(),
-            None,
-            404,
-            "no agent named",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some("not json".into()),
-            400,
-            "not valid JSON",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some("[1, 2]".into()),
-            400,
-            "JSON object",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(r#"{"type": "ChatRequest"}"#.into()),
-            400,
-            "needs input",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(r#"{"type": "ResumeWithInput", "request_keys": {}}"#.into()),
-            422,
-            "ResumeWithInput",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(r#"{"operation": "nope", "input": {}}"#.into()),
-            422,
-            "no operation",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(format!(
-                r#"{{"operation": "nope", "input": 1, "thread_id": "{unknown_run}"}}"#
-            )),
-            422,
-            "single-shot",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(format!(
-                r#"{{"input": "hi", "thread_id": "{unknown_run}"}}"#
-            )),
-            404,
-            "thread not found",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(format!(
-                r#"{{"type": "CancelRequest", "run_id": "{unknown_run}"}}"#
-            )),
-            404,
-            "no such run",
-        ),
-        (
-            reqwest::Method::POST,
-            format!("{run}?wait=perhaps"),
-            Some(r#"{"input": "hi"}"#.into()),
-            400,
-            "wait must be",
-        ),
-        (
-            reqwest::Method::POST,
-            run.clone(),
-            Some(format!(r#"{{"input": "{}"}}"#, "x".repeat(2 * 1024 * 1024))),
-            413,
-            "larger",
-        ),
-        (
-            reqwest::Method::GET,
-            format!("{AGENT}/get_events"),
-            None,
-            400,
-            "needs run_id",
-        ),
-        (
-            reqwest::Method::GET,
-            format!("{AGENT}/get_events?run_id={unknown_run}"),
-            None,
-            404,
-            "no such run",
-        ),
-        (
-            reqwest::Method::GET,
-            format!("{AGENT}/get_events/{unknown_run}"),
-            None,
-            404,
-            "no run or thread",
-        ),
-        (
-            reqwest::Method::GET,
-            format!("{AGENT}/runs/{unknown_run}"),
-            None,
-            404,
-            "no such run",
-        ),
-        (
-            reqwest::Method::GET,
-            format!("{AGENT}/run"),
-            None,
-            405,
-            "method not allowed",
-        ),
+    use reqwest::Method as M;
+    #[rustfmt::skip]
+    let cases: [(M, String, Option<String>, u16, &str); 16] = [
+        (M::GET, "/agent-protocol/someone-else/describe".into(), None, 404, "no agent named"),
+        (M::POST, run.clone(), Some("not json".into()), 400, "not valid JSON"),
+        (M::POST, run.clone(), Some("[1, 2]".into()), 400, "JSON object"),
+        (M::POST, run.clone(), Some(r#"{"type": "ChatRequest"}"#.into()), 400, "needs input"),
+        (M::POST, run.clone(), Some(r#"{"type": "ResumeWithInput", "request_keys": {}}"#.into()), 422, "ResumeWithInput"),
+        (M::POST, run.clone(), Some(r#"{"operation": "nope", "input": {}}"#.into()), 422, "no operation"),
+        (M::POST, run.clone(), Some(format!(r#"{{"operation": "nope", "input": 1, "thread_id": "{unknown_run}"}}"#)), 422, "single-shot"),
+        (M::POST, run.clone(), Some(format!(r#"{{"input": "hi", "thread_id": "{unknown_run}"}}"#)), 404, "thread not found"),
+        (M::POST, run.clone(), Some(format!(r#"{{"type": "CancelRequest", "run_id": "{unknown_run}"}}"#)), 404, "no such run"),
+        (M::POST, format!("{run}?wait=perhaps"), Some(r#"{"input": "hi"}"#.into()), 400, "wait must be"),
+        (M::POST, run.clone(), Some(format!(r#"{{"input": "{}"}}"#, "x".repeat(2 * 1024 * 1024))), 413, "larger"),
+        (M::GET, format!("{AGENT}/get_events"), None, 400, "needs run_id"),
+        (M::GET, format!("{AGENT}/get_events?run_id={unknown_run}"), None, 404, "no such run"),
+        (M::GET, format!("{AGENT}/get_events/{unknown_run}"), None, 404, "no run or thread"),
+        (M::GET, format!("{AGENT}/runs/{unknown_run}"), None, 404, "no such run"),
+        (M::GET, format!("{AGENT}/run"), None, 405, "method not allowed"),
     ];
     for (method, path, body, expected, words) in cases {
         let (status, text) = send(&server, method.clone(), &path, body.as_deref()).await;

@@ -90,11 +90,8 @@ async fn checking_calls(node: &Node) -> usize {
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String)> {
-    node.store()
-        .sender()
-        .sender_runs(target, "weather", 100)
+    agora_testkit::sender_runs(node, target, "weather", 100)
         .await
-        .unwrap()
         .into_iter()
         .map(|run| {
             (

@@ -108,15 +108,7 @@ async fn a_task_carrying_the_weather_protocol_is_answered_by_two_routines_and_no
             .contains("date")
     );
 
-    assert!(
-        alice
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(&alice).await.is_empty());
     assert!(agora_testkit::llm_calls(&bob.node).await.is_empty());
     let requests = agora_testkit::recent_requests(&bob.node, 10).await;
     assert_eq!(

@@ -197,13 +197,7 @@ async fn mcp_interop_python_client_runs_a_task_until_a_routine_answers() {
         "no LLM call once the routine answers"
     );
     // Every run is in the sender's log, with its rung.
-    let runs = alice
-        .node
-        .store()
-        .sender()
-        .sender_runs(&bob.url, "weather", 10)
-        .await
-        .unwrap();
+    let runs = agora_testkit::sender_runs(&alice.node, &bob.url, "weather", 10).await;
     let mut rungs: Vec<&str> = runs.iter().map(|r| r.rung.as_str()).collect();
     rungs.sort_unstable();
     assert_eq!(rungs, ["protocol", "routine", "routine"]);
@@ -338,13 +332,7 @@ async fn mcp_interop_python_client_sends_a_message_and_searches_a_protocol_datab
         results[2]
     );
     // Both inquiries are in Alice's run log.
-    let message_runs = alice
-        .node
-        .store()
-        .sender()
-        .sender_runs(&bob.url, "(message)", 10)
-        .await
-        .unwrap();
+    let message_runs = agora_testkit::sender_runs(&alice.node, &bob.url, "(message)", 10).await;
     assert_eq!(message_runs.len(), 1);
     assert_eq!(message_runs[0].llm_calls, 0);
 }

@@ -161,7 +161,7 @@ async fn a_negotiated_protocol_is_stored_on_both_sides_and_then_used() {
             .iter()
             .all(|c| schema_name(c) != Some("suitability"))
     );
-    let usage = bob.node.store().requests().usage(&hash).await.unwrap();
+    let usage = agora_testkit::usage(&bob.node, &hash).await;
     assert_eq!(usage.requests, 1, "{usage:?}");
 }
 

@@ -550,7 +550,7 @@ async fn python_interop_sender_gets_a_protocol_answer_through_a_data_uri() {
     assert_eq!(requests[0].path, agora_store::RequestPath::Llm);
     assert_eq!(requests[0].status, "success");
     assert_eq!(requests[0].llm_calls, 2);
-    let usage = node.node.store().requests().usage(&hash).await.unwrap();
+    let usage = agora_testkit::usage(&node.node, &hash).await;
     assert_eq!((usage.requests, usage.llm), (1, 1));
 
     // Our LLM: the suitability check, then one responder step under the protocol.
@@ -1027,7 +1027,7 @@ async fn python_interop_our_sender_runs_a_task_against_a_python_receiver_server(
     assert_eq!(protocols.len(), 1, "{protocols:?}");
 
     // Our ledger: two conversation calls per task run.
-    let calls = sender.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&sender).await;
     assert_eq!(calls.len(), 4);
     assert!(calls.iter().all(|c| c.category == "conversation"));
 }

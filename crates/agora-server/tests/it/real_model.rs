@@ -103,7 +103,7 @@ async fn real_model_sender_runs_a_task_in_natural_language_and_under_the_protoco
         forecast["temperature_c"].as_f64()
     );
     assert_eq!(outcome.output["weatherCondition"], forecast["condition"]);
-    let calls = alice.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&alice).await;
     assert_eq!(calls.len(), 4, "two querier calls per task run");
 }
 

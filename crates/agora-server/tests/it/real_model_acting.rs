@@ -201,13 +201,7 @@ async fn answered_then_programmed(
     let started = Instant::now();
     server.node.programmer_idle().await;
     let hash = ProtocolHash::of(document.as_bytes());
-    let attempts = server
-        .node
-        .store()
-        .programming()
-        .attempts(Some(&hash))
-        .await
-        .unwrap();
+    let attempts = agora_testkit::attempts(&server.node, &hash).await;
     print_attempts("programmer", &attempts, started);
     assert!(
         attempts.iter().any(|a| a.outcome.as_str() == "passed"),

@@ -70,13 +70,7 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
     }
     let started = Instant::now();
     server.node.programmer_idle().await;
-    let attempts = server
-        .node
-        .store()
-        .programming()
-        .attempts(Some(&hash))
-        .await
-        .unwrap();
+    let attempts = agora_testkit::attempts(&server.node, &hash).await;
     print_attempts("programmer", &attempts, started);
     let passed = attempts
         .iter()

@@ -90,7 +90,7 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         })
         .await
         .unwrap();
-    let calls_before = alice.store().ledger().llm_calls(None).await.unwrap().len();
+    let calls_before = agora_testkit::llm_calls(&alice).await.len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
         ("Lima, Peru", "2025-07-04"),
@@ -106,15 +106,10 @@ async fn real_model_writes_a_weather_sender_routine_that_passes_its_examination(
         assert_eq!(got["weatherCondition"], want["weatherCondition"]);
     }
     assert_eq!(
-        alice.store().ledger().llm_calls(None).await.unwrap().len(),
+        agora_testkit::llm_calls(&alice).await.len(),
         calls_before,
         "no LLM call once the sender routine serves"
     );
-    let runs = alice
-        .store()
-        .sender()
-        .sender_runs(&bob.url, "weather", 2)
-        .await
-        .unwrap();
+    let runs = agora_testkit::sender_runs(&alice, &bob.url, "weather", 2).await;
     assert!(runs.iter().all(|r| r.rung == "routine"), "{runs:?}");
 }

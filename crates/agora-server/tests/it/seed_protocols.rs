@@ -97,15 +97,7 @@ async fn exchange(alice: &Node, bob: &TestServer, seed: &str, message: &Value) -
 
 /// Both nodes made no LLM call; Bob answered `answered` requests, every one with a routine.
 async fn assert_no_llm(alice: &Node, bob: &TestServer, answered: usize) {
-    assert!(
-        alice
-            .store()
-            .ledger()
-            .llm_calls(None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(agora_testkit::llm_calls(alice).await.is_empty());
     assert!(agora_testkit::llm_calls(&bob.node).await.is_empty());
     let requests = agora_testkit::recent_requests(&bob.node, 100).await;
     assert_eq!(requests.len(), answered);
@@ -278,12 +270,7 @@ async fn seed_protocols_are_answered_by_their_routines_with_no_llm_on_either_sid
     );
 
     assert_no_llm(&alice, &bob, 7).await;
-    let runs = alice
-        .store()
-        .sender()
-        .sender_runs(&bob.url, "(message)", 10)
-        .await
-        .unwrap();
+    let runs = agora_testkit::sender_runs(&alice, &bob.url, "(message)", 10).await;
     assert_eq!(runs.len(), 7);
     assert!(
         runs.iter()

@@ -124,7 +124,7 @@ async fn a_task_runs_in_natural_language_and_its_output_is_validated() {
         outcome.reply_body
     );
     assert_eq!(outcome.llm_calls, 2, "write the message, read the reply");
-    let calls = alice.store().ledger().llm_calls(None).await.unwrap();
+    let calls = agora_testkit::llm_calls(&alice).await;
     assert!(calls.iter().all(|c| c.category == "conversation"));
     assert!(matches!(alice.task("nope"), Err(SendError::UnknownTask(_))));
 }

@@ -126,11 +126,8 @@ async fn llm_calls(node: &Node) -> usize {
 }
 
 async fn rungs(node: &Node, target: &str) -> Vec<(String, String, i64)> {
-    node.store()
-        .sender()
-        .sender_runs(target, "weather", 100)
+    agora_testkit::sender_runs(node, target, "weather", 100)
         .await
-        .unwrap()
         .into_iter()
         .map(|run| (run.rung, run.steps, run.llm_calls))
         .collect()
@@ -183,10 +180,7 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     assert_eq!((routine.runs, routine.failures), (3, 0));
     // Bob answered the routine's requests under the protocol (with his LLM).
     let hash = first.protocol.unwrap();
-    assert_eq!(
-        bob.node.store().requests().usage(&hash).await.unwrap().llm,
-        4
-    );
+    assert_eq!(agora_testkit::usage(&bob.node, &hash).await.llm, 4);
 }
 
 #[tokio::test]

@@ -817,78 +817,28 @@ pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
 pub async fn job_leases_have_one_holder_until_they_expire(fixture: Fixture) {
     let store = fixture.open().await;
     let job = "programmer:routine:abc";
-    assert!(
-        store
-            .take_lease(job, "replica-a", 1_000, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .take_lease(job, "replica-b", 2_000, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .take_lease(job, "replica-a", 2_000, 60_000)
-            .await
-            .unwrap(),
-        "its own"
-    );
-    assert!(
-        store
-            .renew_lease(job, "replica-a", 30_000, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .renew_lease(job, "replica-b", 30_000, 60_000)
-            .await
-            .unwrap()
-    );
+    let take = |job: &'static str, holder: &'static str, now: i64| {
+        let store = store.clone();
+        async move { store.take_lease(job, holder, now, 60_000).await.unwrap() }
+    };
+    let renew = |holder: &'static str, now: i64| {
+        let store = store.clone();
+        async move { store.renew_lease(job, holder, now, 60_000).await.unwrap() }
+    };
+    assert!(take(job, "replica-a", 1_000).await);
+    assert!(!take(job, "replica-b", 2_000).await);
+    assert!(take(job, "replica-a", 2_000).await, "its own");
+    assert!(renew("replica-a", 30_000).await);
+    assert!(!renew("replica-b", 30_000).await);
     // replica-a dies: its lease runs out at 90_000.
-    assert!(
-        !store
-            .take_lease(job, "replica-b", 89_999, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .take_lease(job, "replica-b", 90_001, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .renew_lease(job, "replica-a", 90_002, 60_000)
-            .await
-            .unwrap(),
-        "lost"
-    );
+    assert!(!take(job, "replica-b", 89_999).await);
+    assert!(take(job, "replica-b", 90_001).await);
+    assert!(!renew("replica-a", 90_002).await, "lost");
     store.release_lease(job, "replica-a").await.unwrap();
-    assert!(
-        !store
-            .take_lease(job, "replica-c", 90_003, 60_000)
-            .await
-            .unwrap(),
-        "still b's"
-    );
+    assert!(!take(job, "replica-c", 90_003).await, "still b's");
     store.release_lease(job, "replica-b").await.unwrap();
-    assert!(
-        store
-            .take_lease(job, "replica-c", 90_004, 60_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .take_lease("another job", "replica-a", 90_005, 60_000)
-            .await
-            .unwrap()
-    );
+    assert!(take(job, "replica-c", 90_004).await);
+    assert!(take("another job", "replica-a", 90_005).await);
 }
 
 /// Shared counters: two handles on one database (two replicas) bumping at once lose no bump and
