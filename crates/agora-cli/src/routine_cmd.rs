@@ -78,6 +78,26 @@ pub enum RoutineCommand {
         /// Name or id.
         routine: String,
     },
+    /// Approve a routine the programmer wrote under review: it answers from then on.
+    Approve {
+        /// Name or id.
+        routine: String,
+        /// Who approves (kept with the decision; default: $USER).
+        #[arg(long)]
+        reviewer: Option<String>,
+    },
+    /// Reject a routine the programmer wrote under review; the programmer reads the reason
+    /// before its next attempt at the protocol.
+    Reject {
+        /// Name or id.
+        routine: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+        /// Who rejects (kept with the decision; default: $USER).
+        #[arg(long)]
+        reviewer: Option<String>,
+    },
     /// Remove a routine.
     Rm {
         /// Name or id.
@@ -197,12 +217,36 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             println!("disabled {}", routine.name);
             Ok(())
         }
+        RoutineCommand::Approve { routine, reviewer } => {
+            let reviewer = reviewer_or_user(reviewer)?;
+            let routine = registry.approve(&routine, &reviewer).await?;
+            println!("approved {} for {}", routine.name, routine.protocol_hash);
+            Ok(())
+        }
+        RoutineCommand::Reject {
+            routine,
+            reason,
+            reviewer,
+        } => {
+            let reviewer = reviewer_or_user(reviewer)?;
+            let routine = registry.reject(&routine, &reviewer, &reason).await?;
+            println!("rejected {}", routine.name);
+            Ok(())
+        }
         RoutineCommand::Rm { routine } => {
             let routine = registry.remove(&routine).await?;
             println!("removed {}", routine.name);
             Ok(())
         }
     }
+}
+
+/// `--reviewer`, or the login running the command.
+fn reviewer_or_user(reviewer: Option<String>) -> anyhow::Result<String> {
+    reviewer
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|name| !name.trim().is_empty())
+        .context("say who reviews: pass --reviewer (USER is not set)")
 }
 
 /// The programmer's attempts for a protocol (only the job that wrote `routine`, when given).

@@ -4,7 +4,10 @@
 //! file, env and flags into a [`NodeConfig`] and passes it in. Every field
 //! has a default so a node runs on an empty configuration.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use agora_protocol::ProtocolHash;
 
 use serde::{Deserialize, Serialize};
 
@@ -212,6 +215,30 @@ pub struct ProgrammerConfig {
     /// examination more of the LLM's own inconsistencies. Its default is decided by measurement
     /// (`demo/network/RESULTS.md`).
     pub min_examples: u32,
+    /// Whether a routine the programmer wrote and examined answers at once (`auto`) or waits,
+    /// `pending`, for the operator to approve it (`review`).
+    pub activation: Activation,
+    /// Protocols with another policy than `activation`, by SHA-1 hash (hex or base64).
+    pub activation_per_protocol: BTreeMap<ProtocolHash, Activation>,
+}
+
+/// When a routine the programmer wrote starts answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// As soon as it passes its examination.
+    #[default]
+    Auto,
+    /// Once the operator approves it.
+    Review,
+}
+
+impl ProgrammerConfig {
+    /// The activation policy for the protocol `hash`.
+    pub fn activation_for(&self, hash: &ProtocolHash) -> Activation {
+        let chosen = self.activation_per_protocol.get(hash).copied();
+        chosen.unwrap_or(self.activation)
+    }
 }
 
 impl Default for ProgrammerConfig {
@@ -227,6 +254,8 @@ impl Default for ProgrammerConfig {
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
             min_examples: 0,
+            activation: Activation::Auto,
+            activation_per_protocol: BTreeMap::new(),
         }
     }
 }

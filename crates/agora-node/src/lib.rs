@@ -34,14 +34,14 @@ pub mod tools;
 pub use accounting::{Category, Client, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig, SenderConfig,
-    SuitabilityMode, Thresholds,
+    Activation, ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig,
+    SenderConfig, SuitabilityMode, Thresholds,
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{
-    Admission, FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Rung,
-    Speaker, TaskRun, Transcript,
+    Admission, FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Review,
+    Rung, Speaker, TaskRun, Transcript,
 };
 pub use observer::{Observer, RequestHooks, Step, ToolCaller, observed};
 pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};

@@ -1,4 +1,5 @@
-//! The routine registry as an operator sees it: add, list, show, test, enable, disable, remove.
+//! The routine registry as an operator sees it: add, list, show, test, enable, disable, remove,
+//! and approve or reject a routine waiting for review.
 //!
 //! These operations work on the store, so the admin API (through [`crate::Node`], which then
 //! reloads its routines at once) and the `agora routine` commands (which open the store
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{
-    Decision, DecisionOrigin, NewRoutine, Routine, RoutineAttempt, RoutineCode, RoutineLanguage,
-    RoutineOrigin, RoutineStatus, Store, StoreError,
+    Decision, DecisionOrigin, NewRoutine, ReviewDecision, Routine, RoutineAttempt, RoutineCode,
+    RoutineLanguage, RoutineOrigin, RoutineReview, RoutineStatus, Store, StoreError,
 };
 
 use crate::clock::Clock;
@@ -76,6 +77,9 @@ pub enum RegistryError {
         /// The node's tools, comma-separated.
         available: String,
     },
+    /// A reviewed edit did not build or failed its examination; the text is the report.
+    #[error("{0}")]
+    Rejected(String),
     /// This process has no routine engine to build or run routines with.
     #[error("no routine engine is configured")]
     NoEngine,
@@ -127,23 +131,26 @@ impl RoutineRegistry {
 
     /// Builds and stores a routine, stores its protocol document and allows the protocol.
     pub async fn add(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
-        self.add_with(spec, None).await
+        self.add_with(spec, None, false).await
     }
 
     /// [`RoutineRegistry::add`] with the component already built from `spec.source` (the
     /// programmer builds a candidate once, examines it, then stores that very component).
+    /// It starts `pending` instead when `pending` (the `review` activation policy).
     pub(crate) async fn add_built(
         &self,
         spec: RoutineSpec,
         component: Vec<u8>,
+        pending: bool,
     ) -> Result<Routine, RegistryError> {
-        self.add_with(spec, Some(component)).await
+        self.add_with(spec, Some(component), pending).await
     }
 
     async fn add_with(
         &self,
         spec: RoutineSpec,
         built: Option<Vec<u8>>,
+        pending: bool,
     ) -> Result<Routine, RegistryError> {
         check_name(&spec.name)?;
         check_limits(&spec.limits)?;
@@ -193,10 +200,10 @@ impl RoutineRegistry {
             timeout_ms: spec.limits.timeout.as_millis() as i64,
             memory_bytes: spec.limits.memory_bytes as i64,
             origin: spec.origin,
-            status: if spec.activate {
-                RoutineStatus::Active
-            } else {
-                RoutineStatus::Disabled
+            status: match (pending, spec.activate) {
+                (true, _) => RoutineStatus::Pending,
+                (false, true) => RoutineStatus::Active,
+                (false, false) => RoutineStatus::Disabled,
             },
         };
         let routine = match self.store.add_routine(&routine, now).await {
@@ -258,10 +265,76 @@ impl RoutineRegistry {
         status: RoutineStatus,
     ) -> Result<Routine, RegistryError> {
         let routine = self.find(reference).await?;
+        if matches!(
+            routine.status,
+            RoutineStatus::Pending | RoutineStatus::Rejected
+        ) {
+            return Err(RegistryError::Invalid(format!(
+                "the routine {:?} is {}: a routine written under review is approved or \
+                 rejected, not enabled or disabled",
+                routine.name, routine.status
+            )));
+        }
         self.store
             .set_routine_status(routine.id, status, self.clock.now_ms())
             .await?
             .ok_or_else(|| RegistryError::NotFound(reference.to_string()))
+    }
+
+    /// Approves a pending routine: it becomes active (its protocol's active routine is
+    /// disabled). The decision is kept with `reviewer`.
+    pub async fn approve(&self, reference: &str, reviewer: &str) -> Result<Routine, RegistryError> {
+        self.review(reference, reviewer, ReviewDecision::Approved, String::new())
+            .await
+    }
+
+    /// Rejects a pending routine with `reason`, which the programmer's next attempt at the
+    /// protocol reads. The decision is kept with `reviewer`.
+    pub async fn reject(
+        &self,
+        reference: &str,
+        reviewer: &str,
+        reason: &str,
+    ) -> Result<Routine, RegistryError> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(RegistryError::Invalid(
+                "a rejection needs a reason: the programmer reads it before its next attempt"
+                    .into(),
+            ));
+        }
+        self.review(reference, reviewer, ReviewDecision::Rejected, reason.into())
+            .await
+    }
+
+    /// Records a review decision on a pending routine and sets its status.
+    pub(crate) async fn review(
+        &self,
+        reference: &str,
+        reviewer: &str,
+        decision: ReviewDecision,
+        reason: String,
+    ) -> Result<Routine, RegistryError> {
+        let reviewer = reviewer.trim();
+        if reviewer.is_empty() {
+            return Err(RegistryError::Invalid(
+                "say who reviews: a reviewer name is required".into(),
+            ));
+        }
+        let routine = self.find(reference).await?;
+        let review = RoutineReview {
+            id: 0,
+            routine_id: routine.id,
+            protocol_hash: routine.protocol_hash,
+            decision,
+            reason,
+            reviewer: reviewer.to_string(),
+            decided_at_ms: self.clock.now_ms(),
+        };
+        let reviewed = self.store.programming().review_routine(&review).await?;
+        let routine = reviewed.ok_or_else(|| RegistryError::NotFound(reference.to_string()))?;
+        tracing::info!(routine = %routine.name, %decision, reviewer, "routine reviewed");
+        Ok(routine)
     }
 
     /// Removes a routine; returns it as it was.

@@ -27,6 +27,7 @@ mod programming;
 mod published;
 mod records;
 mod requests;
+mod reviews;
 mod routines;
 mod sender_memory;
 mod sender_routines;
@@ -45,8 +46,9 @@ pub use published::{
 };
 pub use records::{
     AttemptOutcome, Conversation, ConversationKind, Decision, DecisionOrigin, JobReason,
-    LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord, Routine,
-    RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus, StoredDocument,
+    LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord,
+    ReviewDecision, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineReview,
+    RoutineStatus, StoredDocument,
 };
 pub use requests::{RequestBucket, Requests};
 pub use sender_memory::{SenderMemory, SenderRecords, SenderRun, SenderTotals};

@@ -224,6 +224,41 @@ pub enum RoutineStatus {
     Active,
     /// It is kept but not run.
     Disabled,
+    /// The programmer wrote it under the `review` activation policy: it waits for the operator
+    /// and is not run.
+    Pending,
+    /// The operator rejected it (or replaced it with an edit); it is kept but never run.
+    Rejected,
+}
+
+/// What the operator decided about a pending routine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReviewDecision {
+    /// It may answer: it became active.
+    Approved,
+    /// It may not; the reason goes to the programmer's next attempt.
+    Rejected,
+    /// The operator replaced it with an edited routine (which waits for its own review).
+    Edited,
+}
+
+/// One review decision about a routine, with who made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutineReview {
+    /// Assigned by the store (0 in a new review).
+    pub id: i64,
+    /// The routine decided on.
+    pub routine_id: i64,
+    /// Its protocol.
+    pub protocol_hash: ProtocolHash,
+    /// The decision.
+    pub decision: ReviewDecision,
+    /// Why, in the reviewer's words (required for a rejection; for an edit, the new routine).
+    pub reason: String,
+    /// Who decided: the name the operator gave, e.g. their login.
+    pub reviewer: String,
+    /// When (Unix ms).
+    pub decided_at_ms: i64,
 }
 
 /// Why a programmer job (receiver or sender routine) was asked for.
@@ -370,7 +405,13 @@ stored_words!(ConversationKind {
 });
 stored_words!(RoutineLanguage { JavaScript => "javascript", Wasm => "wasm" });
 stored_words!(RoutineOrigin { Human => "human", Llm => "llm" });
-stored_words!(RoutineStatus { Active => "active", Disabled => "disabled" });
+stored_words!(RoutineStatus {
+    Active => "active",
+    Disabled => "disabled",
+    Pending => "pending",
+    Rejected => "rejected",
+});
+stored_words!(ReviewDecision { Approved => "approved", Rejected => "rejected", Edited => "edited" });
 stored_words!(JobReason { Threshold => "threshold", Failures => "failures" });
 stored_words!(AttemptOutcome {
     Passed => "passed",

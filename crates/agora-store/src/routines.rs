@@ -26,7 +26,7 @@ use crate::{
     StoreError,
 };
 
-const ROUTINE_COLUMNS: &str = "id, name, protocol_hash, language, tools, timeout_ms, \
+pub(crate) const ROUTINE_COLUMNS: &str = "id, name, protocol_hash, language, tools, timeout_ms, \
      memory_bytes, origin, status, runs, failures, last_error, last_failure_at, created_at, \
      updated_at";
 
@@ -219,7 +219,7 @@ impl Store {
 }
 
 /// Disables the active routine of a protocol, if any.
-async fn disable_active(
+pub(crate) async fn disable_active(
     connection: &mut AnyConnection,
     protocol_hash: &str,
     now_ms: i64,
@@ -234,13 +234,13 @@ async fn disable_active(
     Ok(())
 }
 
-async fn bump_version(connection: &mut AnyConnection) -> Result<(), StoreError> {
+pub(crate) async fn bump_version(connection: &mut AnyConnection) -> Result<(), StoreError> {
     let statement = sqlx::query("UPDATE routine_registry SET version = version + 1 WHERE id = 1");
     execute(&mut *connection, statement, "bump the routines version").await?;
     Ok(())
 }
 
-fn routine_from_row(row: &AnyRow) -> Result<Routine, StoreError> {
+pub(crate) fn routine_from_row(row: &AnyRow) -> Result<Routine, StoreError> {
     let columns = Columns::new(row, "routines: read column");
     let text = |column: &'static str| columns.get::<String>(column);
     let name = text("name")?;

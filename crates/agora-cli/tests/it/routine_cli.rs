@@ -164,6 +164,68 @@ fn routines_are_added_listed_tested_switched_and_removed() {
     assert_eq!(listed.as_array().unwrap().len(), 1);
 }
 
+/// `approve` and `reject` decide routines waiting for review (as the programmer leaves them
+/// under `activation = "review"`), once each, with the reviewer on record.
+#[test]
+fn pending_routines_are_approved_or_rejected_with_a_reviewer() {
+    let cli = Cli::new();
+    for name in ["first", "second"] {
+        let mut add = ADD_WEATHER_JS.to_vec();
+        add.extend(["--name", name, "--disabled"]);
+        cli.ok(&add);
+    }
+    let url = format!("sqlite://{}", cli.dir.path().join("node.db").display());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = agora_store::Store::connect(&url).await.unwrap();
+        for id in [1, 2] {
+            let pending = agora_store::RoutineStatus::Pending;
+            store.set_routine_status(id, pending, 1).await.unwrap();
+        }
+        store.close().await;
+    });
+    let refused = cli.fails(&["routine", "enable", "first"]);
+    assert!(refused.contains("approved or rejected"), "{refused}");
+
+    let approved = cli.ok(&["routine", "approve", "first", "--reviewer", "ada"]);
+    assert!(approved.contains("approved first"), "{approved}");
+    let no_reason = cli.fails(&["routine", "reject", "second"]);
+    assert!(no_reason.contains("--reason"), "{no_reason}");
+    let rejected = cli.ok(&[
+        "routine",
+        "reject",
+        "second",
+        "--reason",
+        "Too slow.",
+        "--reviewer",
+        "ada",
+    ]);
+    assert!(rejected.contains("rejected second"), "{rejected}");
+    let twice = cli.fails(&["routine", "approve", "second", "--reviewer", "ada"]);
+    assert!(twice.contains("not pending"), "{twice}");
+
+    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
+    let statuses: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["active", "rejected"]);
+    let reviews = runtime.block_on(async {
+        let store = agora_store::Store::connect(&url).await.unwrap();
+        store.programming().reviews(None).await.unwrap()
+    });
+    let decided: Vec<(&str, &str, &str)> = reviews
+        .iter()
+        .map(|r| (r.decision.as_str(), r.reviewer.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        decided,
+        [("approved", "ada", ""), ("rejected", "ada", "Too slow.")]
+    );
+}
+
 #[test]
 fn bad_routines_are_refused_with_a_reason() {
     let cli = Cli::new();

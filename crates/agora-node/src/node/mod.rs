@@ -43,6 +43,7 @@ mod programming;
 mod receiver;
 mod receiver_routines;
 mod registry;
+mod review;
 mod sender_routines;
 mod sending;
 mod transcript;
@@ -54,6 +55,7 @@ use ladder::Sender;
 pub use ladder::{ForeignSender, Rung, TaskRun};
 use programming::Programmer;
 use receiver::Receiver;
+pub use review::Review;
 pub use transcript::{Speaker, Transcript};
 
 /// Everything a node is built from.
@@ -335,6 +337,28 @@ impl Node {
     /// Disables a routine; its protocol goes back to the LLM at once.
     pub async fn disable_routine(&self, reference: &str) -> Result<Routine, RegistryError> {
         self.core.disable_routine(reference).await
+    }
+
+    /// The operator's review of a pending routine (the `review` activation policy), recorded
+    /// with `reviewer`: an approved routine serves at once; an edit is examined first and, when
+    /// it passes, is returned as a new pending routine.
+    pub async fn review_routine(
+        &self,
+        reference: &str,
+        reviewer: &str,
+        review: &Review,
+    ) -> Result<Routine, RegistryError> {
+        match review {
+            Review::Approve => self.core.approve_routine(reference, reviewer).await,
+            Review::Reject { reason } => {
+                let registry = self.core.routines();
+                registry.reject(reference, reviewer, reason).await
+            }
+            Review::Edit { source } => {
+                let edit = self.programmer.edit_routine(reference, reviewer, source);
+                edit.await
+            }
+        }
     }
 
     /// Removes a routine; its protocol goes back to the LLM at once.

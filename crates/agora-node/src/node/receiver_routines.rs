@@ -11,7 +11,8 @@
 //! example with an error reply from a check in its code (`if (!r.value) return { error: ... }`,
 //! which rejects a 0) gets that check taken out by the node (`programmer::guard`) and is
 //! examined again; the edit is kept only where more examples pass. A pass is stored as a routine
-//! of the registry and activated.
+//! of the registry and activated, or, under the `review` activation policy, kept `pending` until
+//! the operator approves it; a rejection's reason goes into the protocol's next prompt.
 //!
 //! An LLM-written routine that has failed `max_routine_failures` times is disabled and the
 //! programmer runs again, now with the failing requests among the examples (the fallback
@@ -20,11 +21,11 @@
 //! for the protocol is stored disabled.
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{Example, JobReason, RoutineOrigin, RoutineStatus};
+use agora_store::{Example, JobReason, ReviewDecision, RoutineOrigin, RoutineStatus};
 
 use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use super::programming::{Lesson, Programmer};
-use crate::config::ProgrammerConfig;
+use crate::config::{Activation, ProgrammerConfig};
 use crate::programmer::{Job, ProgrammerQueue, Unbuilt, build_and_load, exam, guard, prompt};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
@@ -76,6 +77,35 @@ impl Programmer {
                 self.consider_programming(hash, threshold).await;
             }
         }
+    }
+
+    /// Whether a routine of the protocol waits for the operator's review.
+    async fn pending_routine(&self, hash: &ProtocolHash) -> bool {
+        match self.core.store.routines().await {
+            Ok(routines) => routines
+                .iter()
+                .any(|r| r.protocol_hash == *hash && r.status == RoutineStatus::Pending),
+            Err(error) => {
+                tracing::error!(%error, "could not read the routines; no programmer job");
+                true
+            }
+        }
+    }
+
+    /// The operator's reason and the rejected source, when the protocol's latest review was a
+    /// rejection: the next prompt reads them.
+    async fn last_rejection(&self, hash: &ProtocolHash) -> Option<(String, Option<String>)> {
+        let reviews = self.core.store.programming().reviews(Some(hash)).await;
+        let reviews = reviews
+            .inspect_err(|error| tracing::error!(%error, "could not read the reviews"))
+            .ok()?;
+        let last = reviews.last()?;
+        if last.decision != ReviewDecision::Rejected {
+            return None;
+        }
+        let code = self.core.store.routine_code(last.routine_id).await;
+        let source = code.ok().flatten().and_then(|code| code.source);
+        Some((last.reason.clone(), source))
     }
 
     /// Retires an LLM-written routine that failed too often, and asks for a new one.
@@ -153,8 +183,9 @@ impl JobSubject for ProtocolHash {
         tracing::info_span!("agora.node.program", protocol_hash = %self, reason = %reason)
     }
 
+    /// An active routine, or one waiting for the operator's review.
     async fn has_routine(&self, node: &Programmer) -> bool {
-        node.core.routines.active(self).is_some()
+        node.core.routines.active(self).is_some() || node.pending_routine(self).await
     }
 
     fn answering_program(&self, node: &Programmer) -> Option<String> {
@@ -175,7 +206,10 @@ impl JobSubject for ProtocolHash {
         // The tools the responder was offered for this protocol, so the routine is written
         // (and granted) for what the examples could have called.
         let tools = node.core.focus(Subject::Protocol(document)).tools;
-        let messages = prompt::first_messages(document, &tools, &examples[shown..]);
+        let mut messages = prompt::first_messages(document, &tools, &examples[shown..]);
+        if let Some((reason, source)) = node.last_rejection(self).await {
+            messages = prompt::after_rejection(messages, &reason, source.as_deref());
+        }
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
             messages,
@@ -240,17 +274,22 @@ impl JobSubject for ProtocolHash {
             activate: !node.core.human_routine_active(&hash).await,
         };
         let activate = spec.activate;
+        let review = node.core.config.programmer.activation_for(&hash) == Activation::Review;
         let routine = node
             .core
             .routines()
-            .add_built(spec, passed.pass)
+            .add_built(spec, passed.pass, review)
             .await
             .map_err(|error| error.to_string())?;
-        tracing::info!(routine = %routine.name, attempt = passed.attempt, active = activate, "the programmer wrote a routine");
+        tracing::info!(routine = %routine.name, attempt = passed.attempt, status = %routine.status, "the programmer wrote a routine");
+        let note = if review {
+            Some("; waiting for the operator's review")
+        } else {
+            (!activate).then_some("; stored disabled: a human-written routine serves this protocol")
+        };
         Ok(Kept {
             routine_id: routine.id,
-            note: (!activate)
-                .then_some("; stored disabled: a human-written routine serves this protocol"),
+            note,
         })
     }
 

@@ -45,9 +45,19 @@ impl Core {
         self.synced(self.routines().remove(reference).await).await
     }
 
+    /// Approves a pending routine, which serves at once.
+    pub(crate) async fn approve_routine(
+        &self,
+        reference: &str,
+        reviewer: &str,
+    ) -> Result<Routine, RegistryError> {
+        self.synced(self.routines().approve(reference, reviewer).await)
+            .await
+    }
+
     /// `changed`, once the node serves with it: [`Self::sync_after_change`] after a change
     /// that was stored.
-    async fn synced(
+    pub(super) async fn synced(
         &self,
         changed: Result<Routine, RegistryError>,
     ) -> Result<Routine, RegistryError> {

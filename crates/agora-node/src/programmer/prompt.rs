@@ -62,6 +62,9 @@ Rules:\n",
     plain_javascript_and_example!()
 );
 
+/// The first prompt's closing request.
+const WRITE_NOW: &str = "Write handle(body) now.";
+
 /// The first request for a routine.
 pub(crate) fn first_messages(
     document: &VerifiedDocument,
@@ -95,7 +98,7 @@ pub(crate) fn first_messages(
     }
     let drafts = examples.iter().map(receiver_draft);
     user.push_str(&traced_drafts(drafts));
-    user.push_str("Write handle(body) now.");
+    user.push_str(WRITE_NOW);
     vec![Message::system(RULES), Message::user(user)]
 }
 
@@ -149,6 +152,33 @@ pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> Str
         "Merge these into one handle that fits every example.\n\n"
     });
     text
+}
+
+/// The first prompt with the operator's rejection of an earlier routine for the protocol: its
+/// reason, and its code when it was JavaScript, before the closing request.
+pub(crate) fn after_rejection(
+    mut messages: Vec<Message>,
+    reason: &str,
+    source: Option<&str>,
+) -> Vec<Message> {
+    let mut note = format!(
+        "The operator rejected an earlier routine for this protocol. Their reason: {}\n",
+        clip(reason)
+    );
+    if let Some(source) = source {
+        note.push_str(&format!(
+            "The rejected code:\n```javascript\n{source}\n```\n"
+        ));
+    }
+    note.push_str("Write handle(body) so that the reason no longer applies.");
+    if let Some(last) = messages.last_mut() {
+        let asked = last
+            .content
+            .strip_suffix(WRITE_NOW)
+            .unwrap_or(&last.content);
+        last.content = format!("{asked}{note}");
+    }
+    messages
 }
 
 /// The conversation continued with a failed candidate and what went wrong.

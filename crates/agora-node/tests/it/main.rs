@@ -7,4 +7,5 @@ mod programmer;
 mod protocol_fit;
 mod real_model_fit;
 mod receiver;
+mod review;
 mod routines;

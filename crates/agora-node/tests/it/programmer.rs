@@ -26,19 +26,19 @@ use tempfile::TempDir;
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
 
-fn hash() -> ProtocolHash {
+pub(crate) fn hash() -> ProtocolHash {
     ProtocolHash::of(WEATHER_PD.as_bytes())
 }
 
 /// The candidates the scripted programmer hands out, in order, and a gate that can hold it.
 #[derive(Clone, Default)]
-struct Programmer {
+pub(crate) struct Programmer {
     candidates: Arc<Mutex<VecDeque<&'static str>>>,
     gate: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Programmer {
-    fn with(candidates: &[&'static str]) -> Self {
+    pub(crate) fn with(candidates: &[&'static str]) -> Self {
         let programmer = Self::default();
         programmer
             .candidates
@@ -74,12 +74,12 @@ impl Programmer {
     }
 }
 
-fn is_programmer_call(request: &ChatRequest) -> bool {
+pub(crate) fn is_programmer_call(request: &ChatRequest) -> bool {
     schema_name(request).is_none() && system_prompt(request).contains("handle(body)")
 }
 
 /// A correct weather agent, and the scripted programmer.
-fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
+pub(crate) fn llm(programmer: &Programmer) -> Arc<ScriptedLlm> {
     weather_agent(Some(programmer.clone()), correct_step)
 }
 
@@ -203,7 +203,7 @@ async fn rejects_lima_else_wrong(
 /// "wrong once more": other code, same behaviour) drops a field;
 /// "flaky" is right except for Atlantis, where it fails; [`GUARDED`] rejects Lima; anything else
 /// does not build.
-fn engine() -> ScriptedRoutineEngine {
+pub(crate) fn engine() -> ScriptedRoutineEngine {
     ScriptedRoutineEngine::new()
         .routine("good", good)
         .routine(GUARDED, rejects_lima)
@@ -238,7 +238,7 @@ fn engine() -> ScriptedRoutineEngine {
         })
 }
 
-async fn node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) -> Node {
+pub(crate) async fn node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) -> Node {
     node_with(llm(programmer), engine(), dir, |c| {
         c.thresholds.implementation = threshold;
     })
@@ -246,7 +246,7 @@ async fn node(dir: &std::path::Path, programmer: &Programmer, threshold: u64) ->
 }
 
 /// A node with the weather tool and document, `llm` and `engine`, configured by `configure`.
-async fn node_with(
+pub(crate) async fn node_with(
     llm: Arc<ScriptedLlm>,
     engine: ScriptedRoutineEngine,
     dir: &std::path::Path,
@@ -269,7 +269,7 @@ async fn with_document(node: Node) -> Node {
     node
 }
 
-async fn ask(node: &Node, location: &str, day: u32) -> Reply {
+pub(crate) async fn ask(node: &Node, location: &str, day: u32) -> Reply {
     let reply = node
         .handle(Request {
             protocol: ProtocolRef::Protocol(hash()),
@@ -290,21 +290,21 @@ fn assert_report(attempt: &RoutineAttempt, holds: impl FnOnce(&str) -> bool) {
 
 /// The outcome of every attempt, in order.
 /// The programmer's attempts for the weather protocol, oldest first.
-async fn attempts_of(node: &Node) -> Vec<RoutineAttempt> {
+pub(crate) async fn attempts_of(node: &Node) -> Vec<RoutineAttempt> {
     agora_testkit::attempts(node, &hash()).await
 }
 
-fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
+pub(crate) fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
     attempts.iter().map(|a| a.outcome.as_str()).collect()
 }
 
-async fn paths(node: &Node) -> Vec<RequestPath> {
+pub(crate) async fn paths(node: &Node) -> Vec<RequestPath> {
     let mut requests = agora_testkit::recent_requests(node, 100).await;
     requests.reverse();
     requests.into_iter().map(|r| r.path).collect()
 }
 
-async fn implementing_calls(node: &Node) -> usize {
+pub(crate) async fn implementing_calls(node: &Node) -> usize {
     agora_testkit::llm_calls(node)
         .await
         .iter()

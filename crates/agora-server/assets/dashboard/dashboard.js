@@ -79,7 +79,49 @@
     return { ok: response.ok, status: response.status, value: value };
   }
 
+  // A review decision: the reviewer's name (remembered in this browser) and, for a rejection
+  // or an edit, its reason or source. A passing edit is a new routine: its page is opened.
+  async function review(button) {
+    const field = (id) => (document.getElementById(id) || { value: "" }).value;
+    const reviewer = field("review-reviewer").trim();
+    if (!reviewer) {
+      say("say who reviews: fill in Reviewer", true);
+      return;
+    }
+    window.localStorage.setItem("agora-reviewer", reviewer);
+    const body = { reviewer: reviewer };
+    if (button.dataset.needs === "reason") body.reason = field("review-reason");
+    if (button.dataset.needs === "source") body.source = field("review-source");
+    const result = await admin(button.dataset.review, body);
+    if (!result.ok) {
+      say(result.value.message || result.value, true);
+      return;
+    }
+    if (button.dataset.needs === "source") {
+      window.location.assign("/dashboard/routines/" + result.value.id);
+      return;
+    }
+    say("done: " + button.textContent.trim().toLowerCase(), false);
+    window.location.reload();
+  }
+
+  const reviewer = document.getElementById("review-reviewer");
+  if (reviewer) reviewer.value = window.localStorage.getItem("agora-reviewer") || "";
+
   document.addEventListener("click", async (event) => {
+    const reviewButton = event.target.closest("button[data-review]");
+    if (reviewButton) {
+      event.preventDefault();
+      reviewButton.disabled = true;
+      try {
+        await review(reviewButton);
+      } catch (error) {
+        say("the request failed: " + error.message, true);
+      } finally {
+        reviewButton.disabled = false;
+      }
+      return;
+    }
     const button = event.target.closest("button[data-action], button[data-test]");
     if (!button) return;
     event.preventDefault();

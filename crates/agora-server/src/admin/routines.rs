@@ -9,16 +9,23 @@
 //! | `POST /admin/routines/{routine}/enable` | activate it (its protocol's other routine is disabled) |
 //! | `POST /admin/routines/{routine}/disable` | disable it (its protocol goes back to the LLM) |
 //! | `POST /admin/routines/{routine}/test` | run it once on `{"body": ...}`; nothing is recorded |
+//! | `GET /admin/routines/{routine}/review` | what a reviewer needs: source, tools, the examples with the LLM's replies, the examination's report, the active routine it would replace, earlier decisions |
+//! | `POST /admin/routines/{routine}/approve` | `{"reviewer"}`: a pending routine answers from then on |
+//! | `POST /admin/routines/{routine}/reject` | `{"reviewer", "reason"}`: the programmer reads the reason next time |
+//! | `POST /admin/routines/{routine}/edit` | `{"reviewer", "source"}`: examined; a pass is a new pending routine (`201`), a failure `422` with the report |
 //! | `DELETE /admin/routines/{routine}` | remove it |
 //!
 //! `{routine}` is a routine's name or id.
 
 use std::time::Duration;
 
+use agora_node::Node;
 use agora_node::RoutineSpec;
-use agora_node::{ProtocolInput, RegistryError, RoutineError, RoutineLimits, RoutineSource};
+use agora_node::{
+    ProtocolInput, RegistryError, Review, RoutineError, RoutineLimits, RoutineSource,
+};
 use agora_protocol::{Body, ErrorCode, ProtocolHash, Reply};
-use agora_store::{Routine, RoutineOrigin};
+use agora_store::{Routine, RoutineOrigin, RoutineStatus, StoreError};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -55,6 +62,19 @@ pub fn router() -> Router<AppState> {
             post(|state, reference| set_status(state, reference, false)),
         )
         .route("/routines/{routine}/test", post(test_routine))
+        .route("/routines/{routine}/review", get(review_page))
+        .route(
+            "/routines/{routine}/approve",
+            post(|state, reference, body| review(state, reference, body, Verdict::Approve)),
+        )
+        .route(
+            "/routines/{routine}/reject",
+            post(|state, reference, body| review(state, reference, body, Verdict::Reject)),
+        )
+        .route(
+            "/routines/{routine}/edit",
+            post(|state, reference, body| review(state, reference, body, Verdict::Edit)),
+        )
 }
 
 /// A routine as the admin API shows it.
@@ -95,6 +115,7 @@ fn registry_error(error: RegistryError) -> ApiError {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         RegistryError::NoEngine => StatusCode::SERVICE_UNAVAILABLE,
+        RegistryError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
         RegistryError::Routine(_) | RegistryError::Store(_) => {
             tracing::error!(%error, "routine registry operation failed");
             return ApiError::internal();
@@ -258,4 +279,128 @@ async fn test_routine(
         Err(error) => Reply::failure(ErrorCode::HandlerFailed, error.to_string()),
     };
     Ok(Json(reply.to_json()))
+}
+
+/// Which review route was called.
+#[derive(Clone, Copy)]
+enum Verdict {
+    Approve,
+    Reject,
+    Edit,
+}
+
+/// `POST /admin/routines/{routine}/approve`, `.../reject` or `.../edit`: the decision is kept
+/// with `reviewer`. An edit that passes its examination answers `201` with the new pending
+/// routine; the others answer the reviewed routine.
+async fn review(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+    JsonBody(value): JsonBody,
+    verdict: Verdict,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    let required = |key: &'static str| {
+        text(key).ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))
+    };
+    let reviewer = required("reviewer")?;
+    let decision = match verdict {
+        Verdict::Approve => Review::Approve,
+        Verdict::Reject => Review::Reject {
+            reason: required("reason")?,
+        },
+        Verdict::Edit => Review::Edit {
+            source: required("source")?,
+        },
+    };
+    let routine = state
+        .node
+        .review_routine(&reference, &reviewer, &decision)
+        .await
+        .map_err(registry_error)?;
+    let status = match verdict {
+        Verdict::Edit => StatusCode::CREATED,
+        Verdict::Approve | Verdict::Reject => StatusCode::OK,
+    };
+    Ok((status, Json(routine_json(&routine))))
+}
+
+/// `GET /admin/routines/{routine}/review`: see [`review_of`].
+async fn review_page(
+    State(state): State<AppState>,
+    Path(reference): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let routine = state
+        .node
+        .routines()
+        .find(&reference)
+        .await
+        .map_err(registry_error)?;
+    let review = review_of(&state.node, &routine).await.map_err(|error| {
+        tracing::error!(%error, "reading a routine's review failed");
+        ApiError::internal()
+    })?;
+    Ok(Json(review))
+}
+
+/// What a reviewer needs of `routine`: the routine with its source and tools, the programmer's
+/// attempt that wrote it (its examination report), the protocol's kept examples (request, the
+/// LLM's tool calls and reply), the active routine it would replace with its source and a
+/// unified diff from it, and the decisions on the protocol's routines so far.
+pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, StoreError> {
+    let store = node.store();
+    let hash = routine.protocol_hash;
+    let source = |id| async move {
+        let code = store.routine_code(id).await?;
+        Ok::<_, StoreError>(code.and_then(|code| code.source))
+    };
+    let programming = store.programming();
+    let examples = programming.examples(&hash, 20).await?;
+    let attempts = programming.attempts(Some(&hash)).await?;
+    let attempt = attempts.iter().find(|a| a.routine_id == Some(routine.id));
+    let reviews = programming.reviews(Some(&hash)).await?;
+    let own = source(routine.id).await?;
+    let all = store.routines().await?;
+    let active = all.iter().find(|r| {
+        r.protocol_hash == hash && r.status == RoutineStatus::Active && r.id != routine.id
+    });
+    let replaces = match active {
+        Some(active) => {
+            let theirs = source(active.id).await?;
+            let mut shown = routine_json(active);
+            shown["source"] = json!(theirs);
+            let diff = similar::TextDiff::from_lines(
+                theirs.as_deref().unwrap_or_default(),
+                own.as_deref().unwrap_or_default(),
+            );
+            let header = (active.name.as_str(), routine.name.as_str());
+            shown["diff"] = json!(diff.unified_diff().header(header.0, header.1).to_string());
+            shown
+        }
+        None => Value::Null,
+    };
+    let mut shown = routine_json(routine);
+    shown["source"] = json!(own);
+    let examples: Vec<Value> = examples
+        .iter()
+        .map(|e| json!({"body": e.body, "toolCalls": e.tool_calls, "llmReply": e.reply}))
+        .collect();
+    let reviews: Vec<Value> = reviews
+        .iter()
+        .map(|r| {
+            json!({
+                "routineId": r.routine_id, "decision": r.decision.as_str(), "reason": r.reason,
+                "reviewer": r.reviewer, "decidedAt": r.decided_at_ms,
+            })
+        })
+        .collect();
+    let examination = attempt.map(|a| {
+        json!({"job": a.job, "attempt": a.attempt, "outcome": a.outcome.as_str(), "report": a.report})
+    });
+    Ok(json!({
+        "routine": shown,
+        "examination": examination,
+        "examples": examples,
+        "replaces": replaces,
+        "reviews": reviews,
+    }))
 }

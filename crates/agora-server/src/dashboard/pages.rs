@@ -232,6 +232,10 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
             })
         })
         .collect();
+    // Shown for a routine waiting for review, and once the protocol's routines were reviewed.
+    let review = crate::admin::routines::review_of(node, &routine).await?;
+    let reviewed = routine.status == RoutineStatus::Pending
+        || review["reviews"].as_array().is_some_and(|r| !r.is_empty());
     let example = store
         .programming()
         .examples(&routine.protocol_hash, 1)
@@ -252,6 +256,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         "source": code.and_then(|c| c.source),
         "exampleBody": example.unwrap_or_else(|| "{}".into()),
         "attempts": attempts,
+        "review": reviewed.then_some(review),
     })))
 }
 

@@ -251,3 +251,157 @@ async fn an_operator_disables_a_routine_in_the_browser_and_sees_the_next_request
     browser.client.close().await.unwrap();
     server.stop().await;
 }
+
+/// What Bob's LLM answers every weather request with, as a routine: it passes an examination on
+/// the LLM's examples.
+const SAME_AS_THE_LLM: &str = "function handle(body) {\n  // the operator's edit\n  return { temperature: 1.5, precipitation: 0.0, weatherCondition: \"sunny\" };\n}\n";
+/// A routine that answers something else.
+const NOT_THE_LLM: &str = "function handle(body) {\n  return { temperature: 99, precipitation: 0.0, weatherCondition: \"sunny\" };\n}\n";
+
+/// Bob with no routine answering yet: his LLM answered two requests (the protocol's examples),
+/// and three routines wait for review, as the programmer leaves them under
+/// `activation = "review"`.
+async fn bob_with_pending_routines(
+    dir: &std::path::Path,
+) -> (TestServer, Vec<agora_store::Routine>) {
+    let llm = ScriptedLlm::new(|request| {
+        match agora_testkit::schema_name(request) {
+        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
+        _ => Ok(json!({"tool": "final_answer", "answer":
+            json!({"temperature": 1.5, "precipitation": 0.0, "weatherCondition": "sunny"}).to_string()})
+        .to_string()),
+    }
+    });
+    let server = NodeBuilder::new(llm, dir)
+        .config(|c| c.thresholds.implementation = u64::MAX)
+        .routine_engine(Arc::new(crate::fixtures::js_runtime()))
+        .admin_token(TOKEN)
+        .spawn()
+        .await;
+    server.node.add_document(WEATHER_PD, &[]).await.unwrap();
+    for place in ["London, UK", "Paris, France"] {
+        ask(&server, place).await;
+    }
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    let examples = server.node.store().programming().examples(&hash, 10).await;
+    assert_eq!(
+        examples.unwrap().len(),
+        2,
+        "the LLM's answers are kept as examples"
+    );
+    let mut pending = Vec::new();
+    for (name, source) in [
+        ("llm-a", SAME_AS_THE_LLM),
+        ("llm-b", SAME_AS_THE_LLM),
+        ("llm-c", NOT_THE_LLM),
+    ] {
+        let mut spec = agora_testkit::human_routine(name, WEATHER_PD, source, &[]);
+        spec.origin = agora_store::RoutineOrigin::Llm;
+        spec.activate = false;
+        let routine = server.node.add_routine(spec).await.unwrap();
+        let status = agora_store::RoutineStatus::Pending;
+        let store = server.node.store();
+        pending.push(
+            store
+                .set_routine_status(routine.id, status, 1)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    server.node.sync_routines().await.unwrap();
+    (server, pending)
+}
+
+async fn fill(client: &Client, css: &str, text: &str) {
+    let element = client.find(Locator::Css(css)).await.unwrap();
+    element.clear().await.unwrap();
+    element.send_keys(text).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium, chromedriver and the JavaScript engine: scripts/test.sh"]
+async fn an_operator_approves_rejects_and_edits_pending_routines_in_the_browser() {
+    let dir = temp_dir();
+    let (server, pending) = bob_with_pending_routines(dir.path()).await;
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    browser::log_in(c, &format!("{}/dashboard/login", server.url), TOKEN).await;
+    let page = |routine: &agora_store::Routine| {
+        format!("{}/dashboard/routines/{}", server.url, routine.id)
+    };
+    let status = |id: i64| {
+        let node = server.node.clone();
+        async move {
+            node.store()
+                .routine(id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str()
+                .to_string()
+        }
+    };
+
+    // The routines page links each pending routine to its review.
+    c.goto(&format!("{}/dashboard/routines", server.url))
+        .await
+        .unwrap();
+    wait_text(c, "#routines-table .review-link", |t| {
+        t.starts_with("Review")
+    })
+    .await;
+
+    // Approve: the routine answers the next request, with no LLM call.
+    c.goto(&page(&pending[0])).await.unwrap();
+    let examples = wait_text(c, "#review-examples", |t| t.contains("London")).await;
+    assert!(
+        examples.contains("sunny"),
+        "the LLM's replies are shown: {examples}"
+    );
+    screenshot(c, "review").await;
+    browser::click(c, "button.approve").await;
+    wait_text(c, "#action-result", |t| t.contains("Reviewer")).await;
+    fill(c, "#review-reviewer", "ada").await;
+    browser::click(c, "button.approve").await;
+    wait_text(c, "#review-decisions", |t| t.contains("ada approved")).await;
+    assert_eq!(status(pending[0].id).await, "active");
+    ask(&server, "Oslo, Norway").await;
+    let last = agora_testkit::recent_requests(&server.node, 1).await;
+    assert_eq!(last[0].path, RequestPath::Routine);
+
+    // Reject with a reason; the reviewer is remembered.
+    c.goto(&page(&pending[1])).await.unwrap();
+    let reviewer = c.find(Locator::Css("#review-reviewer")).await.unwrap();
+    assert_eq!(
+        reviewer.prop("value").await.unwrap().as_deref(),
+        Some("ada")
+    );
+    fill(c, "#review-reason", "Say the unit of the temperature.").await;
+    browser::click(c, "button.reject").await;
+    wait_text(c, "#review-decisions", |t| t.contains("Say the unit")).await;
+    assert_eq!(status(pending[1].id).await, "rejected");
+
+    // Edit: a failing edit is refused with its report and stored nowhere; a passing one is a
+    // new routine waiting for review, whose page opens.
+    c.goto(&page(&pending[2])).await.unwrap();
+    wait_text(c, "#review-edit summary", |t| t == "Edit").await;
+    browser::click(c, "#review-edit summary").await;
+    browser::click(c, "button.edit").await;
+    let refused = wait_text(c, "#action-result", |t| !t.is_empty()).await;
+    assert!(refused.contains("failed its examination"), "{refused}");
+    assert_eq!(server.node.routines().list().await.unwrap().len(), 3);
+    fill(c, "#review-source", SAME_AS_THE_LLM).await;
+    browser::click(c, "button.edit").await;
+    let title = wait_text(c, "h1", |t| t.contains("llm-c-edit")).await;
+    assert_eq!(title, "Routine llm-c-edit");
+    wait_text(c, "#review-decisions", |t| t.contains("ada edited")).await;
+    assert_eq!(status(pending[2].id).await, "rejected");
+    screenshot(c, "review-edit").await;
+    let errors = console_errors(c).await;
+    assert!(
+        errors.iter().all(|e| e.contains("422")),
+        "console errors: {errors:?}"
+    );
+}

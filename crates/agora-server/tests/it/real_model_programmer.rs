@@ -1,7 +1,9 @@
 //! The node writing its own routine with the real local model, end to end over loopback HTTP:
 //! five weather-protocol requests answered by the LLM with the weather tool, a JavaScript routine
 //! written by the model, built by the real WebAssembly runtime and examined on those requests,
-//! then the next requests answered by that routine with no LLM call at all.
+//! then the next requests answered by that routine with no LLM call at all; and, under the
+//! `review` activation policy, the same routine waiting until the operator approves it through
+//! the admin API.
 //!
 //! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
 //! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` and `AGORA_JS_ENGINE` set.
@@ -13,30 +15,40 @@ use std::time::Instant;
 
 use crate::fixtures::{expected_forecast, js_runtime, print_attempts, real_model_bob};
 use crate::support::Spawn;
+use agora_node::Activation;
 use agora_protocol::{ProtocolHash, data_uri};
+use agora_store::Routine;
 use agora_store::{RequestPath, RoutineOrigin, RoutineStatus};
-use agora_testkit::temp_dir;
+use agora_testkit::{TestServer, temp_dir};
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local model: run by scripts/test.sh"]
-async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
-    let dir = temp_dir();
-    let server = real_model_bob(dir.path())
-        .config(|c| c.thresholds.implementation = 5)
-        .routine_engine(Arc::new(js_runtime()))
-        .spawn()
-        .await;
-    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
-    let request = |location: &str, date: &str| {
-        json!({
-            "protocolHash": hash.to_hex(),
-            "protocolSources": [data_uri::encode(WEATHER_PD)],
-            "body": json!({"location": location, "date": date}).to_string(),
-        })
-    };
+/// A weather request over HTTP for `location` on `date`.
+fn request(location: &str, date: &str) -> Value {
+    json!({
+        "protocolHash": ProtocolHash::of(WEATHER_PD.as_bytes()).to_hex(),
+        "protocolSources": [data_uri::encode(WEATHER_PD)],
+        "body": json!({"location": location, "date": date}).to_string(),
+    })
+}
 
+/// Bob with the real model and the real routine runtime, writing routines after five
+/// LLM-answered requests under `activation`.
+async fn bob(dir: &std::path::Path, activation: Activation) -> TestServer {
+    real_model_bob(dir)
+        .config(|c| {
+            c.thresholds.implementation = 5;
+            c.programmer.activation = activation;
+        })
+        .routine_engine(Arc::new(js_runtime()))
+        .admin_token("review-token")
+        .spawn()
+        .await
+}
+
+/// Five requests answered by the LLM, then the programmer's job: the routine it wrote.
+async fn five_answers_and_a_routine(server: &TestServer) -> Routine {
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     // `AGORA_TEST_TRIAL=n` picks other places (other forecasts, so other examples) for measuring
     // the pass rate over several runs; the default run is the same every time.
     let places = [
@@ -53,17 +65,10 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
-    let asked: Vec<(&str, String)> = (0..5)
-        .map(|i| {
-            let place = places[(i + trial * 3) % places.len()];
-            (
-                place,
-                format!("2025-{:02}-{:02}", 1 + (i + trial) % 12, 3 + 5 * i),
-            )
-        })
-        .collect();
-    for (location, date) in &asked {
-        let (status, reply) = server.post("/", &request(location, date.as_str())).await;
+    for i in 0..5 {
+        let location = places[(i + trial * 3) % places.len()];
+        let date = format!("2025-{:02}-{:02}", 1 + (i + trial) % 12, 3 + 5 * i);
+        let (status, reply) = server.post("/", &request(location, &date)).await;
         assert_eq!(status, 200);
         assert_eq!(reply["status"], "success", "{reply}");
         eprintln!("LLM reply for {location} {date}: {}", reply["body"]);
@@ -80,14 +85,12 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
         .node
         .store()
         .routine(passed.routine_id.unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (routine.origin, routine.status),
-        (RoutineOrigin::Llm, RoutineStatus::Active)
-    );
+        .await;
+    routine.unwrap().unwrap()
+}
 
+/// The next two requests are answered by the routine with the tool's data, with no LLM call.
+async fn the_routine_answers_without_the_llm(server: &TestServer) {
     let calls_before = agora_testkit::llm_calls(&server.node).await.len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
@@ -114,4 +117,44 @@ async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm()
             .iter()
             .all(|r| r.path == RequestPath::Routine && r.llm_calls == 0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
+    let dir = temp_dir();
+    let server = bob(dir.path(), Activation::Auto).await;
+    let routine = five_answers_and_a_routine(&server).await;
+    assert_eq!(
+        (routine.origin, routine.status),
+        (RoutineOrigin::Llm, RoutineStatus::Active)
+    );
+    the_routine_answers_without_the_llm(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_routine_under_review_answers_once_approved_over_the_admin_api() {
+    let dir = temp_dir();
+    let server = bob(dir.path(), Activation::Review).await;
+    let routine = five_answers_and_a_routine(&server).await;
+    assert_eq!(routine.status, RoutineStatus::Pending);
+    // Waiting: the LLM answers.
+    let calls = agora_testkit::llm_calls(&server.node).await.len();
+    let (_, reply) = server
+        .post("/", &request("Rome, Italy", "2025-05-05"))
+        .await;
+    assert_eq!(reply["status"], "success", "{reply}");
+    assert!(agora_testkit::llm_calls(&server.node).await.len() > calls);
+
+    let approve = format!("{}/admin/routines/{}/approve", server.url, routine.id);
+    let response = reqwest::Client::new()
+        .post(approve)
+        .bearer_auth("review-token")
+        .json(&json!({"reviewer": "ada"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    the_routine_answers_without_the_llm(&server).await;
 }

@@ -138,6 +138,7 @@ on_both_backends!(
     routines_round_trip_with_their_code,
     one_routine_is_active_per_protocol,
     requests_count_routine_runs_and_failures,
+    reviews_decide_pending_routines_once,
     publishing_is_idempotent_and_numbers_entries,
     pages_follow_seq_order,
     search_narrows_by_lowercased_words,

@@ -3,8 +3,8 @@
 
 use agora_protocol::ProtocolHash;
 use agora_store::{
-    NewRoutine, RequestPath, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineStatus,
-    Store, StoreError,
+    NewRoutine, RequestPath, ReviewDecision, Routine, RoutineCode, RoutineLanguage, RoutineOrigin,
+    RoutineReview, RoutineStatus, Store, StoreError,
 };
 
 use super::{hash, request};
@@ -221,4 +221,78 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
         .record_request(&late, None)
         .await
         .expect("record");
+}
+
+/// Reviews: approving a pending routine activates it (disabling the protocol's active one) and
+/// records the decision in the same transaction; a routine that is not pending cannot be
+/// reviewed; reviews are listed per protocol, oldest first.
+pub async fn reviews_decide_pending_routines_once(fixture: Fixture) {
+    let store = fixture.open().await;
+    let active = add_active(&store, "human", 1, 1_000).await;
+    let pending = new_routine("llm-a", hash(1), RoutineStatus::Pending);
+    let pending = store.add_routine(&pending, 2_000).await.expect("add");
+    let other = new_routine("llm-b", hash(2), RoutineStatus::Pending);
+    let other = store.add_routine(&other, 2_000).await.expect("add");
+    let version = store.routines_version().await.expect("version");
+    let review = |routine_id, decision, reason: &str, at| RoutineReview {
+        id: 0,
+        routine_id,
+        protocol_hash: hash(9), // the store takes the routine's own
+        decision,
+        reason: reason.to_string(),
+        reviewer: "ada".to_string(),
+        decided_at_ms: at,
+    };
+
+    let approved = store
+        .programming()
+        .review_routine(&review(pending.id, ReviewDecision::Approved, "", 3_000))
+        .await
+        .expect("review")
+        .expect("the routine exists");
+    assert_eq!(approved.status, RoutineStatus::Active);
+    let human = store.routine(active.id).await.unwrap().unwrap();
+    assert_eq!(
+        human.status,
+        RoutineStatus::Disabled,
+        "one active per protocol"
+    );
+    assert!(store.routines_version().await.unwrap() > version);
+
+    let twice = store
+        .programming()
+        .review_routine(&review(pending.id, ReviewDecision::Rejected, "no", 4_000))
+        .await;
+    assert!(matches!(twice, Err(StoreError::Conflict(_))), "{twice:?}");
+    let missing = store
+        .programming()
+        .review_routine(&review(999, ReviewDecision::Approved, "", 4_000))
+        .await;
+    assert!(matches!(missing, Ok(None)), "{missing:?}");
+    let rejected = store
+        .programming()
+        .review_routine(&review(
+            other.id,
+            ReviewDecision::Rejected,
+            "too slow",
+            5_000,
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rejected.status, RoutineStatus::Rejected);
+
+    let first = store.programming().reviews(Some(&hash(1))).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        (
+            first[0].protocol_hash,
+            first[0].decision,
+            first[0].decided_at_ms
+        ),
+        (hash(1), ReviewDecision::Approved, 3_000)
+    );
+    let all = store.programming().reviews(None).await.unwrap();
+    let reasons: Vec<&str> = all.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, ["", "too slow"]);
 }
