@@ -44,7 +44,9 @@ pub use node::{
     Rung, Speaker, TaskRun, Transcript,
 };
 pub use observer::{Observer, RequestHooks, Step, ToolCaller, observed};
-pub use routine_registry::{ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec};
+pub use routine_registry::{
+    ExampleOutcome, ProtocolInput, RegistryError, RoutineRegistry, RoutineSpec,
+};
 pub use routine_table::{GrantedTools, SyncReport};
 pub use routines::{
     LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineManifest, RoutineSource,

@@ -17,12 +17,15 @@ use agora_store::{
 };
 
 use crate::clock::Clock;
+use crate::programmer::exam;
 use crate::routine_table::{GrantedTools, limits_of};
 use crate::routines::{RoutineEngine, RoutineError, RoutineLimits, RoutineSource};
 use crate::tools::ToolRegistry;
 
 /// Longest deadline a routine may ask for.
 const MAX_TIMEOUT_MS: u128 = 60_000;
+/// Kept examples [`RoutineRegistry::examine`] runs a routine on at most.
+const MAX_EXAMINED: i64 = 20;
 /// Least and most memory a routine may ask for.
 const MEMORY_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(4 << 30);
 
@@ -354,6 +357,38 @@ impl RoutineRegistry {
         Ok(self.store.programming().attempts(Some(hash)).await?)
     }
 
+    /// Runs a routine on its protocol's kept examples as the programmer examines a candidate:
+    /// each tool call is answered from the recording (no tool runs, nothing is written), and
+    /// each reply is graded against the LLM's. Whatever the routine's status; nothing is
+    /// recorded.
+    pub async fn examine(&self, reference: &str) -> Result<Vec<ExampleOutcome>, RegistryError> {
+        let routine = self.find(reference).await?;
+        let code = self.code(&routine).await?;
+        let loaded = self.engine()?.load(&code.component).await?;
+        let hash = routine.protocol_hash;
+        let examples = self
+            .store
+            .programming()
+            .examples(&hash, MAX_EXAMINED)
+            .await?;
+        let document = self.store.document(&hash).await?;
+        let schema = document
+            .and_then(|stored| exam::reply_schema(stored.document.text()))
+            .and_then(|schema| jsonschema::validator_for(&schema).ok());
+        let limits = limits_of(&routine);
+        let report = exam::examine(loaded.as_ref(), &examples, schema.as_ref(), limits).await;
+        Ok(report
+            .results
+            .into_iter()
+            .map(|result| ExampleOutcome {
+                body: result.body,
+                llm_reply: result.expected,
+                routine_reply: result.got,
+                failure: result.failure,
+            })
+            .collect())
+    }
+
     /// Runs a routine once on `body`, with its granted tools and limits, whatever its status.
     /// Nothing is recorded: a test is not a request. The inner result is the routine's.
     pub async fn test(
@@ -367,6 +402,19 @@ impl RoutineRegistry {
         let tools = Arc::new(GrantedTools::new(self.tools.clone(), &routine.tools));
         Ok(loaded.run(body, tools, limits_of(&routine)).await)
     }
+}
+
+/// A routine's answer to one kept example of its protocol, next to the LLM's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleOutcome {
+    /// The request body.
+    pub body: String,
+    /// The LLM's reply, as recorded.
+    pub llm_reply: String,
+    /// The routine's reply, or its error.
+    pub routine_reply: Result<String, String>,
+    /// Why the routine's reply does not pass for the LLM's; `None` when it does.
+    pub failure: Option<String>,
 }
 
 fn check_name(name: &str) -> Result<(), RegistryError> {

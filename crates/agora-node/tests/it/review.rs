@@ -66,6 +66,11 @@ async fn a_routine_under_review_answers_only_once_approved() {
     assert_eq!(attempts_of(&node).await.len(), 1, "no job while one waits");
     assert_eq!(paths(&node).await.last(), Some(&RequestPath::Llm));
 
+    // What a reviewer sees: the routine's answers to the kept examples, graded.
+    let examined = node.routines().examine(&routine.name).await.unwrap();
+    assert_eq!(examined.len(), 4, "Paris, Lima, Oslo and Rome");
+    assert!(examined.iter().all(|e| e.failure.is_none()), "{examined:?}");
+
     // Enabling would bypass the review.
     let refused = node.enable_routine(&routine.name).await;
     assert!(

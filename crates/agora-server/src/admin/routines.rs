@@ -344,7 +344,8 @@ async fn review_page(
 
 /// What a reviewer needs of `routine`: the routine with its source and tools, the programmer's
 /// attempt that wrote it (its examination report), the protocol's kept examples (request, the
-/// LLM's tool calls and reply), the active routine it would replace with its source and a
+/// LLM's tool calls and reply, and the routine's own reply with those calls answered from the
+/// recording, graded against the LLM's), the active routine it would replace with its source and a
 /// unified diff from it, and the decisions on the protocol's routines so far.
 pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, StoreError> {
     let store = node.store();
@@ -380,9 +381,26 @@ pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, S
     };
     let mut shown = routine_json(routine);
     shown["source"] = json!(own);
+    // The routine's own answers, with each tool call answered from the recording.
+    let examined = node.routines().examine(&routine.name).await;
+    let (outcomes, examined_error) = match examined {
+        Ok(outcomes) => (outcomes, None),
+        Err(error) => (Vec::new(), Some(error.to_string())),
+    };
     let examples: Vec<Value> = examples
         .iter()
-        .map(|e| json!({"body": e.body, "toolCalls": e.tool_calls, "llmReply": e.reply}))
+        .enumerate()
+        .map(|(index, e)| {
+            let outcome = outcomes.get(index).filter(|o| o.body == e.body);
+            let reply = outcome.and_then(|o| o.routine_reply.as_ref().ok());
+            let error = outcome.and_then(|o| o.routine_reply.as_ref().err());
+            json!({
+                "body": e.body, "toolCalls": e.tool_calls, "llmReply": e.reply,
+                "routineReply": reply, "routineError": error,
+                "agrees": outcome.map(|o| o.failure.is_none()),
+                "failure": outcome.and_then(|o| o.failure.clone()),
+            })
+        })
         .collect();
     let reviews: Vec<Value> = reviews
         .iter()
@@ -400,6 +418,7 @@ pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, S
         "routine": shown,
         "examination": examination,
         "examples": examples,
+        "examinedError": examined_error,
         "replaces": replaces,
         "reviews": reviews,
     }))

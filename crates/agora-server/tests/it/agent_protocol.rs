@@ -15,6 +15,7 @@ use crate::support::Spawn;
 use agora_llm::ChatRequest;
 use agora_node::tools::WeatherForecastTool;
 use agora_node::{Tool, ToolError, ToolSpec};
+use agora_protocol::ProtocolHash;
 use agora_testkit::{
     NodeBuilder, ScriptedLlm, TestServer, last_user_message, schema_name, temp_dir, weather_tool,
 };
@@ -77,6 +78,17 @@ impl Tool for SlowTool {
         tokio::time::sleep(Duration::from_secs(60)).await;
         Ok(json!("done"))
     }
+}
+
+/// [`server`] with the weather agent, knowing the weather protocol and serving it by the
+/// operator's decision; the protocol's hash.
+async fn weather_server() -> (TestServer, tempfile::TempDir, ProtocolHash) {
+    let (server, dir) = server(weather_llm()).await;
+    let document = server.node.add_document(WEATHER_PD, &[]).await.unwrap();
+    let hash = document.hash();
+    let decided = server.node.set_operator_decision(&hash, true, "ours").await;
+    decided.unwrap();
+    (server, dir, hash)
 }
 
 async fn server(llm: Arc<ScriptedLlm>) -> (TestServer, tempfile::TempDir) {
@@ -175,18 +187,7 @@ fn check_base(events: &Value, run_id: &str, thread_id: &str) {
 
 #[tokio::test]
 async fn agents_are_listed_and_described_with_chat_and_the_protocols_served() {
-    let (server, _dir) = server(weather_llm()).await;
-    let hash = server
-        .node
-        .add_document(WEATHER_PD, &[])
-        .await
-        .unwrap()
-        .hash();
-    server
-        .node
-        .set_operator_decision(&hash, true, "ours")
-        .await
-        .unwrap();
+    let (server, _dir, hash) = weather_server().await;
 
     for path in ["/agent-protocol", "/agent-protocol/"] {
         let (status, agents) = get(&server, path).await;
@@ -466,18 +467,7 @@ async fn a_run_in_progress_is_canceled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operation_is_a_request_under_its_protocol() {
-    let (server, _dir) = server(weather_llm()).await;
-    let hash = server
-        .node
-        .add_document(WEATHER_PD, &[])
-        .await
-        .unwrap()
-        .hash();
-    server
-        .node
-        .set_operator_decision(&hash, true, "ours")
-        .await
-        .unwrap();
+    let (server, _dir, hash) = weather_server().await;
     let forecast = london_forecast();
     let expected = json!({"temperature": forecast["temperature_c"],
         "precipitation": forecast["precipitation_mm"],

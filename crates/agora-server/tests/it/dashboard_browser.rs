@@ -69,17 +69,22 @@ async fn attribute(client: &Client, css: &str, name: &str) -> Option<String> {
         .unwrap()
 }
 
+/// An LLM that finds every protocol suitable and answers every weather request alike.
+fn sunny_llm() -> Arc<ScriptedLlm> {
+    ScriptedLlm::new(|request| match agora_testkit::schema_name(request) {
+        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
+        _ => {
+            let answer =
+                json!({"temperature": 1.5, "precipitation": 0.0, "weatherCondition": "sunny"});
+            Ok(json!({"tool": "final_answer", "answer": answer.to_string()}).to_string())
+        }
+    })
+}
+
 /// Bob: the weather tool, the real routine runtime, the shipped weather routine, and an LLM
 /// that answers in the protocol's shape when asked; three requests served by the routine.
 async fn bob(dir: &std::path::Path) -> (TestServer, Arc<ScriptedLlm>) {
-    let llm = ScriptedLlm::new(|request| {
-        match agora_testkit::schema_name(request) {
-        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
-        _ => Ok(json!({"tool": "final_answer", "answer":
-            json!({"temperature": 1.5, "precipitation": 0.0, "weatherCondition": "sunny"}).to_string()})
-        .to_string()),
-    }
-    });
+    let llm = sunny_llm();
     let server = NodeBuilder::new(llm.clone(), dir)
         .config(|c| {
             c.tools = vec![weather_tool()];
@@ -264,14 +269,7 @@ const NOT_THE_LLM: &str = "function handle(body) {\n  return { temperature: 99, 
 async fn bob_with_pending_routines(
     dir: &std::path::Path,
 ) -> (TestServer, Vec<agora_store::Routine>) {
-    let llm = ScriptedLlm::new(|request| {
-        match agora_testkit::schema_name(request) {
-        Some("suitability") => Ok(r#"{"reason": "fine", "suitable": "yes"}"#.into()),
-        _ => Ok(json!({"tool": "final_answer", "answer":
-            json!({"temperature": 1.5, "precipitation": 0.0, "weatherCondition": "sunny"}).to_string()})
-        .to_string()),
-    }
-    });
+    let llm = sunny_llm();
     let server = NodeBuilder::new(llm, dir)
         .config(|c| c.thresholds.implementation = u64::MAX)
         .routine_engine(Arc::new(crate::fixtures::js_runtime()))

@@ -479,13 +479,7 @@ async fn a_pending_routine_is_reviewed_over_the_admin_api() {
     );
     let (status, _) = admin(&server, post.clone(), "/routines/shout/enable", None).await;
     assert_eq!(status, 400, "enabling would skip the review");
-    let page = admin_json(
-        &server,
-        reqwest::Method::GET,
-        "/routines/shout/review",
-        None,
-    )
-    .await;
+    let page = review_page(&server).await;
     assert_eq!(
         (
             page["routine"]["status"].as_str(),
@@ -497,6 +491,18 @@ async fn a_pending_routine_is_reviewed_over_the_admin_api() {
         (&page["replaces"], &page["reviews"]),
         (&Value::Null, &json!([]))
     );
+
+    // The routine's own reply to the one kept example, next to the LLM's.
+    let page = review_page(&server).await;
+    let example = &page["examples"][0];
+    assert_eq!(
+        (
+            example["llmReply"].as_str(),
+            example["routineReply"].as_str()
+        ),
+        (Some("hello from the node"), Some("QUIET PLEASE"))
+    );
+    assert_eq!(example["agrees"], false, "{example}");
 
     let approve = "/routines/shout/approve";
     let (status, body) = admin(&server, post.clone(), approve, Some(json!({}))).await;
@@ -530,19 +536,18 @@ async fn a_pending_routine_is_reviewed_over_the_admin_api() {
     assert_eq!(reply["body"], "QUIET PLEASE");
     let (status, _) = admin(&server, post.clone(), approve, Some(reason_free())).await;
     assert_eq!(status, 400, "decided once");
-    let page = admin_json(
-        &server,
-        reqwest::Method::GET,
-        "/routines/shout/review",
-        None,
-    )
-    .await;
+    let page = review_page(&server).await;
     assert_eq!(page["reviews"][0]["decision"], "approved");
     assert_eq!(page["reviews"][0]["reviewer"], "ada");
 }
 
 fn reason_free() -> Value {
     json!({"reviewer": "ada"})
+}
+
+/// `GET /admin/routines/shout/review`.
+async fn review_page(server: &TestServer) -> Value {
+    admin_json(server, reqwest::Method::GET, "/routines/shout/review", None).await
 }
 
 #[tokio::test]

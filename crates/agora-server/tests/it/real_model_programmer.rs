@@ -1,9 +1,9 @@
-//! The node writing its own routine with the real local model, end to end over loopback HTTP:
-//! five weather-protocol requests answered by the LLM with the weather tool, a JavaScript routine
-//! written by the model, built by the real WebAssembly runtime and examined on those requests,
-//! then the next requests answered by that routine with no LLM call at all; and, under the
-//! `review` activation policy, the same routine waiting until the operator approves it through
-//! the admin API.
+//! The node writing its own routine with the real local model, end to end over loopback HTTP,
+//! under the `review` activation policy: five weather-protocol requests answered by the LLM with
+//! the weather tool, a JavaScript routine written by the model, built by the real WebAssembly
+//! runtime and examined on those requests, waiting while the LLM answers, then approved through
+//! the admin API and answering the next requests with no LLM call at all. (The `auto` policy's
+//! real-model path is `real_model_acting`'s.)
 //!
 //! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
 //! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` and `AGORA_JS_ENGINE` set.
@@ -33,12 +33,12 @@ fn request(location: &str, date: &str) -> Value {
 }
 
 /// Bob with the real model and the real routine runtime, writing routines after five
-/// LLM-answered requests under `activation`.
-async fn bob(dir: &std::path::Path, activation: Activation) -> TestServer {
+/// LLM-answered requests, under review.
+async fn bob(dir: &std::path::Path) -> TestServer {
     real_model_bob(dir)
         .config(|c| {
             c.thresholds.implementation = 5;
-            c.programmer.activation = activation;
+            c.programmer.activation = Activation::Review;
         })
         .routine_engine(Arc::new(js_runtime()))
         .admin_token("review-token")
@@ -121,24 +121,14 @@ async fn the_routine_answers_without_the_llm(server: &TestServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local model: run by scripts/test.sh"]
-async fn real_model_writes_a_weather_routine_that_then_answers_without_the_llm() {
+async fn real_model_routine_under_review_answers_once_approved_over_the_admin_api() {
     let dir = temp_dir();
-    let server = bob(dir.path(), Activation::Auto).await;
+    let server = bob(dir.path()).await;
     let routine = five_answers_and_a_routine(&server).await;
     assert_eq!(
         (routine.origin, routine.status),
-        (RoutineOrigin::Llm, RoutineStatus::Active)
+        (RoutineOrigin::Llm, RoutineStatus::Pending)
     );
-    the_routine_answers_without_the_llm(&server).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local model: run by scripts/test.sh"]
-async fn real_model_routine_under_review_answers_once_approved_over_the_admin_api() {
-    let dir = temp_dir();
-    let server = bob(dir.path(), Activation::Review).await;
-    let routine = five_answers_and_a_routine(&server).await;
-    assert_eq!(routine.status, RoutineStatus::Pending);
     // Waiting: the LLM answers.
     let calls = agora_testkit::llm_calls(&server.node).await.len();
     let (_, reply) = server

@@ -4,7 +4,7 @@ use agora_store::{
     Conversation, ConversationKind, Decision, DecisionOrigin, LedgerTotals, RequestPath, StoreError,
 };
 
-use super::{conversation, document, hash, llm_call, request, stored_document};
+use super::{conversation, document, hash, llm_call, recent, request, stored_document};
 use crate::Fixture;
 
 pub async fn conversation_lifecycle(fixture: Fixture) {
@@ -141,14 +141,7 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
         Some(decision)
     );
     assert_eq!(store.conversation("conv-r").await.expect("get"), Some(conv));
-    assert_eq!(
-        store
-            .requests()
-            .recent_requests(10)
-            .await
-            .expect("requests"),
-        vec![req]
-    );
+    assert_eq!(recent(&store, 10).await, vec![req]);
     assert_eq!(
         store.requests().usage(&doc.hash()).await.expect("usage"),
         usage

@@ -2,7 +2,7 @@
 
 use agora_store::{Backend, Decision, DecisionOrigin, ProtocolUsage, StoreError};
 
-use super::{document, hash, stored_document};
+use super::{document, hash, recent, stored_document};
 use crate::Fixture;
 
 fn urls(list: &[&str]) -> Vec<String> {
@@ -34,14 +34,7 @@ pub async fn fresh_database_migrates_and_reopens(fixture: Fixture) {
             .expect("ledger table exists")
             .is_empty()
     );
-    assert!(
-        store
-            .requests()
-            .recent_requests(10)
-            .await
-            .expect("requests table exists")
-            .is_empty()
-    );
+    assert!(recent(&store, 10).await.is_empty());
     store
         .put_document(&document(1), &[], 10)
         .await

@@ -168,3 +168,15 @@ pub fn refusing_conversation_trigger(fixture: &Fixture, id: &str) -> String {
         ),
     }
 }
+
+/// The newest `limit` requests in `store`'s request log, newest first.
+pub async fn recent(store: &Store, limit: i64) -> Vec<RequestRecord> {
+    let requests = store.requests().recent_requests(limit).await;
+    requests.expect("the request log can be read")
+}
+
+/// Records `request` in `store`'s request log, with no LLM calls.
+pub async fn record(store: &Store, request: &RequestRecord) {
+    let recorded = store.requests().record_request(request, None).await;
+    recorded.expect("a request can be recorded");
+}

@@ -7,7 +7,7 @@ use agora_store::{
 };
 
 use super::{
-    conversation, failing_conversation_trigger, hash, llm_call, new_routine,
+    conversation, failing_conversation_trigger, hash, llm_call, new_routine, recent, record,
     refusing_conversation_trigger, request,
 };
 use crate::Fixture;
@@ -29,22 +29,10 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
     for (n, path) in paths.iter().enumerate() {
         let n = n as i64 + 1;
         let created_at_ms = if n == 3 { 9_000 } else { 1_000 + n };
-        store
-            .requests()
-            .record_request(&request(n, Some(a), *path, created_at_ms), None)
-            .await
-            .expect("record");
+        record(&store, &request(n, Some(a), *path, created_at_ms)).await;
     }
-    store
-        .requests()
-        .record_request(&request(10, Some(b), RequestPath::Routine, 500), None)
-        .await
-        .expect("record");
-    store
-        .requests()
-        .record_request(&request(11, None, RequestPath::Llm, 600), None)
-        .await
-        .expect("record");
+    record(&store, &request(10, Some(b), RequestPath::Routine, 500)).await;
+    record(&store, &request(11, None, RequestPath::Llm, 600)).await;
 
     // n = 1..=8: prompt 100·n, completion 10·n, cost 0.25·n; the sum of 1..=8 is 36.
     let expected_a = ProtocolUsage {
@@ -79,15 +67,7 @@ pub async fn record_request_bumps_usage_per_path(fixture: Fixture) {
         store.requests().usage_all().await.expect("usage_all"),
         vec![(b, expected_b), (a, expected_a)]
     );
-    assert_eq!(
-        store
-            .requests()
-            .recent_requests(100)
-            .await
-            .expect("requests")
-            .len(),
-        10
-    );
+    assert_eq!(recent(&store, 100).await.len(), 10);
     store.close().await;
 }
 
@@ -98,52 +78,23 @@ pub async fn recent_requests_are_newest_first(fixture: Fixture) {
     let third = request(3, None, RequestPath::Failed, 200);
     // Same timestamp as `second`, recorded later: newer.
     let fourth = request(4, Some(hash(2)), RequestPath::Rejected, 300);
-    for record in [&first, &second, &third, &fourth] {
-        store
-            .requests()
-            .record_request(record, None)
-            .await
-            .expect("record");
+    for each in [&first, &second, &third, &fourth] {
+        record(&store, each).await;
     }
     assert_eq!(
-        store
-            .requests()
-            .recent_requests(10)
-            .await
-            .expect("requests"),
+        recent(&store, 10).await,
         vec![fourth.clone(), second.clone(), third, first]
     );
-    assert_eq!(
-        store.requests().recent_requests(2).await.expect("requests"),
-        vec![fourth, second]
-    );
-    assert!(
-        store
-            .requests()
-            .recent_requests(0)
-            .await
-            .expect("requests")
-            .is_empty()
-    );
-    assert!(
-        store
-            .requests()
-            .recent_requests(-1)
-            .await
-            .expect("requests")
-            .is_empty()
-    );
+    assert_eq!(recent(&store, 2).await, vec![fourth, second]);
+    assert!(recent(&store, 0).await.is_empty());
+    assert!(recent(&store, -1).await.is_empty());
     store.close().await;
 }
 
 pub async fn record_request_is_one_transaction(fixture: Fixture) {
     let store = fixture.open().await;
     let h = hash(3);
-    store
-        .requests()
-        .record_request(&request(1, Some(h), RequestPath::Llm, 10), None)
-        .await
-        .expect("record");
+    record(&store, &request(1, Some(h), RequestPath::Llm, 10)).await;
     let before = store.requests().usage(&h).await.expect("usage");
 
     // The conversation write, the last in the transaction, fails: nothing of it may remain.
@@ -161,23 +112,11 @@ pub async fn record_request_is_one_transaction(fixture: Fixture) {
         "{result:?}"
     );
     assert_eq!(store.requests().usage(&h).await.expect("usage"), before);
-    assert_eq!(
-        store
-            .requests()
-            .recent_requests(10)
-            .await
-            .expect("requests")
-            .len(),
-        1
-    );
+    assert_eq!(recent(&store, 10).await.len(), 1);
     assert_eq!(store.conversation("doomed").await.expect("get"), None);
 
     // Without a conversation the same request goes through.
-    store
-        .requests()
-        .record_request(&request(2, Some(h), RequestPath::Routine, 20), None)
-        .await
-        .expect("record");
+    record(&store, &request(2, Some(h), RequestPath::Routine, 20)).await;
     assert_eq!(store.requests().usage(&h).await.expect("usage").requests, 2);
     store.close().await;
 }
@@ -247,11 +186,7 @@ pub async fn concurrent_requests_lose_no_updates(fixture: Fixture) {
     assert!(batches > 0, "no transaction recorded more than one request");
 
     // The counters equal what the log says.
-    let log = store
-        .requests()
-        .recent_requests(i64::MAX)
-        .await
-        .expect("requests");
+    let log = recent(&store, i64::MAX).await;
     assert_eq!(log.len(), 500);
     for protocol_hash in protocols.iter().flatten() {
         let mut expected = ProtocolUsage::default();
@@ -369,11 +304,7 @@ pub async fn a_bad_request_in_a_batch_fails_alone(fixture: Fixture) {
     let (_, retried) = store.requests().request_batches_for_tests();
     assert!(retried > 0, "the bad request never shared a transaction");
 
-    let log = store
-        .requests()
-        .recent_requests(i64::MAX)
-        .await
-        .expect("requests");
+    let log = recent(&store, i64::MAX).await;
     assert_eq!(log.len(), recorded);
     assert!(log.iter().all(|r| r.query_id != "q50"));
     let usage = store.requests().usage(&h).await.expect("usage");
@@ -425,11 +356,7 @@ pub async fn closing_the_store_writes_queued_requests(fixture: Fixture) {
     assert!(matches!(late, Err(StoreError::Database(_))), "{late:?}");
     // Every acknowledged request is there, and nothing else.
     let store = fixture.open().await;
-    let log = store
-        .requests()
-        .recent_requests(i64::MAX)
-        .await
-        .expect("requests");
+    let log = recent(&store, i64::MAX).await;
     assert_eq!(log.len(), acknowledged);
     assert_eq!(
         store.requests().usage(&h).await.expect("usage").requests,
@@ -493,11 +420,7 @@ pub async fn buffered_requests_are_read_back_and_survive_a_close(fixture: Fixtur
     }
     soon("close", store.close()).await;
     let store = fixture.open().await;
-    let log = store
-        .requests()
-        .recent_requests(i64::MAX)
-        .await
-        .expect("requests");
+    let log = recent(&store, i64::MAX).await;
     assert_eq!(log.len(), 7);
     assert_eq!(log[0].query_id, "q7");
     assert_eq!(store.requests().usage(&h).await.expect("usage").routine, 6);
@@ -793,14 +716,10 @@ pub async fn idempotency_keys_claim_replay_refuse_and_purge(fixture: Fixture) {
 /// A request's client and error detail are kept and read back.
 pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
     let store = fixture.open().await;
-    let mut record = request(1, None, RequestPath::Failed, 1_000);
-    record.client = Some("token:partner".into());
-    record.error_detail = Some("llm unavailable: tcp connect error (os error 111)".into());
-    store
-        .requests()
-        .record_request(&record, None)
-        .await
-        .expect("record");
+    let mut failed = request(1, None, RequestPath::Failed, 1_000);
+    failed.client = Some("token:partner".into());
+    failed.error_detail = Some("llm unavailable: tcp connect error (os error 111)".into());
+    record(&store, &failed).await;
     let mut buffered = request(2, None, RequestPath::Routine, 2_000);
     buffered.client = Some("ip:192.0.2.7".into());
     store
@@ -808,8 +727,7 @@ pub async fn request_client_and_error_detail_round_trip(fixture: Fixture) {
         .record_request_buffered(buffered.clone())
         .await
         .expect("record");
-    let recent = store.requests().recent_requests(10).await.expect("read");
-    assert_eq!(recent, vec![buffered, record]);
+    assert_eq!(recent(&store, 10).await, vec![buffered, failed]);
 }
 
 /// Job leases: one holder at a time, renewed by its holder only, taken over once expired, and

@@ -7,7 +7,7 @@ use agora_store::{
     RoutineReview, RoutineStatus, Store, StoreError,
 };
 
-use super::{hash, request};
+use super::{hash, recent, record, request};
 use crate::Fixture;
 
 /// A routine named `name` for `protocol_hash`, with a component that contains every byte value.
@@ -174,19 +174,11 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
 
     let mut answered = request(1, Some(hash(1)), RequestPath::Routine, 100);
     answered.routine_id = Some(routine.id);
-    store
-        .requests()
-        .record_request(&answered, None)
-        .await
-        .expect("record");
+    record(&store, &answered).await;
     let mut failed = request(2, Some(hash(1)), RequestPath::Fallback, 200);
     failed.routine_id = Some(routine.id);
     failed.routine_error = Some("routine trapped: unreachable".to_string());
-    store
-        .requests()
-        .record_request(&failed, None)
-        .await
-        .expect("record");
+    record(&store, &failed).await;
 
     let counted = store
         .routine(routine.id)
@@ -202,11 +194,7 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
     // Counting runs is not a change to the set of routines.
     assert_eq!(store.routines_version().await.expect("version"), version);
 
-    let requests = store
-        .requests()
-        .recent_requests(10)
-        .await
-        .expect("requests");
+    let requests = recent(&store, 10).await;
     assert_eq!(requests[0], failed);
     assert_eq!(requests[1], answered);
     let usage = store.requests().usage(&hash(1)).await.expect("usage");
@@ -216,11 +204,7 @@ pub async fn requests_count_routine_runs_and_failures(fixture: Fixture) {
     store.delete_routine(routine.id).await.expect("delete");
     let mut late = request(3, Some(hash(1)), RequestPath::Routine, 300);
     late.routine_id = Some(routine.id);
-    store
-        .requests()
-        .record_request(&late, None)
-        .await
-        .expect("record");
+    record(&store, &late).await;
 }
 
 /// Reviews: approving a pending routine activates it (disabling the protocol's active one) and
