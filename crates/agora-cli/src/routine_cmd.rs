@@ -98,6 +98,18 @@ pub enum RoutineCommand {
         #[arg(long)]
         reviewer: Option<String>,
     },
+    /// Replace a routine waiting for review with an edited JavaScript file: it is examined on
+    /// the protocol's kept examples and, if it passes, kept as a new routine waiting for review.
+    Edit {
+        /// Name or id.
+        routine: String,
+        /// The edited routine, a `.js` file.
+        #[arg(long)]
+        source: PathBuf,
+        /// Who edits (kept with the decision; default: $USER).
+        #[arg(long)]
+        reviewer: Option<String>,
+    },
     /// Remove a routine.
     Rm {
         /// Name or id.
@@ -109,7 +121,7 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
     let config = Config::load(config).context("loading the configuration")?;
     let needs_engine = matches!(
         command,
-        RoutineCommand::Add { .. } | RoutineCommand::Test { .. }
+        RoutineCommand::Add { .. } | RoutineCommand::Test { .. } | RoutineCommand::Edit { .. }
     );
     let (registry, mcp_servers) = registry(&config, needs_engine).await?;
     let result = execute(&registry, command).await;
@@ -231,6 +243,21 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             let reviewer = reviewer_or_user(reviewer)?;
             let routine = registry.reject(&routine, &reviewer, &reason).await?;
             println!("rejected {}", routine.name);
+            Ok(())
+        }
+        RoutineCommand::Edit {
+            routine,
+            source,
+            reviewer,
+        } => {
+            let reviewer = reviewer_or_user(reviewer)?;
+            let text = std::fs::read_to_string(&source)
+                .with_context(|| format!("reading {}", source.display()))?;
+            let edited = registry.edit(&routine, &reviewer, &text).await?;
+            println!(
+                "kept the edit as {}, waiting for review (approve it with `agora routine approve {}`)",
+                edited.name, edited.name
+            );
             Ok(())
         }
         RoutineCommand::Rm { routine } => {

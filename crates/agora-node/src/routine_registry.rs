@@ -19,7 +19,7 @@ use agora_store::{
 use crate::clock::Clock;
 use crate::programmer::exam;
 use crate::routine_table::{GrantedTools, limits_of};
-use crate::routines::{RoutineEngine, RoutineError, RoutineLimits, RoutineSource};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, RoutineSource};
 use crate::tools::ToolRegistry;
 
 /// Longest deadline a routine may ask for.
@@ -365,18 +365,7 @@ impl RoutineRegistry {
         let routine = self.find(reference).await?;
         let code = self.code(&routine).await?;
         let loaded = self.engine()?.load(&code.component).await?;
-        let hash = routine.protocol_hash;
-        let examples = self
-            .store
-            .programming()
-            .examples(&hash, MAX_EXAMINED)
-            .await?;
-        let document = self.store.document(&hash).await?;
-        let schema = document
-            .and_then(|stored| exam::reply_schema(stored.document.text()))
-            .and_then(|schema| jsonschema::validator_for(&schema).ok());
-        let limits = limits_of(&routine);
-        let report = exam::examine(loaded.as_ref(), &examples, schema.as_ref(), limits).await;
+        let report = self.exam(&routine, loaded.as_ref()).await?;
         Ok(report
             .results
             .into_iter()
@@ -387,6 +376,84 @@ impl RoutineRegistry {
                 failure: result.failure,
             })
             .collect())
+    }
+
+    /// `loaded` examined on the kept examples of `routine`'s protocol, under its limits.
+    async fn exam(
+        &self,
+        routine: &Routine,
+        loaded: &dyn LoadedRoutine,
+    ) -> Result<exam::ExamReport, RegistryError> {
+        let hash = routine.protocol_hash;
+        let examples = self
+            .store
+            .programming()
+            .examples(&hash, MAX_EXAMINED)
+            .await?;
+        let document = self.store.document(&hash).await?;
+        let schema = document
+            .and_then(|stored| exam::reply_schema(stored.document.text()))
+            .and_then(|schema| jsonschema::validator_for(&schema).ok());
+        let limits = limits_of(routine);
+        Ok(exam::examine(loaded, &examples, schema.as_ref(), limits).await)
+    }
+
+    /// Replaces the pending routine `reference` with the JavaScript `source` once it passes the
+    /// examination on the protocol's kept examples: the edit is stored as a new pending routine
+    /// (written by a human, with the reviewed one's tools and limits), and the reviewed one is
+    /// rejected as replaced, with `reviewer` on record. An edit that does not build or fails is
+    /// [`RegistryError::Rejected`] with the report, and nothing is stored.
+    pub async fn edit(
+        &self,
+        reference: &str,
+        reviewer: &str,
+        source: &str,
+    ) -> Result<Routine, RegistryError> {
+        let routine = self.find(reference).await?;
+        if routine.status != RoutineStatus::Pending {
+            return Err(RegistryError::Invalid(format!(
+                "the routine {:?} is {}, not pending: only a pending routine can be edited",
+                routine.name, routine.status
+            )));
+        }
+        let engine = self.engine()?;
+        let edited = RoutineSource::JavaScript(source.to_string());
+        let built = match engine.build(&edited).await {
+            Ok(component) => engine
+                .load(&component)
+                .await
+                .map(|loaded| (component, loaded)),
+            Err(error) => Err(error),
+        };
+        let (component, loaded) = built.map_err(|error| {
+            RegistryError::Rejected(format!("the edit does not build: {error}"))
+        })?;
+        let report = self.exam(&routine, loaded.as_ref()).await?;
+        if report.results.is_empty() {
+            return Err(RegistryError::Invalid(
+                "the protocol has no kept examples to examine the edit on".into(),
+            ));
+        }
+        if !report.passed() {
+            return Err(RegistryError::Rejected(format!(
+                "the edit failed its examination: {}",
+                report.summary()
+            )));
+        }
+        let spec = RoutineSpec {
+            name: edited_name(&routine.name),
+            protocol: ProtocolInput::Hash(routine.protocol_hash),
+            source: edited,
+            tools: routine.tools.clone(),
+            limits: limits_of(&routine),
+            origin: RoutineOrigin::Human,
+            activate: false,
+        };
+        let edited = self.add_built(spec, component, true).await?;
+        let reason = format!("replaced by the edited routine {:?}", edited.name);
+        self.review(reference, reviewer, ReviewDecision::Edited, reason)
+            .await?;
+        Ok(edited)
     }
 
     /// Runs a routine once on `body`, with its granted tools and limits, whatever its status.
@@ -415,6 +482,24 @@ pub struct ExampleOutcome {
     pub routine_reply: Result<String, String>,
     /// Why the routine's reply does not pass for the LLM's; `None` when it does.
     pub failure: Option<String>,
+}
+
+/// The name of an edit of the routine `name`: `name-edit`, or the next `-editN`.
+fn edited_name(name: &str) -> String {
+    let (base, n) = match name.rsplit_once("-edit") {
+        Some((base, "")) => (base, 2),
+        Some((base, digits)) if digits.chars().all(|c| c.is_ascii_digit()) => {
+            (base, digits.parse::<u32>().unwrap_or(1) + 1)
+        }
+        _ => (name, 1),
+    };
+    let suffix = if n == 1 {
+        "-edit".to_string()
+    } else {
+        format!("-edit{n}")
+    };
+    let base: String = base.chars().take(64 - suffix.len()).collect();
+    format!("{base}{suffix}")
 }
 
 fn check_name(name: &str) -> Result<(), RegistryError> {
@@ -448,4 +533,17 @@ fn check_limits(limits: &RoutineLimits) -> Result<(), RegistryError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edited_name;
+
+    #[test]
+    fn an_edit_is_named_after_the_routine_it_replaces() {
+        assert_eq!(edited_name("llm-abc"), "llm-abc-edit");
+        assert_eq!(edited_name("llm-abc-edit"), "llm-abc-edit2");
+        assert_eq!(edited_name("llm-abc-edit9"), "llm-abc-edit10");
+        assert_eq!(edited_name(&"x".repeat(64)).len(), 64);
+    }
 }

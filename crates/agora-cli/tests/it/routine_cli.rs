@@ -203,6 +203,19 @@ fn pending_routines_are_approved_or_rejected_with_a_reviewer() {
     assert!(rejected.contains("rejected second"), "{rejected}");
     let twice = cli.fails(&["routine", "approve", "second", "--reviewer", "ada"]);
     assert!(twice.contains("not pending"), "{twice}");
+    let edit = cli.dir.path().join("edit.js");
+    std::fs::write(&edit, "function handle(body) { return body; }").unwrap();
+    let edit = edit.to_str().unwrap();
+    let refused = cli.fails(&[
+        "routine",
+        "edit",
+        "second",
+        "--source",
+        edit,
+        "--reviewer",
+        "ada",
+    ]);
+    assert!(refused.contains("not pending"), "{refused}");
 
     let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
     let statuses: Vec<&str> = listed

@@ -355,8 +355,8 @@ impl Node {
                 registry.reject(reference, reviewer, reason).await
             }
             Review::Edit { source } => {
-                let edit = self.programmer.edit_routine(reference, reviewer, source);
-                edit.await
+                let registry = self.core.routines();
+                registry.edit(reference, reviewer, source).await
             }
         }
     }
