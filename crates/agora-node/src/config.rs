@@ -216,9 +216,12 @@ pub struct ProgrammerConfig {
     /// (`demo/network/RESULTS.md`).
     pub min_examples: u32,
     /// Whether a routine the programmer wrote and examined answers at once (`auto`) or waits,
-    /// `pending`, for the operator to approve it (`review`).
+    /// `pending`, for the operator to approve it (`review`). Left out of a written
+    /// configuration when `auto`, so records written before the policy existed stay as they are.
+    #[serde(skip_serializing_if = "Activation::is_auto")]
     pub activation: Activation,
     /// Protocols with another policy than `activation`, by SHA-1 hash (hex or base64).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub activation_per_protocol: BTreeMap<ProtocolHash, Activation>,
 }
 
@@ -231,6 +234,12 @@ pub enum Activation {
     Auto,
     /// Once the operator approves it.
     Review,
+}
+
+impl Activation {
+    fn is_auto(&self) -> bool {
+        *self == Activation::Auto
+    }
 }
 
 impl ProgrammerConfig {

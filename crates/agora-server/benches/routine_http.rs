@@ -9,8 +9,9 @@
 //! throughput ratio to the echo. Needs `AGORA_JS_ENGINE`; the C side runs when
 //! `AGORA_ROUTINE_WEATHER_C` names the built C routine (source `~/.cache/agora/env.sh`).
 //! Run: `cargo bench -p agora-server --bench routine_http` (`AGORA_BENCH_CONCURRENCY=N` for N
-//! requests in flight per side instead of 8). Not a test: it asserts nothing about
-//! speed.
+//! requests in flight per side instead of 8). The nodes run the whole edge (rate limiter,
+//! idempotency, deadlines, client identity) with a per-client budget the bench cannot use up.
+//! Not a test: it asserts nothing about speed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -22,12 +23,27 @@ use agora_protocol::ProtocolHash;
 use agora_routines::{RuntimeConfig, WasmRuntime};
 use agora_testkit::{NodeBuilder, ScriptedLlm, temp_dir};
 
-#[path = "../tests/it/support.rs"]
-mod support;
 use axum::routing::post;
 use base64::Engine as _;
 use serde_json::{Value, json};
-use support::Spawn;
+
+/// Serves a bench node with the node's real router and edge, the per-client budgets on but too
+/// large for the bench's one client to use up (the default, 1200 routine requests a minute,
+/// refuses it within a second): the bench measures the limiter's cost, not its refusals.
+fn serve_unbudgeted(
+    served: agora_testkit::Served,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut edge = agora_server::config::EdgeSettings::default();
+        edge.rate_limit.routine_per_minute = 1_000_000_000;
+        edge.rate_limit.routine_burst = 1_000_000;
+        let state =
+            agora_server::AppState::new(served.node, served.admin_token, served.max_body_bytes, 64)
+                .with_edge(&edge)
+                .expect("the bench's edge settings are valid");
+        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+    })
+}
 
 /// Requests in flight per side, unless `AGORA_BENCH_CONCURRENCY` says otherwise.
 const DEFAULT_CONCURRENCY: usize = 8;
@@ -203,7 +219,7 @@ async fn main() {
             .config(|c| c.tools = vec![agora_testkit::weather_tool()])
             .routine_engine(runtime.clone())
             .admin_token("bench")
-            .spawn()
+            .spawn_with(serve_unbudgeted)
             .await;
         let added = client
             .post(format!("{}/admin/routines", server.url))
