@@ -365,12 +365,13 @@ impl RoutineRegistry {
         let routine = self.find(reference).await?;
         let code = self.code(&routine).await?;
         let loaded = self.engine()?.load(&code.component).await?;
-        let report = self.exam(&routine, loaded.as_ref()).await?;
-        Ok(report
-            .results
+        let (examples, report) = self.exam(&routine, loaded.as_ref()).await?;
+        Ok(examples
             .into_iter()
-            .map(|result| ExampleOutcome {
+            .zip(report.results)
+            .map(|(example, result)| ExampleOutcome {
                 body: result.body,
+                tool_calls: example.tool_calls,
                 llm_reply: result.expected,
                 routine_reply: result.got,
                 failure: result.failure,
@@ -378,12 +379,13 @@ impl RoutineRegistry {
             .collect())
     }
 
-    /// `loaded` examined on the kept examples of `routine`'s protocol, under its limits.
+    /// `loaded` examined on the kept examples of `routine`'s protocol, under its limits; the
+    /// examples, and the report in their order.
     async fn exam(
         &self,
         routine: &Routine,
         loaded: &dyn LoadedRoutine,
-    ) -> Result<exam::ExamReport, RegistryError> {
+    ) -> Result<(Vec<agora_store::Example>, exam::ExamReport), RegistryError> {
         let hash = routine.protocol_hash;
         let examples = self
             .store
@@ -395,7 +397,8 @@ impl RoutineRegistry {
             .and_then(|stored| exam::reply_schema(stored.document.text()))
             .and_then(|schema| jsonschema::validator_for(&schema).ok());
         let limits = limits_of(routine);
-        Ok(exam::examine(loaded, &examples, schema.as_ref(), limits).await)
+        let report = exam::examine(loaded, &examples, schema.as_ref(), limits).await;
+        Ok((examples, report))
     }
 
     /// Replaces the pending routine `reference` with the JavaScript `source` once it passes the
@@ -428,7 +431,7 @@ impl RoutineRegistry {
         let (component, loaded) = built.map_err(|error| {
             RegistryError::Rejected(format!("the edit does not build: {error}"))
         })?;
-        let report = self.exam(&routine, loaded.as_ref()).await?;
+        let (_, report) = self.exam(&routine, loaded.as_ref()).await?;
         if report.results.is_empty() {
             return Err(RegistryError::Invalid(
                 "the protocol has no kept examples to examine the edit on".into(),
@@ -476,6 +479,8 @@ impl RoutineRegistry {
 pub struct ExampleOutcome {
     /// The request body.
     pub body: String,
+    /// The LLM's tool calls, as recorded (the routine's calls were answered from them).
+    pub tool_calls: serde_json::Value,
     /// The LLM's reply, as recorded.
     pub llm_reply: String,
     /// The routine's reply, or its error.

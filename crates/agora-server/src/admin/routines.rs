@@ -355,7 +355,6 @@ pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, S
         Ok::<_, StoreError>(code.and_then(|code| code.source))
     };
     let programming = store.programming();
-    let examples = programming.examples(&hash, 20).await?;
     let attempts = programming.attempts(Some(&hash)).await?;
     let attempt = attempts.iter().find(|a| a.routine_id == Some(routine.id));
     let reviews = programming.reviews(Some(&hash)).await?;
@@ -381,27 +380,29 @@ pub(crate) async fn review_of(node: &Node, routine: &Routine) -> Result<Value, S
     };
     let mut shown = routine_json(routine);
     shown["source"] = json!(own);
-    // The routine's own answers, with each tool call answered from the recording.
-    let examined = node.routines().examine(&routine.name).await;
-    let (outcomes, examined_error) = match examined {
-        Ok(outcomes) => (outcomes, None),
-        Err(error) => (Vec::new(), Some(error.to_string())),
-    };
-    let examples: Vec<Value> = examples
-        .iter()
-        .enumerate()
-        .map(|(index, e)| {
-            let outcome = outcomes.get(index).filter(|o| o.body == e.body);
-            let reply = outcome.and_then(|o| o.routine_reply.as_ref().ok());
-            let error = outcome.and_then(|o| o.routine_reply.as_ref().err());
-            json!({
-                "body": e.body, "toolCalls": e.tool_calls, "llmReply": e.reply,
-                "routineReply": reply, "routineError": error,
-                "agrees": outcome.map(|o| o.failure.is_none()),
-                "failure": outcome.and_then(|o| o.failure.clone()),
-            })
-        })
-        .collect();
+    // The routine's own answers, with each tool call answered from the recording; the LLM's
+    // alone when the routine cannot be run here.
+    let (examples, examined_error): (Vec<Value>, _) =
+        match node.routines().examine(&routine.name).await {
+            Ok(outcomes) => {
+                let examples = outcomes.iter().map(|o| {
+                    json!({
+                        "body": o.body, "toolCalls": o.tool_calls, "llmReply": o.llm_reply,
+                        "routineReply": o.routine_reply.as_ref().ok(),
+                        "routineError": o.routine_reply.as_ref().err(),
+                        "agrees": o.failure.is_none(), "failure": o.failure,
+                    })
+                });
+                (examples.collect(), None)
+            }
+            Err(error) => {
+                let examples = programming.examples(&hash, 20).await?;
+                let examples = examples.iter().map(
+                    |e| json!({"body": e.body, "toolCalls": e.tool_calls, "llmReply": e.reply}),
+                );
+                (examples.collect(), Some(error.to_string()))
+            }
+        };
     let reviews: Vec<Value> = reviews
         .iter()
         .map(|r| {

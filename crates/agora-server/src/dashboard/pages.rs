@@ -232,10 +232,14 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
             })
         })
         .collect();
-    // Shown for a routine waiting for review, and once the protocol's routines were reviewed.
-    let review = crate::admin::routines::review_of(node, &routine).await?;
-    let reviewed = routine.status == RoutineStatus::Pending
-        || review["reviews"].as_array().is_some_and(|r| !r.is_empty());
+    // Shown for a routine waiting for review, and once the protocol's routines were reviewed
+    // (the review runs the routine on the examples: only then).
+    let reviews = store.programming().reviews(Some(&routine.protocol_hash));
+    let reviewed = routine.status == RoutineStatus::Pending || !reviews.await?.is_empty();
+    let review = match reviewed {
+        true => Some(crate::admin::routines::review_of(node, &routine).await?),
+        false => None,
+    };
     let example = store
         .programming()
         .examples(&routine.protocol_hash, 1)
@@ -256,7 +260,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         "source": code.and_then(|c| c.source),
         "exampleBody": example.unwrap_or_else(|| "{}".into()),
         "attempts": attempts,
-        "review": reviewed.then_some(review),
+        "review": review,
     })))
 }
 
