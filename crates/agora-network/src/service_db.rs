@@ -62,6 +62,22 @@ pub struct ServiceTable {
 pub struct ServiceDatabase {
     pool: SqlitePool,
     table_names: Arc<[String]>,
+    /// A scratch copy's file, held to be removed when the last clone is dropped.
+    _scratch_file: Option<Arc<ScratchFile>>,
+}
+
+/// A scratch copy's database file (see [`ServiceDatabase::scratch_copy`]).
+#[derive(Debug)]
+struct ScratchFile(std::path::PathBuf);
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut file = self.0.as_os_str().to_owned();
+            file.push(suffix);
+            let _ = std::fs::remove_file(file);
+        }
+    }
 }
 
 /// Why a service database operation failed.
@@ -138,7 +154,46 @@ impl ServiceDatabase {
         Ok(ServiceDatabase {
             pool,
             table_names: tables.iter().map(|t| t.name.clone()).collect(),
+            _scratch_file: None,
         })
+    }
+
+    /// A copy of the database as it is now, in a file of the system's temporary directory that
+    /// is removed when the copy's last clone is dropped: what a shadow check writes instead.
+    pub async fn scratch_copy(&self) -> Result<ServiceDatabase, ServiceDbError> {
+        let path = std::env::temp_dir().join(format!("agora-scratch-{}.db", uuid::Uuid::new_v4()));
+        let file = Arc::new(ScratchFile(path.clone()));
+        let target = path.to_string_lossy().into_owned();
+        sqlx::query("VACUUM INTO ?")
+            .bind(target)
+            .execute(&self.pool)
+            .await
+            .map_err(sql_error)?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(SqliteConnectOptions::new().filename(&path))
+            .await
+            .map_err(|error| ServiceDbError::Open(format!("a scratch copy: {error}")))?;
+        Ok(ServiceDatabase {
+            pool,
+            table_names: self.table_names.clone(),
+            _scratch_file: Some(file),
+        })
+    }
+
+    /// Every row of every table, as JSON: `{table: [row, ...]}`, rows in rowid order.
+    pub async fn state(&self) -> Result<Value, ServiceDbError> {
+        let mut connection = self.pool.acquire().await.map_err(sql_error)?;
+        let tables = read_every_table(&mut connection).await?;
+        Ok(Value::Object(
+            tables
+                .into_iter()
+                .map(|(name, rows)| {
+                    let rows = rows.into_iter().map(Value::Object).collect();
+                    (name, Value::Array(rows))
+                })
+                .collect(),
+        ))
     }
 
     /// Runs one statement written by an LLM, with `params` bound to its `?` placeholders in

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::service_db::{ServiceDatabase, ServiceDbError};
-use agora_node::tools::{Tool, ToolError, ToolSpec};
+use agora_node::tools::{Scratch, ScratchCopy, Tool, ToolError, ToolSpec};
 use agora_node::{Node, Task};
 use serde_json::{Value, json};
 
@@ -66,6 +66,10 @@ impl Tool for MockTool {
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         self.answer(&arguments)
+    }
+
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        Ok(Scratch::Stateless)
     }
 }
 
@@ -156,6 +160,18 @@ impl Tool for SqlTool {
         ServiceDatabase::writes(arguments.get("query")?.as_str()?)
     }
 
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        let copy = self
+            .database
+            .scratch_copy()
+            .await
+            .map_err(|error| ToolError::failed(&self.spec.name, error.to_string()))?;
+        Ok(Scratch::Copy(Box::new(SqlScratch(Arc::new(SqlTool {
+            spec: self.spec.clone(),
+            database: copy,
+        })))))
+    }
+
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let query = arguments
             .get("query")
@@ -178,6 +194,28 @@ impl Tool for SqlTool {
             Err(error @ ServiceDbError::Refused(_)) => Err(self.invalid(error.to_string())),
             Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
+    }
+}
+
+/// `run_sql_query` over a scratch copy of its database (a shadow check's).
+struct SqlScratch(Arc<SqlTool>);
+
+#[async_trait::async_trait]
+impl ScratchCopy for SqlScratch {
+    fn tool(&self) -> Arc<dyn Tool> {
+        self.0.clone()
+    }
+
+    async fn fork(&self) -> Result<Box<dyn ScratchCopy>, ToolError> {
+        match self.0.scratch().await? {
+            Scratch::Copy(copy) => Ok(copy),
+            _ => Err(ToolError::failed(&self.0.spec.name, "no copy")),
+        }
+    }
+
+    async fn state(&self) -> Result<Value, ToolError> {
+        let state = self.0.database.state().await;
+        state.map_err(|error| ToolError::failed(&self.0.spec.name, error.to_string()))
     }
 }
 
@@ -335,6 +373,45 @@ mod tests {
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn the_sql_tools_scratch_copy_writes_only_to_itself() {
+        let dir = tempfile::tempdir().expect("dir");
+        let table = ServiceTable {
+            name: "Rooms".into(),
+            columns: vec![("RoomNumber".into(), "INTEGER".into())],
+            constraints: vec![],
+            rows: vec![],
+        };
+        let database = ServiceDatabase::create(&dir.path().join("h.db"), &[table])
+            .await
+            .expect("database");
+        let schema: DatabaseSpec = serde_json::from_value(json!({"tables": {"Rooms": {
+            "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
+        .expect("schema");
+        let tool = SqlTool::new(database.clone(), &schema);
+        let Scratch::Copy(copy) = tool.scratch().await.expect("scratch") else {
+            panic!("the SQL tool copies its database");
+        };
+        let insert = json!({"query": "INSERT INTO Rooms (RoomNumber) VALUES (7)"});
+        copy.tool().call(insert).await.expect("insert");
+        assert_eq!(
+            copy.state().await.expect("state"),
+            json!({"Rooms": [{"RoomNumber": 7}]})
+        );
+        assert_eq!(database.state().await.expect("state"), json!({"Rooms": []}));
+        let fork = copy.fork().await.expect("fork");
+        assert_eq!(
+            fork.state().await.expect("state"),
+            json!({"Rooms": [{"RoomNumber": 7}]})
+        );
+        let delete = json!({"query": "DELETE FROM Rooms"});
+        fork.tool().call(delete).await.expect("delete");
+        assert_eq!(
+            copy.state().await.expect("state"),
+            json!({"Rooms": [{"RoomNumber": 7}]})
+        );
     }
 
     #[test]

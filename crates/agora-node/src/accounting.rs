@@ -42,6 +42,8 @@ pub struct QueryContext {
     /// What the caller added (an observer of the steps, a conversation id; see
     /// [`crate::observer`]).
     pub(crate) hooks: RequestHooks,
+    /// A shadow check's context: every LLM call is recorded under [`Category::Shadow`].
+    pub(crate) shadow: bool,
     tally: Mutex<Tally>,
 }
 
@@ -69,6 +71,7 @@ impl QueryContext {
                 observer: crate::observer::scoped_observer(),
                 ..RequestHooks::default()
             },
+            shadow: false,
             tally: Mutex::new(Tally::default()),
         }
     }
@@ -138,6 +141,11 @@ impl Accountant {
         context: &QueryContext,
         request: &ChatRequest,
     ) -> Result<ChatResponse, LlmError> {
+        let category = if context.shadow {
+            Category::Shadow
+        } else {
+            category
+        };
         context.observe(|| Step::LlmCall { category });
         let response = match self.llm.chat(request).await {
             Ok(response) => response,

@@ -172,14 +172,55 @@ pub struct RoutineConfig {
     /// When a routine fails (error, trap, timeout, out of memory, busy), answer with the LLM
     /// instead. Off: the peer gets a `failure` reply carrying the routine's error.
     pub fallback_to_llm: bool,
+    /// Shadow checks: the LLM answering again, off the request path and on scratch copies of
+    /// the tools' state, a share of the requests routines answered.
+    pub shadow: ShadowConfig,
 }
 
 impl Default for RoutineConfig {
     fn default() -> Self {
         Self {
             fallback_to_llm: true,
+            shadow: ShadowConfig::default(),
         }
     }
+}
+
+/// Shadow checks of active routines (`[node.routines.shadow]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShadowConfig {
+    /// The share of routine-answered requests checked, from 0 (none) to 1 (all); every
+    /// `1 / share`-th request of a protocol is taken, so a check's place in traffic is
+    /// repeatable.
+    pub share: f64,
+    /// What a disagreement does.
+    pub on_disagreement: OnDisagreement,
+    /// Checks waiting at most; a request sampled while the queue is full is not checked.
+    pub queue_capacity: usize,
+}
+
+impl Default for ShadowConfig {
+    fn default() -> Self {
+        Self {
+            share: 0.02,
+            on_disagreement: OnDisagreement::Flag,
+            queue_capacity: 16,
+        }
+    }
+}
+
+/// What a shadow check's disagreement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDisagreement {
+    /// Record it (the dashboard and the metrics show it); the routine keeps answering.
+    #[default]
+    Flag,
+    /// Record it and disable the routine: the LLM answers again, and the disagreeing request,
+    /// as the LLM answered it, is an example for the routine's successor. A human-written
+    /// routine is only flagged.
+    Suspend,
 }
 
 /// How the node writes its own routines (the programmer).

@@ -34,8 +34,8 @@ pub mod tools;
 pub use accounting::{Category, Client, Tally};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Activation, ConversationConfig, NodeConfig, ProgrammerConfig, ResponderConfig, RoutineConfig,
-    SenderConfig, SuitabilityMode, Thresholds,
+    Activation, ConversationConfig, NodeConfig, OnDisagreement, ProgrammerConfig, ResponderConfig,
+    RoutineConfig, SenderConfig, ShadowConfig, SuitabilityMode, Thresholds,
 };
 pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};

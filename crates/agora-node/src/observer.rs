@@ -188,6 +188,8 @@ pub enum Category {
     Negotiation,
     /// Writing a routine.
     Implementing,
+    /// A shadow check: answering again what a routine answered, to compare.
+    Shadow,
 }
 
 impl Category {
@@ -198,6 +200,7 @@ impl Category {
             Category::Checking => "checking",
             Category::Negotiation => "negotiation",
             Category::Implementing => "implementing",
+            Category::Shadow => "shadow",
         }
     }
 }

@@ -110,6 +110,17 @@ impl ActiveRoutine {
         };
         run_within(self.loaded.as_ref(), body, tools, self.limits).await
     }
+
+    /// Runs the routine once with `tools` instead of the node's (a shadow check's copies),
+    /// granted as the routine is.
+    pub(crate) async fn run_on(
+        &self,
+        body: &str,
+        tools: &ToolRegistry,
+    ) -> Result<String, RoutineError> {
+        let tools = Arc::new(GrantedTools::new(tools.clone(), &self.routine.tools));
+        run_within(self.loaded.as_ref(), body, tools, self.limits).await
+    }
 }
 
 /// A routine's tools, each call and its result told to an observer.

@@ -15,7 +15,9 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use agora_protocol::ProtocolHash;
-use agora_store::{LedgerTotals, ProgrammingTotals, ProtocolUsage, Routine, RoutineStatus, Store};
+use agora_store::{
+    LedgerTotals, ProgrammingTotals, ProtocolUsage, Routine, RoutineStatus, ShadowTally, Store,
+};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
@@ -281,6 +283,7 @@ struct NodeFigures {
     usage: Vec<(ProtocolHash, ProtocolUsage)>,
     programming: Vec<(ProtocolHash, ProgrammingTotals)>,
     routines: Vec<Routine>,
+    shadows: Vec<ShadowTally>,
 }
 
 impl NodeFigures {
@@ -291,6 +294,7 @@ impl NodeFigures {
             usage: store.requests().usage_all().await?,
             programming: store.programming().programming_totals().await?,
             routines: store.routines().await?,
+            shadows: store.programming().shadow_tallies().await?,
         })
     }
 }
@@ -405,6 +409,23 @@ impl Figures for NodeFigures {
             self.routines
                 .iter()
                 .map(|r| (routine(r), count(r.failures))),
+        )?;
+        let checked = |id: i64| self.routines.iter().find(|r| r.id == id).map(routine);
+        family(
+            encoder,
+            "agora_routine_shadow_checks",
+            "Routine answers checked again by the LLM on scratch state (shadow checks).",
+            self.shadows
+                .iter()
+                .filter_map(|t| Some((checked(t.routine_id)?, count(t.checks)))),
+        )?;
+        family(
+            encoder,
+            "agora_routine_shadow_disagreements",
+            "Shadow checks where the LLM's answer (reply or effects) differed from the routine's.",
+            self.shadows
+                .iter()
+                .filter_map(|t| Some((checked(t.routine_id)?, count(t.disagreements)))),
         )?;
         family(
             encoder,

@@ -31,6 +31,7 @@ mod reviews;
 mod routines;
 mod sender_memory;
 mod sender_routines;
+mod shadow_checks;
 mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};
@@ -48,7 +49,7 @@ pub use records::{
     AttemptOutcome, Conversation, ConversationKind, Decision, DecisionOrigin, JobReason,
     LedgerTotals, LlmCallRecord, NewRoutine, ProtocolUsage, RequestPath, RequestRecord,
     ReviewDecision, Routine, RoutineCode, RoutineLanguage, RoutineOrigin, RoutineReview,
-    RoutineStatus, StoredDocument,
+    RoutineStatus, ShadowCheck, ShadowTally, StoredDocument,
 };
 pub use requests::{RequestBucket, Requests};
 pub use sender_memory::{SenderMemory, SenderRecords, SenderRun, SenderTotals};

@@ -242,6 +242,46 @@ pub enum ReviewDecision {
     Edited,
 }
 
+/// One shadow check: a request a routine answered, answered again by the LLM on scratch state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowCheck {
+    /// Assigned by the store (0 in a new check).
+    pub id: i64,
+    /// The routine checked.
+    pub routine_id: i64,
+    /// Its protocol.
+    pub protocol_hash: ProtocolHash,
+    /// The request the routine answered.
+    pub query_id: String,
+    /// The request body, as text.
+    pub body: String,
+    /// The routine's reply body, as text.
+    pub routine_reply: String,
+    /// The LLM's reply body, as text.
+    pub llm_reply: String,
+    /// Whether the two agreed, replies and effects.
+    pub agreed: bool,
+    /// How they differ (empty when they agreed).
+    pub difference: String,
+    /// The check's LLM cost, in US dollars.
+    pub cost_usd: f64,
+    /// When (Unix ms).
+    pub created_at_ms: i64,
+}
+
+/// A routine's shadow checks so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowTally {
+    /// The routine.
+    pub routine_id: i64,
+    /// Checks made.
+    pub checks: i64,
+    /// Checks where the LLM's answer differed.
+    pub disagreements: i64,
+    /// The checks' LLM cost, in US dollars.
+    pub cost_usd: f64,
+}
+
 /// One review decision about a routine, with who made it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutineReview {

@@ -9,12 +9,17 @@
 //! runtime) the failure is recorded on the routine with the request, and the LLM answers instead
 //! (`fallback` in the request ledger), unless the node is configured not to fall back: then the
 //! peer gets a `failure` reply carrying the routine's error (`routine` in the ledger).
+//!
+//! A share of the requests a routine answered is checked again by the LLM later (see `shadow`).
 
 use agora_protocol::{ErrorCode, ProtocolHash, Reply, Request};
 use agora_store::{RequestPath, RoutineOrigin};
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::receiver::{Outcome, Receiver, reply_body};
+use super::shadow::ShadowJob;
 use crate::accounting::QueryContext;
 use crate::routine_table::ActiveRoutine;
 
@@ -24,16 +29,27 @@ impl Receiver {
         context: &QueryContext,
         request: &Request,
         hash: ProtocolHash,
-        active: &ActiveRoutine,
+        active: &Arc<ActiveRoutine>,
     ) -> Outcome {
         let routine = &active.routine;
         tracing::Span::current().record("routine", routine.name.as_str());
+        // A sampled request's state is copied before the routine changes it.
+        let scratch = self.shadow_scratch(&hash, active).await;
         let error = match active
             .run(&request.body.to_text(), context.observer())
             .await
         {
             Ok(text) => {
                 let body = reply_body(&request.body, Value::String(text));
+                if let Some(scratch) = scratch {
+                    self.queue_shadow_check(ShadowJob {
+                        query_id: context.query_id.clone(),
+                        routine: active.clone(),
+                        request: request.clone(),
+                        routine_reply: body.to_text(),
+                        scratch,
+                    });
+                }
                 return Outcome {
                     routine_id: Some(routine.id),
                     ..Outcome::new(Reply::success(body), RequestPath::Routine)

@@ -46,6 +46,7 @@ mod registry;
 mod review;
 mod sender_routines;
 mod sending;
+mod shadow;
 mod transcript;
 
 use self::core::Core;
@@ -153,6 +154,7 @@ impl Node {
                 core: core.clone(),
                 programmer: programmer.clone(),
                 idempotency_fields: Arc::default(),
+                shadows: Arc::new(shadow::Shadows::new()),
             },
             sender: Sender {
                 core: core.clone(),
@@ -366,9 +368,18 @@ impl Node {
         self.core.remove_routine(reference).await
     }
 
-    /// Waits until the programmer has no job waiting or running (tests, orderly shutdown).
+    /// Waits until no shadow check and no programmer job is waiting or running (tests, orderly
+    /// shutdown). A suspending shadow check may ask the programmer for a job, so the checks
+    /// come first.
     pub async fn programmer_idle(&self) {
+        self.receiver.shadows.idle().await;
         self.programmer.programmer_idle().await;
+    }
+
+    /// Why the routine `routine_id` is not shadow-checked, once a sampled request found out
+    /// (a granted tool that cannot copy its state).
+    pub fn shadow_unchecked(&self, routine_id: i64) -> Option<String> {
+        self.receiver.shadows.unchecked(routine_id)
     }
 
     /// Waits until no sender routine job is waiting or running (tests, orderly shutdown).

@@ -38,6 +38,7 @@ use crate::observer::RequestHooks;
 use crate::programmer::{PendingExample, grounding};
 use crate::resolver::ResolveError;
 use crate::responder::{Responder, Subject};
+use crate::tools::ToolRegistry;
 
 /// A request's protocol document and the documents it builds on, resolved once per request and
 /// passed to every step that reads them (suitability, answering).
@@ -53,6 +54,14 @@ pub(crate) struct Receiver {
     pub(super) programmer: Programmer,
     /// Each document's `idempotency_key_field`, once read (see `idempotency`).
     pub(super) idempotency_fields: Arc<Mutex<HashMap<ProtocolHash, Option<String>>>>,
+    /// Shadow checks of the routines' answers (see `shadow`).
+    pub(super) shadows: Arc<super::shadow::Shadows>,
+}
+
+/// The LLM's answer, and the program that gave it when code as action answered a protocol.
+pub(super) struct Answered {
+    pub(super) answer: crate::responder::Answer,
+    pub(super) program: Option<String>,
 }
 
 /// What answering produced, before bookkeeping.
@@ -457,39 +466,36 @@ impl Receiver {
         conversation: Option<Conversation>,
     ) -> Outcome {
         let focus = self.core.focus(subject);
-        let responder = Responder {
-            accountant: &self.core.accountant,
-            tools: &self.core.tools,
-            config: &self.core.config.responder,
-            focus: &focus,
-            references,
-        };
         let message = body.to_text();
-        let acted = match subject {
-            Subject::Protocol(document) if conversation.is_none() && history.is_empty() => {
-                self.act(context, document, &focus, &message).await
-            }
-            Subject::Natural if history.is_empty() => {
-                self.act_on_message(context, &focus, &message).await
-            }
-            _ => None,
-        };
-        let answer = match acted {
-            Some(answer) => answer,
-            None => match responder
-                .respond(context, subject, &history, &message)
-                .await
-            {
-                Ok(answer) => answer,
-                Err(error) => {
-                    return Outcome::failed_privately(
-                        context,
-                        ErrorCode::HandlerFailed,
-                        "this node's language model or tools failed to answer; retry later",
-                        error,
-                    );
+        let answer = match self
+            .llm_answer(
+                context,
+                subject,
+                references,
+                &focus,
+                &history,
+                conversation.is_some(),
+                &message,
+                &self.core.tools,
+            )
+            .await
+        {
+            Ok(answered) => {
+                if let (Subject::Protocol(document), Some(source)) = (subject, answered.program)
+                    && let Ok(mut programs) = self.programmer.state.programs.lock()
+                {
+                    programs.insert(document.hash(), source);
                 }
-            },
+                answered.answer
+            }
+            Err(error) => {
+                return Outcome::failed_privately(
+                    context,
+                    ErrorCode::HandlerFailed,
+                    "this node's language model or tools failed to answer; retry later",
+                    error,
+                );
+            }
         };
         let reply_body = reply_body(body, answer.value);
         let reply_text = reply_body.to_text();
@@ -510,20 +516,7 @@ impl Receiver {
             Subject::Protocol(document) if conversation.is_none() && grounded(document) => {
                 Some(PendingExample {
                     body: message.clone(),
-                    tool_calls: Value::Array(
-                        answer
-                            .tool_calls
-                            .iter()
-                            .map(|call| match &call.result {
-                                Ok(result) => serde_json::json!({
-                                    "tool": call.tool, "arguments": call.arguments, "result": result
-                                }),
-                                Err(error) => serde_json::json!({
-                                    "tool": call.tool, "arguments": call.arguments, "error": error
-                                }),
-                            })
-                            .collect(),
-                    ),
+                    tool_calls: tool_calls_json(&answer.tool_calls),
                     reply: reply_text.clone(),
                 })
             }
@@ -553,55 +546,81 @@ impl Receiver {
         }
     }
 
-    /// Code as action (see [`crate::acting`]), when configured and the node has a routine
-    /// engine: the answer of a program the LLM wrote, or `None` for the tool loop to answer.
-    async fn act(
+    /// The LLM's answer to `message` with `tools`: code as action on a first message (see
+    /// [`crate::acting`]; for a protocol, only outside a conversation), when configured and the
+    /// node has a routine engine; otherwise, or when no program answered, the tool loop (see
+    /// [`crate::responder`]). `in_conversation`: the request opened or continues one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn llm_answer(
         &self,
         context: &QueryContext,
-        document: &VerifiedDocument,
+        subject: Subject<'_>,
+        references: &[VerifiedDocument],
         focus: &Focus,
-        body: &str,
-    ) -> Option<crate::responder::Answer> {
-        let actor = self.actor(focus, self.core.config.responder.code_as_action)?;
-        match actor.act(context, document, body).await {
-            Ok(acted) => {
-                if let Ok(mut programs) = self.programmer.state.programs.lock() {
-                    programs.insert(document.hash(), acted.source);
-                }
-                Some(acted.answer)
-            }
-            Err(error) => {
-                tracing::info!(%error, "no program answered; the tool loop answers");
-                None
-            }
-        }
-    }
-
-    /// Code as action on a natural-language message (`responder.natural_code_as_action`),
-    /// when configured and the node has a routine engine: the answer of a program the LLM wrote
-    /// for this message, or `None` for the tool loop to answer.
-    async fn act_on_message(
-        &self,
-        context: &QueryContext,
-        focus: &Focus,
+        history: &[agora_llm::Message],
+        in_conversation: bool,
         message: &str,
-    ) -> Option<crate::responder::Answer> {
-        let actor = self.actor(focus, self.core.config.responder.natural_code_as_action)?;
-        match actor.act_on_message(context, message).await {
-            Ok(acted) => Some(acted.answer),
-            Err(error) => {
-                tracing::info!(%error, "no program answered the message; the tool loop answers");
-                None
+        tools: &ToolRegistry,
+    ) -> Result<Answered, crate::responder::RespondError> {
+        let config = &self.core.config.responder;
+        let acted = match subject {
+            Subject::Protocol(document) if !in_conversation && history.is_empty() => {
+                match self.actor(focus, tools, config.code_as_action) {
+                    Some(actor) => match actor.act(context, document, message).await {
+                        Ok(acted) => Some((acted.answer, Some(acted.source))),
+                        Err(error) => {
+                            tracing::info!(%error, "no program answered; the tool loop answers");
+                            None
+                        }
+                    },
+                    None => None,
+                }
             }
+            Subject::Natural if history.is_empty() => {
+                match self.actor(focus, tools, config.natural_code_as_action) {
+                    Some(actor) => match actor.act_on_message(context, message).await {
+                        Ok(acted) => Some((acted.answer, None)),
+                        Err(error) => {
+                            tracing::info!(%error, "no program answered the message; the tool loop answers");
+                            None
+                        }
+                    },
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some((answer, program)) = acted {
+            return Ok(Answered { answer, program });
         }
+        let responder = Responder {
+            accountant: &self.core.accountant,
+            tools,
+            config,
+            focus,
+            references,
+        };
+        let answer = responder
+            .respond(context, subject, history, message)
+            .await?;
+        Ok(Answered {
+            answer,
+            program: None,
+        })
     }
 
-    /// The actor for code as action on `focus`, when `on` and the node has a routine engine.
-    fn actor<'a>(&'a self, focus: &'a Focus, on: bool) -> Option<crate::acting::Actor<'a>> {
+    /// The actor for code as action on `focus` with `tools`, when `on` and the node has a
+    /// routine engine.
+    fn actor<'a>(
+        &'a self,
+        focus: &'a Focus,
+        tools: &'a ToolRegistry,
+        on: bool,
+    ) -> Option<crate::acting::Actor<'a>> {
         let engine = self.core.routines.engine().filter(|_| on)?;
         Some(crate::acting::Actor {
             accountant: &self.core.accountant,
-            tools: &self.core.tools,
+            tools,
             focus,
             engine: engine.as_ref(),
             limits: self.core.programmer_limits(),
@@ -676,6 +695,24 @@ fn path_name(path: RequestPath) -> &'static str {
         RequestPath::Rejected => "rejected",
         RequestPath::Failed => "failed",
     }
+}
+
+/// Tool calls as the store keeps them with an example: `tool`, `arguments`, and `result` or
+/// `error`.
+pub(super) fn tool_calls_json(calls: &[crate::tools::ToolCall]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|call| match &call.result {
+                Ok(result) => serde_json::json!({
+                    "tool": call.tool, "arguments": call.arguments, "result": result
+                }),
+                Err(error) => serde_json::json!({
+                    "tool": call.tool, "arguments": call.arguments, "error": error
+                }),
+            })
+            .collect(),
+    )
 }
 
 /// Shapes the answer like the request: text for text bodies, JSON for JSON bodies.

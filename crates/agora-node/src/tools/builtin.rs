@@ -97,6 +97,10 @@ impl Tool for WeatherForecastTool {
         &self.spec
     }
 
+    async fn scratch(&self) -> Result<super::Scratch, ToolError> {
+        Ok(super::Scratch::Stateless)
+    }
+
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let location = arguments.get("location").and_then(Value::as_str);
         let date = arguments.get("date").and_then(Value::as_str);

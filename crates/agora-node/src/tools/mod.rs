@@ -23,7 +23,7 @@ pub use builtin::WeatherForecastTool;
 pub use http::HttpTool;
 pub use node_info::{NodeFacts, NodeInfoTool};
 pub use protocol_call::{CallProtocolTool, ProtocolRoutines};
-pub use tool::{Tool, ToolError, ToolSpec};
+pub use tool::{Scratch, ScratchCopy, Tool, ToolError, ToolSpec};
 
 /// Largest reply an HTTP tool accepts when its configuration names no limit, in bytes.
 const DEFAULT_MAX_REPLY_BYTES: usize = 1 << 20;
@@ -348,6 +348,76 @@ impl ToolRegistry {
             });
         }
         registered.tool.call(arguments).await
+    }
+}
+
+/// The node's tools as a shadow check calls them (see [`ToolRegistry::scratch`]): stateless
+/// tools as they are, stateful ones over copies of their state.
+pub struct ScratchTools {
+    /// The tools to answer with.
+    pub registry: ToolRegistry,
+    copies: Vec<(String, Box<dyn ScratchCopy>)>,
+}
+
+impl ScratchTools {
+    /// The same tools over fresh copies of these copies' states.
+    pub async fn fork(&self) -> Result<ScratchTools, ToolError> {
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut copies = Vec::new();
+        for (name, copy) in &self.copies {
+            let forked = copy.fork().await?;
+            tools.push(forked.tool());
+            copies.push((name.clone(), forked));
+        }
+        for (name, registered) in self.registry.tools.iter() {
+            if !self.copies.iter().any(|(copied, _)| copied == name) {
+                tools.push(registered.tool.clone());
+            }
+        }
+        let registry = ToolRegistry::from_tools(tools)
+            .map_err(|error| ToolError::failed("scratch", error.to_string()))?;
+        Ok(ScratchTools { registry, copies })
+    }
+
+    /// Each copied tool's state, by tool name.
+    pub async fn states(&self) -> Result<BTreeMap<String, Value>, ToolError> {
+        let mut states = BTreeMap::new();
+        for (name, copy) in &self.copies {
+            states.insert(name.clone(), copy.state().await?);
+        }
+        Ok(states)
+    }
+}
+
+impl ToolRegistry {
+    /// The tools for a shadow check: every tool that is stateless or can copy its state, the
+    /// stateful ones over copies taken now. `Err` names the first of `required` (a routine's
+    /// granted tools) that cannot keep its effects off the real world; other such tools are left
+    /// out, so the LLM cannot call them either.
+    pub async fn scratch(&self, required: &[String]) -> Result<ScratchTools, String> {
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut copies = Vec::new();
+        for (name, registered) in self.tools.iter() {
+            match registered.tool.scratch().await {
+                Ok(Scratch::Stateless) => tools.push(registered.tool.clone()),
+                Ok(Scratch::Copy(copy)) => {
+                    tools.push(copy.tool());
+                    copies.push((name.clone(), copy));
+                }
+                Ok(Scratch::Unsupported) if required.contains(name) => {
+                    return Err(format!(
+                        "the tool {name} has effects a check cannot keep off the real world"
+                    ));
+                }
+                Ok(Scratch::Unsupported) => {}
+                Err(error) if required.contains(name) => {
+                    return Err(format!("the tool {name} could not copy its state: {error}"));
+                }
+                Err(error) => tracing::warn!(tool = %name, %error, "a scratch copy failed"),
+            }
+        }
+        let registry = ToolRegistry::from_tools(tools).map_err(|error| error.to_string())?;
+        Ok(ScratchTools { registry, copies })
     }
 }
 

@@ -106,6 +106,10 @@ impl Tool for NodeInfoTool {
         &self.spec
     }
 
+    async fn scratch(&self) -> Result<super::Scratch, ToolError> {
+        Ok(super::Scratch::Stateless)
+    }
+
     async fn call(&self, _arguments: Value) -> Result<Value, ToolError> {
         let protocols: Vec<Value> = served_documents(&self.store)
             .await

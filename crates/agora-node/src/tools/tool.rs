@@ -71,4 +71,31 @@ pub trait Tool: Send + Sync {
     fn changes_state(&self, _arguments: &Value) -> Option<bool> {
         None
     }
+    /// What a shadow check may call in this tool's place (see [`Scratch`]). The default,
+    /// [`Scratch::Unsupported`], keeps every routine granted the tool out of shadow checks.
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        Ok(Scratch::Unsupported)
+    }
+}
+
+/// What a shadow check (an LLM answering again what a routine answered, off the request path)
+/// may call in a tool's place, so that nothing is written twice.
+pub enum Scratch {
+    /// Nothing a call does lasts (a pure function, a read-only view): the tool itself serves.
+    Stateless,
+    /// A copy of the tool's state, taken now: calls on it change only the copy.
+    Copy(Box<dyn ScratchCopy>),
+    /// The tool's effects cannot be kept off the real world (an HTTP endpoint, another server).
+    Unsupported,
+}
+
+/// A tool over a copy of its state (see [`Scratch::Copy`]). Dropping it discards the copy.
+#[async_trait::async_trait]
+pub trait ScratchCopy: Send + Sync {
+    /// The tool, calling on this copy.
+    fn tool(&self) -> std::sync::Arc<dyn Tool>;
+    /// Another copy of this copy's state as it is now.
+    async fn fork(&self) -> Result<Box<dyn ScratchCopy>, ToolError>;
+    /// The copy's whole state, so two copies' effects can be compared.
+    async fn state(&self) -> Result<Value, ToolError>;
 }

@@ -9,3 +9,4 @@ mod real_model_fit;
 mod receiver;
 mod review;
 mod routines;
+mod shadow;

@@ -145,7 +145,7 @@ async fn forecast(body: &str, tools: &dyn ToolHost) -> Result<Value, RoutineErro
 }
 
 /// What the weather agent replies.
-async fn good(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+pub(crate) async fn good(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
     let forecast = forecast(&body, tools.as_ref()).await?;
     Ok(json!({
         "temperature": forecast["temperature_c"],
@@ -156,7 +156,7 @@ async fn good(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineE
 }
 
 /// A candidate that drops two fields of the reply.
-async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
+pub(crate) async fn wrong(body: String, tools: Arc<dyn ToolHost>) -> Result<String, RoutineError> {
     let forecast = forecast(&body, tools.as_ref()).await?;
     Ok(json!({"temperature": forecast["temperature_c"]}).to_string())
 }

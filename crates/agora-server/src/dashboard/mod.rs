@@ -451,7 +451,10 @@ mod tests {
                 "routine.html",
                 json!({"routine": routine, "source": evil, "exampleBody": evil,
                 "attempts": [{"job": "j", "attempt": 1, "reason": "threshold", "outcome": "passed", "passed": true,
-                "report": evil, "source": evil, "tokens": 1, "costUsd": 0.0, "wroteThis": true, "createdAt": 1}]}),
+                "report": evil, "source": evil, "tokens": 1, "costUsd": 0.0, "wroteThis": true, "createdAt": 1}],
+                "shadow": {"share": 0.02, "checks": 3, "disagreements": 1, "costUsd": 0.01, "unchecked": null,
+                "latest": [{"queryId": evil, "body": evil, "routineReply": evil, "llmReply": evil,
+                "difference": evil, "at": 1}]}}),
             ),
             (
                 "ledger.html",

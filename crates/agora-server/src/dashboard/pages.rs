@@ -179,16 +179,24 @@ async fn protocol_names(node: &Node) -> Result<BTreeMap<ProtocolHash, String>, S
         .collect())
 }
 
-/// The routines page: every routine with its counters.
+/// Disagreeing shadow checks shown on a routine's page.
+const SHADOW_EXAMPLES: i64 = 10;
+
+/// The routines page: every routine with its counters and its shadow checks.
 pub async fn routines(node: &Node) -> Result<Value, StoreError> {
     let names = protocol_names(node).await?;
+    let tallies = node.store().programming().shadow_tallies().await?;
     let rows: Vec<Value> = node
         .store()
         .routines()
         .await?
         .iter()
         .map(|r| {
+            let tally = tallies.iter().find(|t| t.routine_id == r.id);
             json!({
+                "shadowChecks": tally.map(|t| t.checks).unwrap_or(0),
+                "shadowDisagreements": tally.map(|t| t.disagreements).unwrap_or(0),
+                "shadowUnchecked": node.shadow_unchecked(r.id),
                 "id": r.id, "name": r.name, "protocolHash": r.protocol_hash.to_hex(),
                 "protocol": names.get(&r.protocol_hash),
                 "origin": r.origin.as_str(), "status": r.status.as_str(),
@@ -240,6 +248,28 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         true => Some(crate::admin::routines::review_of(node, &routine).await?),
         false => None,
     };
+    let tally = store.programming().shadow_tallies().await?;
+    let tally = tally.iter().find(|t| t.routine_id == routine.id);
+    let disagreements: Vec<Value> = store
+        .programming()
+        .shadow_checks(routine.id, true, SHADOW_EXAMPLES)
+        .await?
+        .into_iter()
+        .map(|c| {
+            json!({
+                "queryId": c.query_id, "body": c.body, "routineReply": c.routine_reply,
+                "llmReply": c.llm_reply, "difference": c.difference, "at": c.created_at_ms,
+            })
+        })
+        .collect();
+    let shadow = json!({
+        "share": node.config().routines.shadow.share,
+        "checks": tally.map(|t| t.checks).unwrap_or(0),
+        "disagreements": tally.map(|t| t.disagreements).unwrap_or(0),
+        "costUsd": tally.map(|t| t.cost_usd).unwrap_or(0.0),
+        "unchecked": node.shadow_unchecked(routine.id),
+        "latest": disagreements,
+    });
     let example = store
         .programming()
         .examples(&routine.protocol_hash, 1)
@@ -261,6 +291,7 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         "exampleBody": example.unwrap_or_else(|| "{}".into()),
         "attempts": attempts,
         "review": review,
+        "shadow": shadow,
     })))
 }
 

@@ -139,6 +139,7 @@ on_both_backends!(
     one_routine_is_active_per_protocol,
     requests_count_routine_runs_and_failures,
     reviews_decide_pending_routines_once,
+    shadow_checks_are_listed_and_tallied_per_routine,
     publishing_is_idempotent_and_numbers_entries,
     pages_follow_seq_order,
     search_narrows_by_lowercased_words,

@@ -280,3 +280,65 @@ pub async fn reviews_decide_pending_routines_once(fixture: Fixture) {
     let reasons: Vec<&str> = all.iter().map(|r| r.reason.as_str()).collect();
     assert_eq!(reasons, ["", "too slow"]);
 }
+
+/// Shadow checks: recorded with both answers, listed newest first (disagreements alone on
+/// request), and tallied per routine.
+pub async fn shadow_checks_are_listed_and_tallied_per_routine(fixture: Fixture) {
+    let store = fixture.open().await;
+    let check = |routine_id, agreed, at| agora_store::ShadowCheck {
+        id: 0,
+        routine_id,
+        protocol_hash: hash(1),
+        query_id: format!("q{at}"),
+        body: "{\"a\": 1}".to_string(),
+        routine_reply: "{\"b\": 1}".to_string(),
+        llm_reply: "{\"b\": 2}".to_string(),
+        agreed,
+        difference: if agreed {
+            String::new()
+        } else {
+            "replies differ".to_string()
+        },
+        cost_usd: 0.25,
+        created_at_ms: at,
+    };
+    let programming = || store.programming();
+    for (routine_id, agreed, at) in [(1, true, 1), (1, false, 2), (1, true, 3), (2, false, 4)] {
+        programming()
+            .record_shadow_check(&check(routine_id, agreed, at))
+            .await
+            .expect("record");
+    }
+    let all = programming()
+        .shadow_checks(1, false, 10)
+        .await
+        .expect("list");
+    let at: Vec<i64> = all.iter().map(|c| c.created_at_ms).collect();
+    assert_eq!(at, [3, 2, 1]);
+    assert_eq!(
+        all[1],
+        agora_store::ShadowCheck {
+            id: all[1].id,
+            ..check(1, false, 2)
+        }
+    );
+    let disagreements = programming()
+        .shadow_checks(1, true, 10)
+        .await
+        .expect("list");
+    assert_eq!(disagreements.len(), 1);
+    assert_eq!(
+        programming()
+            .shadow_checks(1, false, 1)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    let tallies = programming().shadow_tallies().await.expect("tallies");
+    let tallies: Vec<(i64, i64, i64, f64)> = tallies
+        .iter()
+        .map(|t| (t.routine_id, t.checks, t.disagreements, t.cost_usd))
+        .collect();
+    assert_eq!(tallies, [(1, 3, 1, 0.75), (2, 1, 1, 0.25)]);
+}
