@@ -33,5 +33,5 @@ pub mod weather;
 pub mod worker;
 
 pub use agora_judge as judge;
-pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample};
+pub use record::{CallTotals, Mode, NetworkStats, QueryRecord, RunRecord, Sample, ShadowNote};
 pub use setup::ServerSetup;

@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Mutex, OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 
-use crate::record::{CallTotals, Mode};
+use crate::record::{CallTotals, Mode, ShadowNote};
 use crate::setup::ServerSetup;
 use crate::spec::{NetworkSpec, NodeTask, ToolSpecEntry};
 use crate::tools::{ExternalTool, MockKind, MockTool, SqlTool};
@@ -316,6 +316,9 @@ pub struct LedgerUsage {
     /// The agents that made `conversation` calls (an LLM answered or asked in words).
     #[serde(default)]
     pub conversing: BTreeSet<String>,
+    /// The servers' shadow checks recorded since the last read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<ShadowNote>,
 }
 
 impl LedgerUsage {
@@ -323,6 +326,7 @@ impl LedgerUsage {
     pub fn add(&mut self, other: &LedgerUsage) {
         self.totals.add(&other.totals);
         self.conversing.extend(other.conversing.iter().cloned());
+        self.shadow.extend(other.shadow.iter().cloned());
         for (category, usage) in &other.by_category {
             self.by_category
                 .entry(category.clone())
@@ -523,6 +527,20 @@ impl Agents {
                     .entry(call.category)
                     .or_default()
                     .add(&one);
+            }
+        }
+        for server in self.servers.values() {
+            let last = read
+                .entry(format!("shadow checks of {}", server.id))
+                .or_insert(0);
+            let programming = server.node.store().programming();
+            for check in programming.shadow_checks_after(*last).await? {
+                *last = check.id;
+                usage.shadow.push(ShadowNote {
+                    server: server.id.clone(),
+                    agreed: check.agreed,
+                    difference: check.difference,
+                });
             }
         }
         Ok(usage)

@@ -100,8 +100,24 @@ pub struct QueryRecord {
     /// All LLM use the query caused, on every agent.
     pub llm: CallTotals,
     /// The same by category (`conversation`, `checking`, `negotiation`, `implementing`, and
-    /// the sender's `querying`, when present).
+    /// the sender's `querying` and the servers' `shadow`, when present).
     pub by_category: BTreeMap<String, CallTotals>,
+    /// The shadow checks servers made of their routines' answers during the query.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<ShadowNote>,
+}
+
+/// A shadow check of a server routine's answer: whether the server's LLM, answering again on
+/// scratch state, agreed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShadowNote {
+    /// The server whose routine was checked.
+    pub server: String,
+    /// Whether the LLM's answer agreed (reply and effects).
+    pub agreed: bool,
+    /// How they differ, when they did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub difference: String,
 }
 
 impl QueryRecord {

@@ -239,6 +239,7 @@ async fn run_queries(
                     wall_ms,
                     llm: usage.totals,
                     by_category: usage.by_category,
+                    shadow: usage.shadow,
                 };
                 progress.inc(1);
                 calls_so_far += record.llm.calls;

@@ -166,7 +166,7 @@ impl Default for ResponderConfig {
 }
 
 /// How routines are run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutineConfig {
     /// When a routine fails (error, trap, timeout, out of memory, busy), answer with the LLM

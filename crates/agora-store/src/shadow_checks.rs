@@ -48,17 +48,20 @@ impl Programming<'_> {
             &self.store.pool,
             statement,
             "shadow_checks: select",
-            |row| {
-                let columns = Columns::new(row, "shadow_checks: read column");
-                let hash: String = columns.get("protocol_hash")?;
-                let agreed: i64 = columns.get("agreed")?;
-                Ok(from_columns!(columns => ShadowCheck {
-                    id, routine_id, query_id, body, routine_reply, llm_reply, difference, cost_usd,
-                    protocol_hash: parse_hash("shadow_checks.protocol_hash", &hash)?,
-                    agreed: agreed != 0,
-                    created_at_ms: columns.get("created_at")?,
-                }))
-            },
+            check_from_row,
+        )
+        .await
+    }
+
+    /// Every shadow check recorded after the check `id`, oldest first (0: all of them).
+    pub async fn shadow_checks_after(self, id: i64) -> Result<Vec<ShadowCheck>, StoreError> {
+        let sql = format!("SELECT {SHADOW_COLUMNS} FROM shadow_checks WHERE id > $1 ORDER BY id");
+        let statement = sqlx::query(&sql).bind(id);
+        fetch_all(
+            &self.store.pool,
+            statement,
+            "shadow_checks_after: select",
+            check_from_row,
         )
         .await
     }
@@ -84,4 +87,16 @@ impl Programming<'_> {
         )
         .await
     }
+}
+
+fn check_from_row(row: &sqlx::any::AnyRow) -> Result<ShadowCheck, StoreError> {
+    let columns = Columns::new(row, "shadow_checks: read column");
+    let hash: String = columns.get("protocol_hash")?;
+    let agreed: i64 = columns.get("agreed")?;
+    Ok(from_columns!(columns => ShadowCheck {
+        id, routine_id, query_id, body, routine_reply, llm_reply, difference, cost_usd,
+        protocol_hash: parse_hash("shadow_checks.protocol_hash", &hash)?,
+        agreed: agreed != 0,
+        created_at_ms: columns.get("created_at")?,
+    }))
 }

@@ -52,6 +52,7 @@ pub(super) fn markdown(
     curves_section(&mut md, plots)?;
     network_section(&mut md, summary)?;
     tasks_section(&mut md, input)?;
+    shadow_section(&mut md, input)?;
     writeln!(
         md,
         "## Files\n\n- `summary.json`: the key numbers above.\n- `per_query.csv`: one row per \
@@ -672,6 +673,102 @@ pub(super) fn pairs_table(
             t[1].cells(),
             head(&t[2]),
             head(&t[3]),
+        )?;
+    }
+    md.push('\n');
+    Ok(())
+}
+
+/// Shadow checks of the servers' routines, per (server, task), next to the judge's verdicts on
+/// the routines' answers; only for a run that made checks.
+pub(super) fn shadow_section(md: &mut String, input: &ReportInput) -> Result<()> {
+    let Some(run) = input.agora else {
+        return Ok(());
+    };
+    if run.queries.iter().all(|q| q.shadow.is_empty()) {
+        return Ok(());
+    }
+    #[derive(Default)]
+    struct Pair {
+        routine_answers: usize,
+        routine_correct: usize,
+        checks: usize,
+        disagreements: usize,
+    }
+    let mut pairs: BTreeMap<(&str, &str), Pair> = BTreeMap::new();
+    let mut elsewhere = 0;
+    for q in &run.queries {
+        let pair = pairs.entry((&q.server, &q.task)).or_default();
+        if q.answered_by.as_deref() == Some("routine") {
+            pair.routine_answers += 1;
+            pair.routine_correct += usize::from(q.correct());
+        }
+        for note in &q.shadow {
+            if note.server != q.server {
+                elsewhere += 1;
+                continue;
+            }
+            pair.checks += 1;
+            pair.disagreements += usize::from(!note.agreed);
+        }
+    }
+    pairs.retain(|_, p| p.routine_answers > 0 || p.checks > 0);
+    let share = run
+        .setup
+        .as_ref()
+        .map(|s| percent(s.routines.shadow.share))
+        .unwrap_or_else(|| "a share".into());
+    let shadow_cost = run
+        .by_category
+        .get("shadow")
+        .map(|c| c.cost_usd)
+        .unwrap_or(0.0);
+    writeln!(
+        md,
+        "## 8. Shadow checks (measured)\n\n\
+         The servers' LLMs answered {share} of their routines' answers again on scratch state \
+         (`[node.routines.shadow]`). Per (server, task): the queries a server routine answered \
+         and how many of them the judge found correct, next to the checks made and how many \
+         disagreed. The checks cost {} of the run's {} ({}).\n\n\
+         | server | task | routine answers | judged correct | checks | disagreed |\n\
+         |---|---|---|---|---|---|",
+        usd(shadow_cost),
+        usd(run.totals.cost_usd),
+        percent(ratio_or_zero(shadow_cost, run.totals.cost_usd)),
+    )?;
+    let (mut wrong, mut wrong_flagged, mut right, mut right_flagged) = (0, 0, 0, 0);
+    for ((server, task), p) in &pairs {
+        writeln!(
+            md,
+            "| {server} | {task} | {} | {} | {} | {} |",
+            p.routine_answers,
+            fraction(p.routine_correct, p.routine_answers),
+            p.checks,
+            p.disagreements,
+        )?;
+        if p.routine_answers == 0 {
+            continue;
+        }
+        let correct = p.routine_correct as f64 / p.routine_answers as f64;
+        let flagged = p.disagreements > 0;
+        if correct < 0.5 {
+            wrong += 1;
+            wrong_flagged += usize::from(flagged);
+        } else if correct > 0.9 {
+            right += 1;
+            right_flagged += usize::from(flagged);
+        }
+    }
+    writeln!(
+        md,
+        "\nFlagged (at least one disagreement): {wrong_flagged} of the {wrong} pairs whose \
+         routine answers the judge found below 50 % correct, and {right_flagged} of the {right} \
+         above 90 %."
+    )?;
+    if elsewhere > 0 {
+        writeln!(
+            md,
+            "{elsewhere} checks were of other servers' routines (server-to-server traffic)."
         )?;
     }
     md.push('\n');

@@ -48,6 +48,7 @@ fn query(i: usize, success: bool, categories: &[(&str, u64, f64)]) -> QueryRecor
         wall_ms: 10,
         llm,
         by_category,
+        shadow: Vec::new(),
     }
 }
 
@@ -652,4 +653,69 @@ fn routines_far_below_the_llm_on_their_pair_are_named() {
     ] {
         assert!(md.contains(line), "missing {line}\n{md}");
     }
+}
+
+/// A run with shadow checks: per pair, the routine answers with the judge's verdicts next to the
+/// checks and disagreements; the wrong pair (s2, 0/6 correct) is flagged and the right one (s1,
+/// 14/14) is not; the checks' cost is a share of the run's. A run without checks has no section.
+#[test]
+fn shadow_checks_are_shown_next_to_the_judges_verdicts() {
+    use agora_judge::Verdict;
+    use agora_network::ShadowNote;
+    let mut agora = agora_run_judged(|i| match pair(i).0 {
+        "s2" => Verdict::Wrong("no booking".into()),
+        _ => Verdict::Correct,
+    });
+    for q in agora.queries.iter_mut().filter(|q| q.index >= 10) {
+        let agreed = q.server == "s1";
+        q.shadow.push(ShadowNote {
+            server: q.server.clone(),
+            agreed,
+            difference: if agreed {
+                String::new()
+            } else {
+                "replies differ".into()
+            },
+        });
+        q.by_category.insert("shadow".into(), usage(1, 0.001));
+    }
+    agora.recompute_totals();
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "shadow".to_owned(),
+        agora: Some(&agora),
+        nl_only: None,
+        screenplay_counts: counts(),
+    };
+    write_report(dir.path(), &input).unwrap();
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let section = &report[report.find("## 8. Shadow checks").expect("a section")..];
+    assert!(
+        section.contains("| s1 | weather | 14 | 14/14 | 14 | 0 |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("| s2 | booking | 6 | 0/6 | 6 | 6 |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("1 of the 1 pairs whose routine answers the judge found below 50 %"),
+        "{section}"
+    );
+    assert!(section.contains("and 0 of the 1 above 90 %"), "{section}");
+    assert!(section.contains("The checks cost $0.0200"), "{section}");
+
+    let plain = agora_run();
+    write_report(
+        dir.path(),
+        &ReportInput {
+            name: "plain".to_owned(),
+            agora: Some(&plain),
+            nl_only: None,
+            screenplay_counts: counts(),
+        },
+    )
+    .unwrap();
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(!report.contains("Shadow checks"));
 }

@@ -335,6 +335,12 @@ pub async fn shadow_checks_are_listed_and_tallied_per_routine(fixture: Fixture) 
             .len(),
         1
     );
+    let after = programming()
+        .shadow_checks_after(all[1].id)
+        .await
+        .expect("after");
+    let at: Vec<i64> = after.iter().map(|c| c.created_at_ms).collect();
+    assert_eq!(at, [3, 4], "oldest first");
     let tallies = programming().shadow_tallies().await.expect("tallies");
     let tallies: Vec<(i64, i64, i64, f64)> = tallies
         .iter()
