@@ -283,26 +283,35 @@ mod tests {
         MockTool::new(spec, MockKind::parse(kind).expect("kind"), 42, network)
     }
 
-    #[tokio::test]
-    async fn the_sql_tool_binds_scalar_params_and_reports_changes() {
-        let dir = tempfile::tempdir().expect("dir");
+    /// A database with one table, `Rooms(RoomNumber INTEGER)`, holding `rooms`, in `dir`.
+    async fn rooms(dir: &std::path::Path, rooms: &[i64]) -> (ServiceDatabase, DatabaseSpec) {
         let table = ServiceTable {
             name: "Rooms".into(),
             columns: vec![("RoomNumber".into(), "INTEGER".into())],
             constraints: vec![],
-            rows: vec![
-                json!({"RoomNumber": 101})
-                    .as_object()
-                    .cloned()
-                    .expect("row"),
-            ],
+            rows: rooms
+                .iter()
+                .map(|room| {
+                    json!({"RoomNumber": room})
+                        .as_object()
+                        .cloned()
+                        .expect("row")
+                })
+                .collect(),
         };
-        let database = ServiceDatabase::create(&dir.path().join("h.db"), &[table])
+        let database = ServiceDatabase::create(&dir.join("h.db"), &[table])
             .await
             .expect("database");
         let schema: DatabaseSpec = serde_json::from_value(json!({"tables": {"Rooms": {
             "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
         .expect("schema");
+        (database, schema)
+    }
+
+    #[tokio::test]
+    async fn the_sql_tool_binds_scalar_params_and_reports_changes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (database, schema) = rooms(dir.path(), &[101]).await;
         let tool = SqlTool::new(database, &schema);
         assert!(tool.spec().parameters["properties"].get("params").is_none());
         assert!(tool.spec().description.contains("\"changes\""));
@@ -378,18 +387,7 @@ mod tests {
     #[tokio::test]
     async fn the_sql_tools_scratch_copy_writes_only_to_itself() {
         let dir = tempfile::tempdir().expect("dir");
-        let table = ServiceTable {
-            name: "Rooms".into(),
-            columns: vec![("RoomNumber".into(), "INTEGER".into())],
-            constraints: vec![],
-            rows: vec![],
-        };
-        let database = ServiceDatabase::create(&dir.path().join("h.db"), &[table])
-            .await
-            .expect("database");
-        let schema: DatabaseSpec = serde_json::from_value(json!({"tables": {"Rooms": {
-            "description": "rooms", "columns": {"RoomNumber": "INTEGER"}}}}))
-        .expect("schema");
+        let (database, schema) = rooms(dir.path(), &[]).await;
         let tool = SqlTool::new(database.clone(), &schema);
         let Scratch::Copy(copy) = tool.scratch().await.expect("scratch") else {
             panic!("the SQL tool copies its database");
