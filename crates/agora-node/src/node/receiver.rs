@@ -53,10 +53,13 @@ pub(crate) struct Receiver {
     pub(super) core: Arc<Core>,
     pub(super) programmer: Programmer,
     /// Each document's `idempotency_key_field`, once read (see `idempotency`).
-    pub(super) idempotency_fields: Arc<Mutex<HashMap<ProtocolHash, Option<String>>>>,
+    pub(super) idempotency_fields: Arc<IdempotencyFields>,
     /// Shadow checks of the routines' answers (see `shadow`).
     pub(super) shadows: Arc<super::shadow::Shadows>,
 }
+
+/// Each document's `idempotency_key_field`, once read.
+pub(super) type IdempotencyFields = Mutex<HashMap<ProtocolHash, Option<String>>>;
 
 /// The LLM's answer, and the program that gave it when code as action answered a protocol.
 pub(super) struct Answered {

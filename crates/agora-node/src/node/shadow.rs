@@ -14,7 +14,7 @@
 //! only copies and stateless tools.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agora_protocol::{ProtocolHash, Request};
 use agora_store::{RoutineOrigin, RoutineStatus, ShadowCheck};
@@ -22,7 +22,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-use super::programming::Lesson;
+use super::core::Core;
+use super::programming::{Lesson, Programmer, ProgrammerState};
+use super::receiver::IdempotencyFields;
 use super::receiver::{Receiver, reply_body, tool_calls_json};
 use crate::accounting::QueryContext;
 use crate::config::OnDisagreement;
@@ -102,6 +104,53 @@ impl Shadows {
     }
 }
 
+/// The receiver, as the checks' worker holds it: weakly, so that a dropped node ends it.
+struct WeakReceiver {
+    core: Weak<Core>,
+    state: Weak<ProgrammerState>,
+    idempotency_fields: Weak<IdempotencyFields>,
+    shadows: Weak<Shadows>,
+}
+
+impl WeakReceiver {
+    fn of(receiver: &Receiver) -> Self {
+        Self {
+            core: Arc::downgrade(&receiver.core),
+            state: Arc::downgrade(&receiver.programmer.state),
+            idempotency_fields: Arc::downgrade(&receiver.idempotency_fields),
+            shadows: Arc::downgrade(&receiver.shadows),
+        }
+    }
+
+    fn upgrade(&self) -> Option<Receiver> {
+        let core = self.core.upgrade()?;
+        Some(Receiver {
+            programmer: Programmer {
+                core: core.clone(),
+                state: self.state.upgrade()?,
+            },
+            core,
+            idempotency_fields: self.idempotency_fields.upgrade()?,
+            shadows: self.shadows.upgrade()?,
+        })
+    }
+}
+
+/// Runs the queued checks one at a time, each once the job gate lets it, until the node is gone.
+async fn shadow_worker(receiver: WeakReceiver, mut jobs: mpsc::Receiver<ShadowJob>) {
+    while let Some(job) = jobs.recv().await {
+        let Some(receiver) = receiver.upgrade() else {
+            break;
+        };
+        let permit = receiver.core.job_permit().await;
+        let routine = &job.routine.routine;
+        let span = tracing::info_span!("agora.node.shadow", routine = %routine.name, query_id = %job.query_id);
+        receiver.shadow_check(job).instrument(span).await;
+        drop(permit);
+        receiver.shadows.done();
+    }
+}
+
 /// How a check's two answers compare.
 struct Verdict {
     agreed: bool,
@@ -136,24 +185,13 @@ impl Receiver {
         let sender = shadows.sender.get_or_init(|| {
             let capacity = self.core.config.routines.shadow.queue_capacity.max(1);
             let (sender, receiver) = mpsc::channel(capacity);
-            tokio::spawn(self.clone().shadow_worker(receiver));
+            tokio::spawn(shadow_worker(WeakReceiver::of(self), receiver));
             sender
         });
         shadows.outstanding.send_modify(|n| *n += 1);
         if let Err(error) = sender.try_send(job) {
             shadows.done();
             tracing::warn!(%error, "shadow check queue full; a sampled request is not checked");
-        }
-    }
-
-    async fn shadow_worker(self, mut jobs: mpsc::Receiver<ShadowJob>) {
-        while let Some(job) = jobs.recv().await {
-            let permit = self.core.job_permit().await;
-            let routine = &job.routine.routine;
-            let span = tracing::info_span!("agora.node.shadow", routine = %routine.name, query_id = %job.query_id);
-            self.shadow_check(job).instrument(span).await;
-            drop(permit);
-            self.shadows.done();
         }
     }
 
