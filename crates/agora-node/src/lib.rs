@@ -25,6 +25,7 @@ pub mod routine_registry;
 mod routine_table;
 pub mod routines;
 mod sender;
+mod shadow;
 pub mod task;
 #[cfg(test)]
 mod test_peer;

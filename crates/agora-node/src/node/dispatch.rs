@@ -19,9 +19,9 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::receiver::{Outcome, Receiver, reply_body};
-use super::shadow::ShadowJob;
 use crate::accounting::QueryContext;
 use crate::routine_table::ActiveRoutine;
+use crate::shadow::ShadowJob;
 
 impl Receiver {
     pub(super) async fn answer_with_routine(

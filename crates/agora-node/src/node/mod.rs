@@ -154,7 +154,7 @@ impl Node {
                 core: core.clone(),
                 programmer: programmer.clone(),
                 idempotency_fields: Arc::default(),
-                shadows: Arc::new(shadow::Shadows::new()),
+                shadows: Arc::new(crate::shadow::Shadows::new()),
             },
             sender: Sender {
                 core: core.clone(),

@@ -55,7 +55,7 @@ pub(crate) struct Receiver {
     /// Each document's `idempotency_key_field`, once read (see `idempotency`).
     pub(super) idempotency_fields: Arc<IdempotencyFields>,
     /// Shadow checks of the routines' answers (see `shadow`).
-    pub(super) shadows: Arc<super::shadow::Shadows>,
+    pub(super) shadows: Arc<crate::shadow::Shadows>,
 }
 
 /// Each document's `idempotency_key_field`, once read.
