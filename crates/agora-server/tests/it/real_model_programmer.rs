@@ -148,3 +148,51 @@ async fn real_model_routine_under_review_answers_once_approved_over_the_admin_ap
     assert_eq!(response.status(), 200);
     the_routine_answers_without_the_llm(&server).await;
 }
+
+/// A shadow check with the real model: the shipped weather routine answers, and the model,
+/// answering the same request again off the request path (every request is checked), agrees
+/// with it; its calls are in the ledger under `shadow`, none on the request path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_shadow_check_agrees_with_a_right_routine() {
+    const WEATHER_JS: &str = include_str!("../../../../routines/weather-forecast/routine.js");
+    let dir = temp_dir();
+    let server = real_model_bob(dir.path())
+        .config(|c| c.routines.shadow.share = 1.0)
+        .routine_engine(Arc::new(js_runtime()))
+        .spawn()
+        .await;
+    let spec =
+        agora_testkit::human_routine("weather", WEATHER_PD, WEATHER_JS, &["weather_forecast"]);
+    let routine = server.node.add_routine(spec).await.unwrap();
+    let (location, date) = ("Berlin, Germany", "2025-03-10");
+    let (status, reply) = server.post("/", &request(location, date)).await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (200, Some("success")),
+        "{reply}"
+    );
+    let requests = agora_testkit::recent_requests(&server.node, 1).await;
+    assert_eq!(
+        (requests[0].path, requests[0].llm_calls),
+        (RequestPath::Routine, 0)
+    );
+
+    server.node.programmer_idle().await;
+    let checks = server.node.store().programming();
+    let checks = checks.shadow_checks(routine.id, false, 10).await.unwrap();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    let check = &checks[0];
+    eprintln!(
+        "routine: {}\nLLM:     {}\n{}",
+        check.routine_reply, check.llm_reply, check.difference
+    );
+    let routine_reply: Value = serde_json::from_str(&check.routine_reply).unwrap();
+    assert_eq!(routine_reply, expected_forecast(location, date));
+    assert!(check.agreed, "{}", check.difference);
+    let calls = agora_testkit::llm_calls(&server.node).await;
+    assert!(
+        !calls.is_empty() && calls.iter().all(|c| c.category == "shadow"),
+        "{calls:?}"
+    );
+}
