@@ -135,6 +135,14 @@ async fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {
     )
 }
 
+/// POSTs a run with `wait=true` and returns its `RunCompleted`, once checked that it succeeded.
+async fn run_to_success(server: &TestServer, body: &Value) -> Value {
+    let (status, completed) = post(server, &format!("{AGENT}/run?wait=true"), body).await;
+    assert_eq!(status, 200, "{completed}");
+    assert_eq!(completed["finish_reason"], "success", "{completed}");
+    completed
+}
+
 async fn get(server: &TestServer, path: &str) -> (u16, Value) {
     let (status, text) = send(server, reqwest::Method::GET, path, None).await;
     (
@@ -301,14 +309,11 @@ async fn a_chat_run_shows_its_llm_and_tool_calls_and_its_thread_continues() {
 
     // The thread continues: the LLM sees the first turn.
     let calls_before = llm.call_count();
-    let (status, completed) = post(
+    let completed = run_to_success(
         &server,
-        &format!("{AGENT}/run?wait=true"),
         &json!({"input": "Thanks, and tomorrow?", "thread_id": thread_id}),
     )
     .await;
-    assert_eq!(status, 200, "{completed}");
-    assert_eq!(completed["finish_reason"], "success", "{completed}");
     assert_eq!(completed["thread_id"], thread_id);
     assert_ne!(completed["run_id"], run_id);
     let second = &llm.calls()[calls_before];
@@ -474,15 +479,12 @@ async fn an_operation_is_a_request_under_its_protocol() {
         "weatherCondition": forecast["condition"]});
     // By name, and by hash; the input is the body.
     for operation in ["WeatherForecastQuery".to_string(), hash.to_hex()] {
-        let (status, completed) = post(
+        let completed = run_to_success(
             &server,
-            &format!("{AGENT}/run?wait=true"),
             &json!({"type": "OperationRequest", "operation": operation,
                 "input": {"location": "London, UK", "date": "2024-09-27"}}),
         )
         .await;
-        assert_eq!(status, 200, "{completed}");
-        assert_eq!(completed["finish_reason"], "success", "{completed}");
         assert_eq!(completed["output"], expected);
         let run_id = completed["run_id"].as_str().unwrap();
         let (_, events) = get(&server, &format!("{AGENT}/get_events?run_id={run_id}")).await;
@@ -580,15 +582,12 @@ async fn a_routine_answers_an_operation_with_no_llm_call_and_its_tool_calls_are_
         .unwrap_or_else(|| panic!("{descriptor}"));
     assert_eq!(operation["answered_by"], "routine");
 
-    let (status, completed) = post(
+    let completed = run_to_success(
         &server,
-        &format!("{AGENT}/run?wait=true"),
         &json!({"operation": "WeatherForecastQuery",
             "input": {"location": "London, UK", "date": "2024-09-27"}}),
     )
     .await;
-    assert_eq!(status, 200, "{completed}");
-    assert_eq!(completed["finish_reason"], "success", "{completed}");
     let forecast = london_forecast();
     // Numbers by value: the routine writes 0 where the tool said 0.0.
     let output = &completed["output"];
@@ -775,14 +774,11 @@ async fn a_thread_survives_a_restart_but_its_runs_events_do_not() {
     let second = NodeBuilder::new(llm.clone(), dir.path()).spawn().await;
     let (status, _) = get(&second, &format!("{AGENT}/runs/{run_id}")).await;
     assert_eq!(status, 404, "runs are held in memory");
-    let (status, completed) = post(
+    let completed = run_to_success(
         &second,
-        &format!("{AGENT}/run?wait=true"),
         &json!({"input": "Which word was it?", "thread_id": thread_id}),
     )
     .await;
-    assert_eq!(status, 200, "{completed}");
-    assert_eq!(completed["finish_reason"], "success", "{completed}");
     assert_eq!(completed["thread_id"], thread_id);
     let last = llm.calls().last().cloned().unwrap();
     assert!(

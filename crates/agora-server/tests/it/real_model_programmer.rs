@@ -3,7 +3,8 @@
 //! the weather tool, a JavaScript routine written by the model, built by the real WebAssembly
 //! runtime and examined on those requests, waiting while the LLM answers, then approved through
 //! the admin API and answering the next requests with no LLM call at all. (The `auto` policy's
-//! real-model path is `real_model_acting`'s.)
+//! real-model path is `real_model_acting`'s.) And a shadow check: the model answering again what
+//! the shipped weather routine answered, off the request path.
 //!
 //! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
 //! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` and `AGORA_JS_ENGINE` set.
