@@ -16,6 +16,10 @@ t = json.loads((src / "tasks.json").read_text())
 actions = json.loads((src / "actions.json").read_text())
 out = Path(__file__).resolve().parent
 
+# The tasks a server asks another server for that only read (a lookup): a call changes nothing
+# there, so a shadow check may make it for real. requestDeliveryDriver books a driver.
+READ_ONLY_TASKS = {"isOpen", "getTemperature", "trafficInfo", "todayWeather"}
+
 # Our own words for each server: who it is and the house rules it must follow.
 DESCRIPTIONS = {
     "weatherServer": "A weather service. It answers forecast questions for a day (and a place) "
@@ -106,8 +110,11 @@ for sid, s in t["servers"].items():
                           "description": ts["description"], "input": schema(ts),
                           "output": out_schema(ts)})
         elif tool["kind"] == "external":
-            tools.append({"name": tool["name"], "external": tool["targetServer"],
-                          "task": tool["name"]})
+            entry = {"name": tool["name"], "external": tool["targetServer"],
+                     "task": tool["name"]}
+            if tool["name"] in READ_ONLY_TASKS:
+                entry["readOnly"] = True
+            tools.append(entry)
     servers.append({
         "id": sid, "model": s["modelType"], "description": DESCRIPTIONS[sid],
         "database": db.rsplit("-", 1)[0] if db else None,

@@ -114,6 +114,10 @@ pub enum ToolSpecEntry {
         external: String,
         /// The helper's task type.
         task: String,
+        /// The task only reads (a lookup): a call changes nothing on the target server, so a
+        /// shadow check may make it for real.
+        #[serde(default, rename = "readOnly")]
+        read_only: bool,
     },
 }
 

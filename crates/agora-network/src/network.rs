@@ -838,6 +838,7 @@ fn server_tool(
             name,
             external,
             task,
+            read_only,
         } => {
             let helper = helpers
                 .get(server)
@@ -847,6 +848,7 @@ fn server_tool(
                 place.spec.task(task)?,
                 helper.node.clone(),
                 place.server_url(external)?,
+                *read_only,
             ))
         }
     })

@@ -226,11 +226,20 @@ pub struct ExternalTool {
     helper: Node,
     target: String,
     task: Task,
+    /// The task only reads: a shadow check may call it for real.
+    read_only: bool,
 }
 
 impl ExternalTool {
-    /// `task` run by `helper` against `target` (a node URL).
-    pub fn new(name: &str, task: Task, helper: Node, target: String) -> ExternalTool {
+    /// `task` run by `helper` against `target` (a node URL); `read_only` when the task changes
+    /// nothing on the target (a lookup).
+    pub fn new(
+        name: &str,
+        task: Task,
+        helper: Node,
+        target: String,
+        read_only: bool,
+    ) -> ExternalTool {
         let mut parameters = task.input_schema.clone();
         if let Some(object) = parameters.as_object_mut() {
             object.insert("type".into(), json!("object"));
@@ -245,6 +254,7 @@ impl ExternalTool {
             helper,
             target,
             task,
+            read_only,
         }
     }
 }
@@ -264,6 +274,16 @@ impl Tool for ExternalTool {
             Ok(run) => Ok(run.outcome.output),
             Err(error) => Err(ToolError::failed(&self.spec.name, error.to_string())),
         }
+    }
+
+    /// A lookup changes nothing on the target, so a shadow check calls it for real; any other
+    /// task may write there, which no copy here can undo.
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        Ok(if self.read_only {
+            Scratch::Stateless
+        } else {
+            Scratch::Unsupported
+        })
     }
 }
 

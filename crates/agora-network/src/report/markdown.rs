@@ -679,8 +679,10 @@ pub(super) fn pairs_table(
     Ok(())
 }
 
-/// Shadow checks of the servers' routines, per (server, task), next to the judge's verdicts on
-/// the routines' answers; only for a run that made checks.
+/// Shadow checks of the servers' routines: per (server, task), the queries the server's routine
+/// answered with the judge's verdicts next to the checks of that routine; per checked server,
+/// its checks next to the verdicts on the queries they were made in (a server's routine may
+/// answer another server, as a tool); only for a run that made checks.
 pub(super) fn shadow_section(md: &mut String, input: &ReportInput) -> Result<()> {
     let Some(run) = input.agora else {
         return Ok(());
@@ -695,21 +697,34 @@ pub(super) fn shadow_section(md: &mut String, input: &ReportInput) -> Result<()>
         checks: usize,
         disagreements: usize,
     }
+    #[derive(Default)]
+    struct Checked {
+        checks: usize,
+        disagreements: usize,
+        queries: usize,
+        correct: usize,
+    }
     let mut pairs: BTreeMap<(&str, &str), Pair> = BTreeMap::new();
-    let mut elsewhere = 0;
+    let mut servers: BTreeMap<&str, Checked> = BTreeMap::new();
     for q in &run.queries {
         let pair = pairs.entry((&q.server, &q.task)).or_default();
         if q.answered_by.as_deref() == Some("routine") {
             pair.routine_answers += 1;
             pair.routine_correct += usize::from(q.correct());
         }
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
         for note in &q.shadow {
-            if note.server != q.server {
-                elsewhere += 1;
-                continue;
+            let checked = servers.entry(&note.server).or_default();
+            checked.checks += 1;
+            checked.disagreements += usize::from(!note.agreed);
+            if seen.insert(&note.server) {
+                checked.queries += 1;
+                checked.correct += usize::from(q.correct());
             }
-            pair.checks += 1;
-            pair.disagreements += usize::from(!note.agreed);
+            if note.server == q.server {
+                pair.checks += 1;
+                pair.disagreements += usize::from(!note.agreed);
+            }
         }
     }
     pairs.retain(|_, p| p.routine_answers > 0 || p.checks > 0);
@@ -727,9 +742,10 @@ pub(super) fn shadow_section(md: &mut String, input: &ReportInput) -> Result<()>
         md,
         "## 8. Shadow checks (measured)\n\n\
          The servers' LLMs answered {share} of their routines' answers again on scratch state \
-         (`[node.routines.shadow]`). Per (server, task): the queries a server routine answered \
-         and how many of them the judge found correct, next to the checks made and how many \
-         disagreed. The checks cost {} of the run's {} ({}).\n\n\
+         (`[node.routines.shadow]`); a routine granted a tool that cannot be copied (another \
+         server's task, say) is not checked. The checks cost {} of the run's {} ({}).\n\n\
+         Per (server, task): the queries the server's routine answered and how many of them the \
+         judge found correct, next to the checks of that routine and how many disagreed.\n\n\
          | server | task | routine answers | judged correct | checks | disagreed |\n\
          |---|---|---|---|---|---|",
         usd(shadow_cost),
@@ -763,12 +779,20 @@ pub(super) fn shadow_section(md: &mut String, input: &ReportInput) -> Result<()>
         md,
         "\nFlagged (at least one disagreement): {wrong_flagged} of the {wrong} pairs whose \
          routine answers the judge found below 50 % correct, and {right_flagged} of the {right} \
-         above 90 %."
+         above 90 %.\n\n\
+         Per checked server (its routine may have answered another server, as a tool): the \
+         checks, and the queries they were made in with the judge's verdicts on those queries.\n\n\
+         | server | checks | disagreed | queries | judged correct |\n\
+         |---|---|---|---|---|"
     )?;
-    if elsewhere > 0 {
+    for (server, c) in &servers {
         writeln!(
             md,
-            "{elsewhere} checks were of other servers' routines (server-to-server traffic)."
+            "| {server} | {} | {} | {} | {} |",
+            c.checks,
+            c.disagreements,
+            c.queries,
+            fraction(c.correct, c.queries),
         )?;
     }
     md.push('\n');

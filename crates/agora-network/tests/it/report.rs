@@ -704,6 +704,11 @@ fn shadow_checks_are_shown_next_to_the_judges_verdicts() {
     );
     assert!(section.contains("and 0 of the 1 above 90 %"), "{section}");
     assert!(section.contains("The checks cost $0.0200"), "{section}");
+    assert!(
+        section.contains("| s1 | 14 | 0 | 14 | 14/14 |"),
+        "{section}"
+    );
+    assert!(section.contains("| s2 | 6 | 6 | 6 | 0/6 |"), "{section}");
 
     let plain = agora_run();
     write_report(
