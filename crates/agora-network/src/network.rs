@@ -493,9 +493,28 @@ impl Agents {
     /// and goes on: the query's record then misses what that writing costs later).
     pub async fn idle(&self, timeout: Duration) {
         let all_idle = async {
-            for agent in self.agents() {
-                agent.node.programmer_idle().await;
-                agent.node.sender_routines_idle().await;
+            // One agent's background work can start another's after that one was waited for (a
+            // shadow check calling another server's task): passes until one finds every agent
+            // idle at once, so a replay meets each call in the same query as its recording.
+            loop {
+                for agent in self.agents() {
+                    agent.node.programmer_idle().await;
+                    agent.node.sender_routines_idle().await;
+                }
+                let mut busy = false;
+                for agent in self.agents() {
+                    let idle = async {
+                        agent.node.programmer_idle().await;
+                        agent.node.sender_routines_idle().await;
+                    };
+                    if tokio::time::timeout(Duration::ZERO, idle).await.is_err() {
+                        busy = true;
+                        break;
+                    }
+                }
+                if !busy {
+                    break;
+                }
             }
         };
         if tokio::time::timeout(timeout, all_idle).await.is_err() {
