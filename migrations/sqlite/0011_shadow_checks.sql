@@ -6,6 +6,8 @@
 -- and the effects on the tools' state). One row per check: the request the routine answered
 -- (`query_id`), both replies, whether they agreed (0/1) and, when not, how they differ.
 -- `cost_usd` is the check's LLM cost (its calls are in llm_calls under the category `shadow`).
+-- Only a routine's newest checks are kept (the store's SHADOW_CHECKS_KEPT); shadow_tallies counts
+-- every check, in the same transaction as its row.
 CREATE TABLE shadow_checks (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
     routine_id    INTEGER NOT NULL,
@@ -20,3 +22,10 @@ CREATE TABLE shadow_checks (
     created_at    INTEGER NOT NULL
 );
 CREATE INDEX shadow_checks_by_routine ON shadow_checks (routine_id, id);
+
+CREATE TABLE shadow_tallies (
+    routine_id    INTEGER PRIMARY KEY,
+    checks        INTEGER NOT NULL,
+    disagreements INTEGER NOT NULL,
+    cost_usd      REAL    NOT NULL
+);

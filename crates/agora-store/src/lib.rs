@@ -32,6 +32,7 @@ mod routines;
 mod sender_memory;
 mod sender_routines;
 mod shadow_checks;
+pub use shadow_checks::SHADOW_CHECKS_KEPT;
 mod sql;
 
 pub use connect::{Backend, Store, StoreOptions};

@@ -1,17 +1,24 @@
-//! Shadow checks of active routines: each check's two answers and verdict, and the tally per
-//! routine the dashboard and the metrics read.
+//! Shadow checks of active routines: each check's two answers and verdict (a routine's newest
+//! [`SHADOW_CHECKS_KEPT`]), and the tally per routine the dashboard and the metrics read.
 
 use crate::records::parse_hash;
-use crate::sql::{Columns, execute, fetch_all, from_columns};
+use crate::sql::{Columns, commit, execute, fetch_all, from_columns};
 use crate::{Programming, ShadowCheck, ShadowTally, StoreError};
+
+/// The checks kept per routine, newest first; older ones are deleted (their tally stays).
+pub const SHADOW_CHECKS_KEPT: i64 = 200;
 
 const SHADOW_COLUMNS: &str = "id, routine_id, protocol_hash, query_id, body, routine_reply, \
                               llm_reply, agreed, difference, cost_usd, created_at";
 
 impl Programming<'_> {
-    /// Records a shadow check.
+    /// Records a shadow check and counts it in its routine's tally, in one transaction, and
+    /// deletes the routine's checks older than the newest [`SHADOW_CHECKS_KEPT`].
     pub async fn record_shadow_check(self, check: &ShadowCheck) -> Result<(), StoreError> {
-        let statement = sqlx::query(
+        let store = self.store;
+        let _writer = store.writer().await;
+        let mut tx = store.begin("record_shadow_check").await?;
+        let insert = sqlx::query(
             "INSERT INTO shadow_checks (routine_id, protocol_hash, query_id, body, \
              routine_reply, llm_reply, agreed, difference, cost_usd, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -26,9 +33,26 @@ impl Programming<'_> {
         .bind(&check.difference)
         .bind(check.cost_usd)
         .bind(check.created_at_ms);
-        let _writer = self.store.writer().await;
-        execute(&self.store.pool, statement, "record_shadow_check").await?;
-        Ok(())
+        execute(&mut *tx, insert, "record_shadow_check: insert").await?;
+        let tally = sqlx::query(
+            "INSERT INTO shadow_tallies (routine_id, checks, disagreements, cost_usd) \
+             VALUES ($1, 1, $2, $3) \
+             ON CONFLICT (routine_id) DO UPDATE SET checks = shadow_tallies.checks + 1, \
+             disagreements = shadow_tallies.disagreements + excluded.disagreements, \
+             cost_usd = shadow_tallies.cost_usd + excluded.cost_usd",
+        )
+        .bind(check.routine_id)
+        .bind(i64::from(!check.agreed))
+        .bind(check.cost_usd);
+        execute(&mut *tx, tally, "record_shadow_check: tally").await?;
+        let prune = sqlx::query(
+            "DELETE FROM shadow_checks WHERE routine_id = $1 AND id <= \
+             (SELECT id FROM shadow_checks WHERE routine_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        )
+        .bind(check.routine_id)
+        .bind(SHADOW_CHECKS_KEPT);
+        execute(&mut *tx, prune, "record_shadow_check: prune").await?;
+        commit(tx, "record_shadow_check").await
     }
 
     /// A routine's latest shadow checks, newest first; only disagreements with `disagreements`.
@@ -69,17 +93,15 @@ impl Programming<'_> {
     /// Every checked routine's tally, by routine id.
     pub async fn shadow_tallies(self) -> Result<Vec<ShadowTally>, StoreError> {
         let statement = sqlx::query(
-            "SELECT routine_id, CAST(COUNT(*) AS BIGINT) AS checks, \
-             CAST(SUM(1 - agreed) AS BIGINT) AS disagreements, \
-             SUM(cost_usd) AS cost_usd \
-             FROM shadow_checks GROUP BY routine_id ORDER BY routine_id",
+            "SELECT routine_id, checks, disagreements, cost_usd FROM shadow_tallies \
+             ORDER BY routine_id",
         );
         fetch_all(
             &self.store.pool,
             statement,
             "shadow_tallies: select",
             |row| {
-                let columns = Columns::new(row, "shadow_checks: read column");
+                let columns = Columns::new(row, "shadow_tallies: read column");
                 Ok(from_columns!(columns => ShadowTally {
                     routine_id, checks, disagreements, cost_usd,
                 }))

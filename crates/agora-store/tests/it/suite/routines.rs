@@ -282,7 +282,7 @@ pub async fn reviews_decide_pending_routines_once(fixture: Fixture) {
 }
 
 /// Shadow checks: recorded with both answers, listed newest first (disagreements alone on
-/// request), and tallied per routine.
+/// request), tallied per routine, and only a routine's newest kept.
 pub async fn shadow_checks_are_listed_and_tallied_per_routine(fixture: Fixture) {
     let store = fixture.open().await;
     let check = |routine_id, agreed, at| agora_store::ShadowCheck {
@@ -347,4 +347,29 @@ pub async fn shadow_checks_are_listed_and_tallied_per_routine(fixture: Fixture) 
         .map(|t| (t.routine_id, t.checks, t.disagreements, t.cost_usd))
         .collect();
     assert_eq!(tallies, [(1, 3, 1, 0.75), (2, 1, 1, 0.25)]);
+
+    // A routine's newest checks are kept; its tally counts every one.
+    let kept = agora_store::SHADOW_CHECKS_KEPT;
+    for at in 0..kept + 2 {
+        programming()
+            .record_shadow_check(&check(3, at % 2 == 0, 100 + at))
+            .await
+            .expect("record");
+    }
+    let listed = programming()
+        .shadow_checks(3, false, 1_000)
+        .await
+        .expect("list");
+    assert_eq!(listed.len() as i64, kept);
+    assert_eq!(
+        listed.last().unwrap().created_at_ms,
+        102,
+        "the two oldest went"
+    );
+    let tally = programming().shadow_tallies().await.expect("tallies");
+    let tally = tally.iter().find(|t| t.routine_id == 3).unwrap();
+    assert_eq!(
+        (tally.checks, tally.disagreements),
+        (kept + 2, (kept + 2) / 2)
+    );
 }
