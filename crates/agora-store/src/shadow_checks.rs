@@ -2,7 +2,7 @@
 //! [`SHADOW_CHECKS_KEPT`]), and the tally per routine the dashboard and the metrics read.
 
 use crate::records::parse_hash;
-use crate::sql::{Columns, commit, execute, fetch_all, from_columns};
+use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional, from_columns};
 use crate::{Programming, ShadowCheck, ShadowTally, StoreError};
 
 /// The checks kept per routine, newest first; older ones are deleted (their tally stays).
@@ -90,6 +90,22 @@ impl Programming<'_> {
         .await
     }
 
+    /// One routine's tally; `None` before its first check.
+    pub async fn shadow_tally(self, routine_id: i64) -> Result<Option<ShadowTally>, StoreError> {
+        let statement = sqlx::query(
+            "SELECT routine_id, checks, disagreements, cost_usd FROM shadow_tallies \
+             WHERE routine_id = $1",
+        )
+        .bind(routine_id);
+        fetch_optional(
+            &self.store.pool,
+            statement,
+            "shadow_tally: select",
+            tally_from_row,
+        )
+        .await
+    }
+
     /// Every checked routine's tally, by routine id.
     pub async fn shadow_tallies(self) -> Result<Vec<ShadowTally>, StoreError> {
         let statement = sqlx::query(
@@ -100,12 +116,7 @@ impl Programming<'_> {
             &self.store.pool,
             statement,
             "shadow_tallies: select",
-            |row| {
-                let columns = Columns::new(row, "shadow_tallies: read column");
-                Ok(from_columns!(columns => ShadowTally {
-                    routine_id, checks, disagreements, cost_usd,
-                }))
-            },
+            tally_from_row,
         )
         .await
     }
@@ -120,5 +131,12 @@ fn check_from_row(row: &sqlx::any::AnyRow) -> Result<ShadowCheck, StoreError> {
         protocol_hash: parse_hash("shadow_checks.protocol_hash", &hash)?,
         agreed: agreed != 0,
         created_at_ms: columns.get("created_at")?,
+    }))
+}
+
+fn tally_from_row(row: &sqlx::any::AnyRow) -> Result<ShadowTally, StoreError> {
+    let columns = Columns::new(row, "shadow_tallies: read column");
+    Ok(from_columns!(columns => ShadowTally {
+        routine_id, checks, disagreements, cost_usd,
     }))
 }

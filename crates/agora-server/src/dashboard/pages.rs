@@ -248,8 +248,8 @@ pub async fn routine(node: &Node, id: i64) -> Result<Option<Value>, StoreError> 
         true => Some(crate::admin::routines::review_of(node, &routine).await?),
         false => None,
     };
-    let tally = store.programming().shadow_tallies().await?;
-    let tally = tally.iter().find(|t| t.routine_id == routine.id);
+    let tally = store.programming().shadow_tally(routine.id).await?;
+    let tally = tally.as_ref();
     let disagreements: Vec<Value> = store
         .programming()
         .shadow_checks(routine.id, true, SHADOW_EXAMPLES)

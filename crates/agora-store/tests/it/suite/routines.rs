@@ -372,4 +372,7 @@ pub async fn shadow_checks_are_listed_and_tallied_per_routine(fixture: Fixture) 
         (tally.checks, tally.disagreements),
         (kept + 2, (kept + 2) / 2)
     );
+    let one = programming().shadow_tally(3).await.expect("tally");
+    assert_eq!(one.as_ref(), Some(tally));
+    assert_eq!(programming().shadow_tally(99).await.expect("tally"), None);
 }
