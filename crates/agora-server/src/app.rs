@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use std::net::SocketAddr;
 
-use agora_node::{Client, FollowUpError, Node};
+use agora_node::{Client, FollowUpError, Node, RequestHooks};
 use agora_protocol::{ErrorCode, FollowUp, ProtocolHash, Request};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
 use axum::http::{StatusCode, header};
@@ -305,13 +305,18 @@ async fn answer_within_limits(
         Answer::Request(request) => {
             state
                 .edge
-                .within_deadline(node.handle_from(request, Some(client)))
+                .within_deadline(node.handle_hooked(request, Some(client), RequestHooks::default()))
                 .await
         }
         Answer::FollowUp(id, follow_up) => {
             match state
                 .edge
-                .within_deadline(node.follow_up_from(&id, follow_up, Some(client)))
+                .within_deadline(node.follow_up_hooked(
+                    &id,
+                    follow_up,
+                    Some(client),
+                    RequestHooks::default(),
+                ))
                 .await?
             {
                 Ok(reply) => Ok(reply),

@@ -194,16 +194,12 @@ impl Node {
 
     /// Answers one request. Never fails: errors become error replies.
     pub async fn handle(&self, request: Request) -> Reply {
-        self.handle_from(request, None).await
-    }
-
-    /// [`Node::handle`] for a request from `client`, recorded with it in the request ledger.
-    pub async fn handle_from(&self, request: Request, client: Option<&crate::Client>) -> Reply {
-        self.handle_hooked(request, client, RequestHooks::default())
+        self.handle_hooked(request, None, RequestHooks::default())
             .await
     }
 
-    /// [`Node::handle_from`] with the caller's `hooks`: an observer told every step (LLM and
+    /// [`Node::handle`] for a request from `client` (recorded with it in the request ledger),
+    /// with the caller's `hooks`: an observer told every step (LLM and
     /// tool calls) as it happens, the id a multiround request's conversation opens under, and
     /// the channel (another protocol's front, e.g. `a2a`) recorded in the request ledger instead
     /// of the request's kind (`natural`, `negotiation`, `protocol`).
@@ -235,21 +231,12 @@ impl Node {
 
     /// Answers a follow-up in a multiround conversation.
     pub async fn follow_up(&self, id: &str, follow_up: FollowUp) -> Result<Reply, FollowUpError> {
-        self.follow_up_from(id, follow_up, None).await
-    }
-
-    /// [`Node::follow_up`] from `client`, recorded with it in the request ledger.
-    pub async fn follow_up_from(
-        &self,
-        id: &str,
-        follow_up: FollowUp,
-        client: Option<&crate::Client>,
-    ) -> Result<Reply, FollowUpError> {
-        self.follow_up_hooked(id, follow_up, client, RequestHooks::default())
+        self.follow_up_hooked(id, follow_up, None, RequestHooks::default())
             .await
     }
 
-    /// [`Node::follow_up_from`] with the caller's `hooks` (see [`Node::handle_hooked`]; the
+    /// [`Node::follow_up`] from `client` (recorded with it in the request ledger), with the
+    /// caller's `hooks` (see [`Node::handle_hooked`]; the
     /// conversation id is the one followed up; the default channel is `follow_up`). A
     /// negotiation is continued only without a channel: another protocol's front holds no
     /// negotiations, so there it is [`FollowUpError::NotFound`].

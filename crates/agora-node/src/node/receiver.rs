@@ -128,10 +128,10 @@ impl Outcome {
 }
 
 impl Receiver {
-    /// [`Node::handle_from`] with the caller's `hooks`: an observer told every step (LLM and
-    /// tool calls) as it happens, the id a multiround request's conversation opens under, and
-    /// the channel (another protocol's front, e.g. `a2a`) recorded in the request ledger instead
-    /// of the request's kind (`natural`, `negotiation`, `protocol`).
+    /// Answers `request` from `client` with the caller's `hooks`: an observer told every step (LLM
+    /// and tool calls) as it happens, the id a multiround request's conversation opens under, and
+    /// the channel (another protocol's front, e.g. `a2a`) recorded in the request ledger instead of
+    /// the request's kind (`natural`, `negotiation`, `protocol`).
     pub(crate) async fn handle_hooked(
         &self,
         request: Request,
@@ -187,8 +187,8 @@ impl Receiver {
         .await
     }
 
-    /// [`Node::follow_up_from`] with the caller's `hooks` (see [`Node::handle_hooked`]; the
-    /// conversation id is the one followed up; the default channel is `follow_up`). A
+    /// Answers a follow-up from `client` with the caller's `hooks` (see [`Node::handle_hooked`];
+    /// the conversation id is the one followed up; the default channel is `follow_up`). A
     /// negotiation is continued only without a channel: another protocol's front holds no
     /// negotiations, so there it is [`FollowUpError::NotFound`].
     pub(crate) async fn follow_up_hooked(
