@@ -163,7 +163,8 @@ pub enum ToolConfigError {
 
 struct RegisteredTool {
     tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
+    /// Compiled once; a scratch copy of the tool shares it.
+    validator: Arc<jsonschema::Validator>,
 }
 
 /// The tools a node offers, with argument validation.
@@ -280,7 +281,10 @@ impl ToolRegistry {
                 Ok(validator) => {
                     map.insert(
                         spec.name.clone(),
-                        Arc::new(RegisteredTool { tool, validator }),
+                        Arc::new(RegisteredTool {
+                            tool,
+                            validator: Arc::new(validator),
+                        }),
                     );
                 }
                 // The schema is the built-in's own; this is a bug, not a configuration error.
@@ -307,7 +311,13 @@ impl ToolRegistry {
             })?;
             let name = spec.name.clone();
             if map
-                .insert(name.clone(), Arc::new(RegisteredTool { tool, validator }))
+                .insert(
+                    name.clone(),
+                    Arc::new(RegisteredTool {
+                        tool,
+                        validator: Arc::new(validator),
+                    }),
+                )
                 .is_some()
             {
                 return Err(ToolConfigError::Duplicate(name));
@@ -362,21 +372,24 @@ pub struct ScratchTools {
 impl ScratchTools {
     /// The same tools over fresh copies of these copies' states.
     pub async fn fork(&self) -> Result<ScratchTools, ToolError> {
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut map = BTreeMap::new();
         let mut copies = Vec::new();
-        for (name, copy) in &self.copies {
-            let forked = copy.fork().await?;
-            tools.push(forked.tool());
-            copies.push((name.clone(), forked));
-        }
         for (name, registered) in self.registry.tools.iter() {
-            if !self.copies.iter().any(|(copied, _)| copied == name) {
-                tools.push(registered.tool.clone());
+            match self.copies.iter().find(|(copied, _)| copied == name) {
+                Some((_, copy)) => {
+                    let forked = copy.fork().await?;
+                    map.insert(name.clone(), registered.over(forked.tool()));
+                    copies.push((name.clone(), forked));
+                }
+                None => {
+                    map.insert(name.clone(), registered.clone());
+                }
             }
         }
-        let registry = ToolRegistry::from_tools(tools)
-            .map_err(|error| ToolError::failed("scratch", error.to_string()))?;
-        Ok(ScratchTools { registry, copies })
+        Ok(ScratchTools {
+            registry: ToolRegistry::of(map),
+            copies,
+        })
     }
 
     /// Each copied tool's state, by tool name.
@@ -395,13 +408,15 @@ impl ToolRegistry {
     /// granted tools) that cannot keep its effects off the real world; other such tools are left
     /// out, so the LLM cannot call them either.
     pub async fn scratch(&self, required: &[String]) -> Result<ScratchTools, String> {
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut map = BTreeMap::new();
         let mut copies = Vec::new();
         for (name, registered) in self.tools.iter() {
             match registered.tool.scratch().await {
-                Ok(Scratch::Stateless) => tools.push(registered.tool.clone()),
+                Ok(Scratch::Stateless) => {
+                    map.insert(name.clone(), registered.clone());
+                }
                 Ok(Scratch::Copy(copy)) => {
-                    tools.push(copy.tool());
+                    map.insert(name.clone(), registered.over(copy.tool()));
                     copies.push((name.clone(), copy));
                 }
                 Ok(Scratch::Unsupported) if required.contains(name) => {
@@ -416,8 +431,28 @@ impl ToolRegistry {
                 Err(error) => tracing::warn!(tool = %name, %error, "a scratch copy failed"),
             }
         }
-        let registry = ToolRegistry::from_tools(tools).map_err(|error| error.to_string())?;
-        Ok(ScratchTools { registry, copies })
+        Ok(ScratchTools {
+            registry: ToolRegistry::of(map),
+            copies,
+        })
+    }
+
+    /// A registry of these tools, already validated and compiled.
+    fn of(tools: BTreeMap<String, Arc<RegisteredTool>>) -> Self {
+        Self {
+            tools: Arc::new(tools),
+            node_bound: Arc::new(Vec::new()),
+        }
+    }
+}
+
+impl RegisteredTool {
+    /// `tool` (a scratch copy of this one) registered under this one's spec and validator.
+    fn over(&self, tool: Arc<dyn Tool>) -> Arc<Self> {
+        Arc::new(Self {
+            tool,
+            validator: self.validator.clone(),
+        })
     }
 }
 
@@ -446,6 +481,10 @@ fn configured_spec(mut spec: ToolSpec, config: &ToolConfig) -> ToolSpec {
 /// problems, each with where it is), or `None` when it matches. Tool arguments are checked with
 /// this wherever they arrive (the registry, the MCP front).
 pub fn schema_problems(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
+    // The common case, answered without building error values.
+    if validator.is_valid(value) {
+        return None;
+    }
     let problems: Vec<String> = validator
         .iter_errors(value)
         .map(|e| format!("{} (at {})", e, e.instance_path()))
