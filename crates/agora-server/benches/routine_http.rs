@@ -6,11 +6,15 @@
 //! its own SQLite store). One client pool drives each with the same concurrency and request
 //! count, in alternating rounds (echo, JS, C, echo, JS, C, ...) so that drift in the machine's
 //! load hits all alike. It prints throughput and p50/p99 latency per side and each routine's
-//! throughput ratio to the echo. Needs `AGORA_JS_ENGINE`; the C side runs when
+//! throughput ratio to the echo. When `wrk` is on the PATH, the same request is then sent by
+//! `wrk` (an external load generator, one thread) in alternating rounds, and its throughput,
+//! p99 and errors are printed the same way. Last, each node's request ledger is checked to hold
+//! every request the bench sent it. Needs `AGORA_JS_ENGINE`; the C side runs when
 //! `AGORA_ROUTINE_WEATHER_C` names the built C routine (source `~/.cache/agora/env.sh`).
 //! Run: `cargo bench -p agora-server --bench routine_http` (`AGORA_BENCH_CONCURRENCY=N` for N
 //! requests in flight per side instead of 8). The nodes run the whole edge (rate limiter,
 //! idempotency, deadlines, client identity) with a per-client budget the bench cannot use up.
+//! `AGORA_BENCH_ONLY=echo|JS|C` drives that side alone (for a profiler attached to the run).
 //! Not a test: it asserts nothing about speed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
@@ -28,8 +32,8 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 /// Serves a bench node with the node's real router and edge, the per-client budgets on but too
-/// large for the bench's one client to use up (the default, 1200 routine requests a minute,
-/// refuses it within a second): the bench measures the limiter's cost, not its refusals.
+/// large for the bench's one client to use up (the default, 1000 routine requests a second,
+/// is below what the bench sends): the bench measures the limiter's cost, not its refusals.
 fn serve_unbudgeted(
     served: agora_testkit::Served,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
@@ -49,6 +53,8 @@ fn serve_unbudgeted(
 const DEFAULT_CONCURRENCY: usize = 8;
 const REQUESTS_PER_ROUND: usize = 2000;
 const ROUNDS: usize = 3;
+/// Seconds of each `wrk` round (`AGORA_BENCH_WRK_SECONDS`).
+const DEFAULT_WRK_SECONDS: u64 = 5;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -99,6 +105,79 @@ async fn drive(
     (all, started.elapsed())
 }
 
+/// What one `wrk` round measured.
+#[derive(Default)]
+struct WrkRound {
+    requests: u64,
+    seconds: f64,
+    p99_us: f64,
+    errors: u64,
+}
+
+/// Runs `wrk` for `seconds` against `url` with `connections` connections, POSTing the body and
+/// headers `script` sets; `None` when `wrk` cannot be run.
+fn run_wrk(
+    url: &str,
+    script: &std::path::Path,
+    connections: usize,
+    seconds: u64,
+) -> Option<WrkRound> {
+    let output = std::process::Command::new("wrk")
+        .args([
+            "-t1",
+            &format!("-c{connections}"),
+            &format!("-d{seconds}s"),
+            "--latency",
+            "-s",
+        ])
+        .arg(script)
+        .arg(url)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut round = WrkRound {
+        seconds: seconds as f64,
+        ..WrkRound::default()
+    };
+    for line in text.lines().map(str::trim) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [n, "requests", "in", took, ..] => {
+                round.requests = n.parse().unwrap_or(0);
+                round.seconds =
+                    parse_wrk_duration(took.trim_end_matches(',')).unwrap_or(round.seconds);
+            }
+            ["99%", latency] => {
+                round.p99_us = parse_wrk_duration(latency).unwrap_or(f64::NAN) * 1e6
+            }
+            ["Non-2xx", "or", "3xx", "responses:", n] => round.errors += n.parse().unwrap_or(1),
+            ["Socket", "errors:", rest @ ..] => {
+                round.errors += rest
+                    .iter()
+                    .filter_map(|word| word.trim_end_matches(',').parse::<u64>().ok())
+                    .sum::<u64>();
+            }
+            _ => {}
+        }
+    }
+    output.status.success().then_some(round)
+}
+
+/// Seconds in a `wrk` duration such as `812.00us`, `1.20ms` or `5.00s`.
+fn parse_wrk_duration(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        _ => return None,
+    };
+    Some(number * scale)
+}
+
 /// The machine's 1, 5 and 15 minute load averages (Linux), to judge how quiet the run was.
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -122,6 +201,9 @@ struct Side {
     url: String,
     latencies: Vec<Duration>,
     wall: Duration,
+    /// Requests sent to it in all, warm-up and `wrk` included.
+    sent: u64,
+    wrk: Vec<WrkRound>,
 }
 
 impl Side {
@@ -132,7 +214,27 @@ impl Side {
             url,
             latencies: Vec::new(),
             wall: Duration::ZERO,
+            sent: 0,
+            wrk: Vec::new(),
         }
+    }
+
+    /// `wrk`'s throughput over all rounds, after printing it with the worst round's p99.
+    fn report_wrk(&self) -> f64 {
+        let requests: u64 = self.wrk.iter().map(|round| round.requests).sum();
+        let seconds: f64 = self.wrk.iter().map(|round| round.seconds).sum();
+        let errors: u64 = self.wrk.iter().map(|round| round.errors).sum();
+        let p99 = self
+            .wrk
+            .iter()
+            .map(|round| round.p99_us)
+            .fold(0.0, f64::max);
+        let throughput = requests as f64 / seconds;
+        println!(
+            "{:<28} {:>8} req  {:>9.0} req/s  p99 {:>7.1} µs (worst round)  errors {errors}",
+            self.name, requests, throughput, p99,
+        );
+        throughput
     }
 
     fn report(&mut self) -> f64 {
@@ -216,7 +318,12 @@ async fn main() {
     for (name, routine) in routines {
         let store_dir = tempfile::tempdir_in(dir.path()).unwrap();
         let server = NodeBuilder::new(ScriptedLlm::unreachable(), store_dir.path())
-            .config(|c| c.tools = vec![agora_testkit::weather_tool()])
+            .config(|c| {
+                c.tools = vec![agora_testkit::weather_tool()];
+                // No LLM to check with: the sampled requests' scratch copies are all a shadow
+                // check puts on the request path, and the weather tool keeps no state.
+                c.routines.shadow.share = 0.0;
+            })
             .routine_engine(runtime.clone())
             .admin_token("bench")
             .spawn_with(serve_unbudgeted)
@@ -247,13 +354,24 @@ async fn main() {
         sides.push(Side::new(name, label, format!("{}/", server.url)));
     }
 
+    if let Ok(only) = std::env::var("AGORA_BENCH_ONLY") {
+        sides.retain(|side| side.label.eq_ignore_ascii_case(&only));
+        servers.retain(|(label, _, _)| label.eq_ignore_ascii_case(&only));
+        assert!(
+            !sides.is_empty(),
+            "AGORA_BENCH_ONLY={only}: no such side (echo, JS, C)"
+        );
+    }
+
     // Warm-up: connections, caches, the routines' first instances.
-    for side in &sides {
-        drive(&client, &side.url, &request, 200).await;
+    for side in &mut sides {
+        let (latencies, _) = drive(&client, &side.url, &request, 200).await;
+        side.sent += latencies.len() as u64;
     }
     for _ in 0..ROUNDS {
         for side in &mut sides {
             let (latencies, wall) = drive(&client, &side.url, &request, REQUESTS_PER_ROUND).await;
+            side.sent += latencies.len() as u64;
             side.latencies.extend(latencies);
             side.wall += wall;
         }
@@ -265,15 +383,82 @@ async fn main() {
         concurrency()
     );
     let throughputs: Vec<f64> = sides.iter_mut().map(Side::report).collect();
-    for (side, throughput) in sides.iter().zip(&throughputs).skip(1) {
+    let has_echo = sides[0].label == "echo";
+    for (side, throughput) in sides.iter().zip(&throughputs).skip(1).filter(|_| has_echo) {
         println!(
             "ratio {} routine/echo throughput: {:.2}x",
             side.label,
             throughput / throughputs[0]
         );
     }
-    for (label, server, _) in &servers {
+
+    // The external load generator, the same request, alternating rounds.
+    let script = dir.path().join("post.lua");
+    std::fs::write(
+        &script,
+        format!(
+            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = {}\n",
+            serde_json::to_string(&request.to_string()).unwrap()
+        ),
+    )
+    .unwrap();
+    let seconds = std::env::var("AGORA_BENCH_WRK_SECONDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(DEFAULT_WRK_SECONDS);
+    let mut wrk_ran = true;
+    'rounds: for _ in 0..ROUNDS {
+        for side in &mut sides {
+            let url = side.url.clone();
+            let script = script.clone();
+            let connections = concurrency();
+            let round =
+                tokio::task::spawn_blocking(move || run_wrk(&url, &script, connections, seconds))
+                    .await
+                    .unwrap();
+            let Some(round) = round else {
+                eprintln!(
+                    "wrk is not on the PATH (apt install wrk): no external load generator run"
+                );
+                wrk_ran = false;
+                break 'rounds;
+            };
+            side.sent += round.requests;
+            side.wrk.push(round);
+        }
+    }
+    if wrk_ran {
+        println!(
+            "wrk -t1 -c{} --latency, {ROUNDS} alternating rounds of {seconds} s per side",
+            concurrency()
+        );
+        let throughputs: Vec<f64> = sides.iter().map(Side::report_wrk).collect();
+        for (side, throughput) in sides.iter().zip(&throughputs).skip(1).filter(|_| has_echo) {
+            println!(
+                "ratio {} routine/echo throughput (wrk): {:.2}x",
+                side.label,
+                throughput / throughputs[0]
+            );
+        }
+    }
+
+    // Every request a node answered is in its ledger. wrk counts only the replies it read, so a
+    // node may have answered up to one request per connection more at the end of each round.
+    let routine_sides = sides.iter().filter(|side| side.label != "echo");
+    for ((label, server, _), side) in servers.iter().zip(routine_sides) {
+        let usage = server.node.store().requests().usage(&hash).await.unwrap();
         let calls = server.node.store().ledger().llm_calls(None).await.unwrap();
-        println!("LLM calls during the run ({label} node): {}", calls.len());
+        let slack = (concurrency() * side.wrk.len()) as u64;
+        let complete = usage.routine as u64 >= side.sent
+            && usage.routine as u64 <= side.sent + slack
+            && usage.requests == usage.routine;
+        println!(
+            "ledger ({label} node): {} requests recorded, {} by the routine, {} sent,              {} LLM calls: {}",
+            usage.requests,
+            usage.routine,
+            side.sent,
+            calls.len(),
+            if complete { "complete" } else { "INCOMPLETE" }
+        );
     }
 }
