@@ -36,6 +36,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use agora_node::tools::Scratch;
 use agora_node::{McpServerConfig, Tool, ToolConfig, ToolError, ToolKind, ToolSpec};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
@@ -214,6 +215,8 @@ struct RemoteTool {
     description: String,
     input_schema: Value,
     output_schema: Option<Value>,
+    /// The server's `readOnlyHint`: the tool does not modify its environment.
+    read_only: bool,
 }
 
 /// Local names for every listed tool, in order (see the module docs).
@@ -549,6 +552,10 @@ fn remote_tool(tool: rmcp::model::Tool) -> RemoteTool {
             .unwrap_or_default(),
         input_schema: Value::Object((*tool.input_schema).clone()),
         output_schema: tool.output_schema.map(|s| Value::Object((*s).clone())),
+        read_only: tool
+            .annotations
+            .and_then(|annotations| annotations.read_only_hint)
+            .unwrap_or(false),
     }
 }
 
@@ -559,6 +566,8 @@ struct McpTool {
     connection: Arc<Connection>,
     /// Why the server's input schema was not usable, if it was not.
     bad_schema: Option<String>,
+    /// The server says the tool only reads: a shadow check may call it.
+    read_only: bool,
 }
 
 impl McpTool {
@@ -590,6 +599,7 @@ impl McpTool {
             remote: remote.name,
             connection,
             bad_schema,
+            read_only: remote.read_only,
         }
     }
 }
@@ -617,6 +627,17 @@ impl Tool for McpTool {
             .await
             .map_err(failed)
     }
+
+    /// A tool its server marks `readOnlyHint` runs as it is in a shadow check; any other may
+    /// change the server's world, so a routine granted it is not checked. The hint is the
+    /// server's word: the operator chose to trust the server when they configured it.
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        Ok(if self.read_only {
+            Scratch::Stateless
+        } else {
+            Scratch::Unsupported
+        })
+    }
 }
 
 #[cfg(test)]
@@ -629,6 +650,7 @@ mod tests {
             description: String::new(),
             input_schema: json!({"type": "object"}),
             output_schema: None,
+            read_only: false,
         }
     }
 
@@ -710,5 +732,33 @@ mod tests {
         let tool = McpTool::new("t".into(), remote("t"), connection);
         let error = tool.call(json!({})).await.unwrap_err();
         assert!(error.to_string().contains("is not running"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn only_a_tool_its_server_marks_read_only_is_called_in_shadow_checks() {
+        let listed = |hint: Option<bool>| {
+            let mut tool = rmcp::model::Tool::new(
+                "t",
+                "a tool",
+                Arc::new(serde_json::Map::from_iter([(
+                    "type".to_string(),
+                    json!("object"),
+                )])),
+            );
+            tool.annotations = hint.map(|hint| rmcp::model::ToolAnnotations::new().read_only(hint));
+            McpTool::new("t".into(), remote_tool(tool), connection("srv", false))
+        };
+        assert!(matches!(
+            listed(Some(true)).scratch().await,
+            Ok(Scratch::Stateless)
+        ));
+        assert!(matches!(
+            listed(Some(false)).scratch().await,
+            Ok(Scratch::Unsupported)
+        ));
+        assert!(matches!(
+            listed(None).scratch().await,
+            Ok(Scratch::Unsupported)
+        ));
     }
 }
