@@ -10,7 +10,7 @@ use std::time::Duration;
 use agora_fetch::TargetClient;
 use serde_json::Value;
 
-use super::tool::{Tool, ToolError, ToolSpec};
+use super::tool::{Scratch, Tool, ToolError, ToolSpec};
 
 /// A tool implemented by an HTTP endpoint.
 #[derive(Debug, Clone)]
@@ -20,6 +20,7 @@ pub struct HttpTool {
     client: TargetClient,
     timeout: Duration,
     max_reply_bytes: usize,
+    read_only: bool,
 }
 
 impl HttpTool {
@@ -38,7 +39,15 @@ impl HttpTool {
             client,
             timeout,
             max_reply_bytes,
+            read_only: false,
         }
+    }
+
+    /// Declares that calls only read (the operator's word): a shadow check may then call the
+    /// endpoint, and routines granted the tool are checked.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
     }
 }
 
@@ -76,6 +85,16 @@ impl Tool for HttpTool {
             Ok(value) => Ok(value),
             Err(_) => Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned())),
         }
+    }
+
+    /// An endpoint declared read-only is called as it is; any other may change what is behind
+    /// it, so routines granted it are not shadow-checked.
+    async fn scratch(&self) -> Result<Scratch, ToolError> {
+        Ok(if self.read_only {
+            Scratch::Stateless
+        } else {
+            Scratch::Unsupported
+        })
     }
 }
 
@@ -116,5 +135,14 @@ mod tests {
                 reason: "reading the reply failed: response body exceeds 100 bytes".into(),
             }
         );
+    }
+
+    #[tokio::test]
+    async fn only_an_endpoint_declared_read_only_is_called_in_shadow_checks() {
+        let url = "http://127.0.0.1:9/".to_string();
+        let plain = tool(url.clone(), 100);
+        assert!(matches!(plain.scratch().await, Ok(Scratch::Unsupported)));
+        let read_only = tool(url, 100).read_only(true);
+        assert!(matches!(read_only.scratch().await, Ok(Scratch::Stateless)));
     }
 }

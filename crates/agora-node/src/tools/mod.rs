@@ -77,6 +77,9 @@ pub enum ToolKind {
         /// Largest reply accepted, in bytes (default 1 MiB); a larger one fails the call.
         #[serde(default)]
         max_reply_bytes: Option<usize>,
+        /// The endpoint only reads (the operator's word): shadow checks may call it.
+        #[serde(default)]
+        read_only: bool,
     },
     /// Every tool of an MCP server (the configuration's `name` names the server). MCP servers
     /// are connected by the composition root through `agora-mcp`, which hands the connected
@@ -511,6 +514,7 @@ fn build_tool(
             url,
             timeout_secs,
             max_reply_bytes,
+            read_only,
         } => {
             let description = config
                 .description
@@ -527,13 +531,10 @@ fn build_tool(
             };
             let timeout = std::time::Duration::from_secs(timeout_secs.unwrap_or(10));
             let max_reply_bytes = max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES);
-            Ok(Arc::new(HttpTool::new(
-                spec,
-                url.clone(),
-                targets.clone(),
-                timeout,
-                max_reply_bytes,
-            )))
+            Ok(Arc::new(
+                HttpTool::new(spec, url.clone(), targets.clone(), timeout, max_reply_bytes)
+                    .read_only(*read_only),
+            ))
         }
     }
 }

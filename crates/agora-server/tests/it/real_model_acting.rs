@@ -115,6 +115,7 @@ fn http_tool(
             url,
             timeout_secs: None,
             max_reply_bytes: None,
+            read_only: false,
         },
     }
 }
