@@ -294,10 +294,7 @@ impl ToolRegistry {
                 Err(error) => tracing::error!(tool = %spec.name, %error, "a built-in's schema"),
             }
         }
-        Self {
-            tools: Arc::new(map),
-            node_bound: Arc::new(Vec::new()),
-        }
+        Self::of(map)
     }
 
     /// Builds the registry from tool objects.
@@ -326,10 +323,7 @@ impl ToolRegistry {
                 return Err(ToolConfigError::Duplicate(name));
             }
         }
-        Ok(Self {
-            tools: Arc::new(map),
-            node_bound: Arc::new(Vec::new()),
-        })
+        Ok(Self::of(map))
     }
 
     /// The specs of every tool, in name order.
