@@ -393,18 +393,8 @@ impl A2aFront {
                     ..
                 },
             ] => Body::Json(data.clone()),
-            parts => Body::Text(
-                parts
-                    .iter()
-                    .map(|part| match &part.content {
-                        PartContent::Text(text) => text.clone(),
-                        PartContent::Data(data) => data.to_string(),
-                        // Refused above.
-                        PartContent::Raw(_) | PartContent::Url(_) => String::new(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
+            // Raw and URL parts were refused above.
+            _ => Body::Text(text_of(&message)),
         };
         if body.to_text().trim().is_empty() {
             return Err(A2AError::invalid_params("the message is empty"));
