@@ -8,8 +8,8 @@
 //! (the runtime or a loaded routine) and stops when the last of them is dropped.
 //!
 //! Memory of finished runs is reset in place where Linux can say which pages were written
-//! (PAGEMAP_SCAN, kernel 6.7+), which makes a fresh instance per request about three times
-//! cheaper than decommitting and faulting the pages back in.
+//! (PAGEMAP_SCAN, kernel 6.7+), which makes a fresh instance per request much cheaper than
+//! decommitting and faulting the pages back in.
 //!
 //! Slow work (Cranelift compiles, JavaScript builds) runs on the blocking pool, a few at a time,
 //! and is awaited by the caller; none of it is on the request path.
@@ -81,9 +81,9 @@ impl WasmRuntime {
         if PoolingAllocationConfig::is_pagemap_scan_available() {
             // Reset a finished run's memory by copying back only the pages it dirtied (found
             // with Linux's PAGEMAP_SCAN) instead of discarding them with madvise: the next run
-            // finds its pages resident and takes no page faults. Measured here: a JavaScript
-            // request 145 → 45 µs, a C request 52 → 26 µs. Without the ioctl, keeping memory
-            // resident would mean a memset of the whole range per run, so it stays off.
+            // finds its pages resident and takes no page faults (the saving is in RESULTS.md).
+            // Without the ioctl, keeping memory resident would mean a memset of the whole range
+            // per run, so it stays off.
             pool.pagemap_scan(Enabled::Yes)
                 .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
                 .table_keep_resident(KEEP_RESIDENT_BYTES);
