@@ -632,11 +632,7 @@ impl Tool for McpTool {
     /// change the server's world, so a routine granted it is not checked. The hint is the
     /// server's word: the operator chose to trust the server when they configured it.
     async fn scratch(&self) -> Result<Scratch, ToolError> {
-        Ok(if self.read_only {
-            Scratch::Stateless
-        } else {
-            Scratch::Unsupported
-        })
+        Ok(Scratch::declared(self.read_only))
     }
 }
 

@@ -90,11 +90,7 @@ impl Tool for HttpTool {
     /// An endpoint declared read-only is called as it is; any other may change what is behind
     /// it, so routines granted it are not shadow-checked.
     async fn scratch(&self) -> Result<Scratch, ToolError> {
-        Ok(if self.read_only {
-            Scratch::Stateless
-        } else {
-            Scratch::Unsupported
-        })
+        Ok(Scratch::declared(self.read_only))
     }
 }
 

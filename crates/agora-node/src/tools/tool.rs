@@ -89,6 +89,18 @@ pub enum Scratch {
     Unsupported,
 }
 
+impl Scratch {
+    /// A tool without state of its own to copy: [`Scratch::Stateless`] when it is declared to
+    /// only read, [`Scratch::Unsupported`] otherwise.
+    pub fn declared(read_only: bool) -> Self {
+        if read_only {
+            Self::Stateless
+        } else {
+            Self::Unsupported
+        }
+    }
+}
+
 /// A tool over a copy of its state (see [`Scratch::Copy`]). Dropping it discards the copy.
 #[async_trait::async_trait]
 pub trait ScratchCopy: Send + Sync {
