@@ -26,6 +26,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::artifacts::{ArtifactCache, ArtifactStats};
+use crate::compile_cache::FunctionCache;
 use crate::componentize::{WasmKind, check_component, componentize_core_module, wasm_kind};
 use crate::config::RuntimeConfig;
 use crate::js::JsBuilder;
@@ -93,6 +94,9 @@ impl WasmRuntime {
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        wasm_config
+            .enable_incremental_compilation(FunctionCache::shared())
+            .map_err(|e| internal("enabling the compile cache", e))?;
         let engine = Engine::new(&wasm_config).map_err(|e| internal("creating the engine", e))?;
         let linker = linker(&engine).map_err(|e| internal("linking the host", e))?;
         let artifacts = ArtifactCache::new(config.artifact_dir.clone(), &engine);
