@@ -115,4 +115,11 @@ pub trait RoutineEngine: Send + Sync {
     /// cached precompiled artifact). Slow on a cache miss: never call it on
     /// the request path.
     async fn load(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError>;
+
+    /// Like [`load`](Self::load), for code that runs once or is examined before anything keeps
+    /// it (a program run as an action, a programmer's candidate): no compiled artifact of it is
+    /// kept for later. A kept routine is loaded again with `load` when it is needed.
+    async fn load_once(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
+        self.load(component).await
+    }
 }

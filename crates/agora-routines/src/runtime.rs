@@ -186,9 +186,32 @@ impl RoutineEngine for WasmRuntime {
     }
 
     async fn load(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
+        self.load_timed(component, Keep::Artifact).await
+    }
+
+    async fn load_once(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
+        self.load_timed(component, Keep::Nothing).await
+    }
+}
+
+/// Whether a compiled component is kept in the artifact cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Kept on disk (when the runtime has an artifact directory), for the next load.
+    Artifact,
+    /// Compiled for this load alone.
+    Nothing,
+}
+
+impl WasmRuntime {
+    async fn load_timed(
+        &self,
+        component: &[u8],
+        keep: Keep,
+    ) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
         let started = Instant::now();
         let result = self
-            .load_component(component)
+            .load_component(component, keep)
             .instrument(tracing::debug_span!(
                 "agora.routines.load",
                 bytes = component.len()
@@ -201,9 +224,7 @@ impl RoutineEngine for WasmRuntime {
         );
         result
     }
-}
 
-impl WasmRuntime {
     async fn build_source(&self, source: &RoutineSource) -> Result<Vec<u8>, RoutineError> {
         match source {
             RoutineSource::JavaScript(text) => {
@@ -230,6 +251,7 @@ impl WasmRuntime {
     async fn load_component(
         &self,
         component: &[u8],
+        keep: Keep,
     ) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
         if wasm_kind(component) != WasmKind::Component {
             return Err(RoutineError::InvalidComponent(
@@ -240,6 +262,10 @@ impl WasmRuntime {
         let bytes = component.to_vec();
         let component = self
             .offload(move || {
+                if keep == Keep::Nothing {
+                    return Component::new(&shared.engine, &bytes)
+                        .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")));
+                }
                 shared.artifacts.load_or_compile(
                     "routine",
                     &bytes,

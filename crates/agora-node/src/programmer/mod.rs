@@ -107,7 +107,8 @@ pub(crate) struct Unbuilt {
     pub(crate) problem: String,
 }
 
-/// Builds JavaScript `source` into a component and loads it.
+/// Builds JavaScript `source` into a component and loads it for this use alone (no compiled
+/// artifact is kept: a program or a candidate is kept, if at all, as its component).
 pub(crate) async fn build_and_load(
     engine: &dyn RoutineEngine,
     source: &str,
@@ -119,9 +120,12 @@ pub(crate) async fn build_and_load(
             report: error.to_string(),
             problem: format!("Your code does not build: {error}"),
         })?;
-    let loaded = engine.load(&component).await.map_err(|error| Unbuilt {
-        report: error.to_string(),
-        problem: format!("Your code could not be loaded: {error}"),
-    })?;
+    let loaded = engine
+        .load_once(&component)
+        .await
+        .map_err(|error| Unbuilt {
+            report: error.to_string(),
+            problem: format!("Your code could not be loaded: {error}"),
+        })?;
     Ok((component, loaded))
 }
