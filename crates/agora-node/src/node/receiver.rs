@@ -67,6 +67,20 @@ pub(super) struct Answered {
     pub(super) program: Option<String>,
 }
 
+/// What the LLM is asked to answer: a request under a protocol or in natural language, with what
+/// came before it.
+pub(super) struct Question<'a> {
+    pub(super) subject: Subject<'a>,
+    /// The protocol's references, resolved with it.
+    pub(super) references: &'a [VerifiedDocument],
+    pub(super) focus: &'a Focus,
+    /// The conversation's earlier messages.
+    pub(super) history: &'a [agora_llm::Message],
+    pub(super) in_conversation: bool,
+    /// The request's body as text.
+    pub(super) message: &'a str,
+}
+
 /// What answering produced, before bookkeeping.
 pub(super) struct Outcome {
     pub(super) reply: Reply,
@@ -473,12 +487,14 @@ impl Receiver {
         let answer = match self
             .llm_answer(
                 context,
-                subject,
-                references,
-                &focus,
-                &history,
-                conversation.is_some(),
-                &message,
+                &Question {
+                    subject,
+                    references,
+                    focus: &focus,
+                    history: &history,
+                    in_conversation: conversation.is_some(),
+                    message: &message,
+                },
                 &self.core.tools,
             )
             .await
@@ -557,14 +573,17 @@ impl Receiver {
     pub(super) async fn llm_answer(
         &self,
         context: &QueryContext,
-        subject: Subject<'_>,
-        references: &[VerifiedDocument],
-        focus: &Focus,
-        history: &[agora_llm::Message],
-        in_conversation: bool,
-        message: &str,
+        question: &Question<'_>,
         tools: &ToolRegistry,
     ) -> Result<Answered, crate::responder::RespondError> {
+        let Question {
+            subject,
+            references,
+            focus,
+            history,
+            in_conversation,
+            message,
+        } = *question;
         let config = &self.core.config.responder;
         let acted = match subject {
             Subject::Protocol(document) if !in_conversation && history.is_empty() => {

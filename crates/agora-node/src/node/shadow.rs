@@ -23,7 +23,7 @@ use tracing::Instrument;
 use super::core::Core;
 use super::programming::{Lesson, Programmer, ProgrammerState};
 use super::receiver::IdempotencyFields;
-use super::receiver::{Receiver, reply_body, tool_calls_json};
+use super::receiver::{Question, Receiver, reply_body, tool_calls_json};
 use crate::accounting::QueryContext;
 use crate::config::OnDisagreement;
 use crate::programmer::PendingExample;
@@ -146,12 +146,14 @@ impl Receiver {
         let answered = self
             .llm_answer(
                 &context,
-                subject,
-                &resolved.references,
-                &focus,
-                &[],
-                false,
-                &body,
+                &Question {
+                    subject,
+                    references: &resolved.references,
+                    focus: &focus,
+                    history: &[],
+                    in_conversation: false,
+                    message: &body,
+                },
                 &job.scratch.registry,
             )
             .await;
