@@ -262,17 +262,19 @@ impl WasmRuntime {
         let bytes = component.to_vec();
         let component = self
             .offload(move || {
+                let compile = || {
+                    Component::new(&shared.engine, &bytes)
+                        .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")))
+                };
                 if keep == Keep::Nothing {
-                    return Component::new(&shared.engine, &bytes)
-                        .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")));
+                    return compile();
                 }
                 shared.artifacts.load_or_compile(
                     "routine",
                     &bytes,
                     |path| deserialize_component(&shared.engine, path),
                     || {
-                        let component = Component::new(&shared.engine, &bytes)
-                            .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")))?;
+                        let component = compile()?;
                         let serialized = component.serialize().map_err(|e| {
                             RoutineError::Internal(format!("serializing a routine: {e:#}"))
                         })?;

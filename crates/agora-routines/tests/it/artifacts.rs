@@ -1,5 +1,5 @@
-//! The `.cwasm` cache: a second runtime loads compiled code instead of compiling, and a damaged
-//! cache file is discarded and rebuilt.
+//! The `.cwasm` cache: a second runtime loads compiled code instead of compiling, code loaded
+//! once leaves nothing in it, and a damaged cache file is discarded and rebuilt.
 
 use crate::common;
 
@@ -65,6 +65,26 @@ async fn a_second_runtime_loads_from_the_cache() {
     assert_eq!(artifacts_in(dir.path()).len(), 1);
 
     assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(1, 0, 0));
+}
+
+#[tokio::test]
+async fn code_loaded_once_leaves_no_artifact() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let component = componentize_core_module(&weather_c_core()).expect("componentizes");
+    let runtime = runtime_in(dir.path());
+    let routine = runtime.load_once(&component).await.expect("loads");
+    let reply = routine
+        .run(
+            r#"{"location":"Oslo","date":"2024-02-01"}"#,
+            tools(),
+            limits(200, 16),
+        )
+        .await
+        .expect("answers");
+    common::assert_weather(&reply, "Oslo", "2024-02-01");
+
+    assert_eq!(artifacts_in(dir.path()), Vec::<PathBuf>::new());
+    assert_eq!(runtime.artifact_stats(), stats(0, 0, 0));
 }
 
 #[tokio::test]
