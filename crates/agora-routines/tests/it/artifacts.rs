@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use agora_routine_contract::RoutineEngine;
+use agora_routine_contract::{LoadedRoutine, RoutineEngine};
 use agora_routines::{ArtifactStats, RuntimeConfig, WasmRuntime, componentize_core_module};
 use common::{limits, tools, weather_c_core};
 
@@ -28,7 +28,10 @@ fn artifacts_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 async fn load_and_run(runtime: &WasmRuntime, component: &[u8]) {
-    let routine = runtime.load(component).await.expect("loads");
+    answers_the_weather(runtime.load(component).await.expect("loads").as_ref()).await;
+}
+
+async fn answers_the_weather(routine: &dyn LoadedRoutine) {
     let reply = routine
         .run(
             r#"{"location":"Oslo","date":"2024-02-01"}"#,
@@ -73,15 +76,7 @@ async fn code_loaded_once_leaves_no_artifact() {
     let component = componentize_core_module(&weather_c_core()).expect("componentizes");
     let runtime = runtime_in(dir.path());
     let routine = runtime.load_once(&component).await.expect("loads");
-    let reply = routine
-        .run(
-            r#"{"location":"Oslo","date":"2024-02-01"}"#,
-            tools(),
-            limits(200, 16),
-        )
-        .await
-        .expect("answers");
-    common::assert_weather(&reply, "Oslo", "2024-02-01");
+    answers_the_weather(routine.as_ref()).await;
 
     assert_eq!(artifacts_in(dir.path()), Vec::<PathBuf>::new());
     assert_eq!(runtime.artifact_stats(), stats(0, 0, 0));
