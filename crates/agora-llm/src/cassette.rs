@@ -28,6 +28,11 @@
 //! Crash safety: a write is one line ending in `\n`, so a crash can only
 //! tear the last line. Loading ignores a torn last line with a warning;
 //! recording truncates it away before appending.
+//!
+//! A cassette whose name ends in `.gz` is gzip-compressed JSONL: the form a
+//! long recording is committed in (the calls repeat prompts, so it shrinks
+//! about fifteenfold). [`ReplayLlm`] reads it; [`RecordingLlm`] refuses it,
+//! since appending needs the plain file (`gunzip -k` it to resume).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
@@ -236,6 +241,19 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, LlmError> {
     })
 }
 
+/// Whether `path` names a gzip-compressed cassette (`….gz`).
+fn is_gzip(path: &Path) -> bool {
+    path.extension().is_some_and(|extension| extension == "gz")
+}
+
+/// Decompresses a gzip cassette (every member, as `cat a.gz b.gz` makes).
+fn gunzip(path: &Path, bytes: &[u8]) -> Result<Vec<u8>, LlmError> {
+    let mut plain = Vec::with_capacity(bytes.len().saturating_mul(16));
+    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(bytes), &mut plain)
+        .map_err(|error| io_error(path, "decompressing", error))?;
+    Ok(plain)
+}
+
 fn io_error(path: &Path, action: &str, error: std::io::Error) -> LlmError {
     LlmError::Cassette(format!("{action} {}: {error}", path.display()))
 }
@@ -249,11 +267,16 @@ pub struct ReplayLlm {
 }
 
 impl ReplayLlm {
-    /// Loads the cassette at `path`; a missing or corrupt file is an
-    /// [`LlmError::Cassette`].
+    /// Loads the cassette at `path` (gzip-compressed if it ends in `.gz`); a
+    /// missing or corrupt file is an [`LlmError::Cassette`].
     pub fn open(path: impl AsRef<Path>) -> Result<ReplayLlm, LlmError> {
         let path = path.as_ref().to_path_buf();
         let bytes = std::fs::read(&path).map_err(|error| io_error(&path, "reading", error))?;
+        let bytes = if is_gzip(&path) {
+            gunzip(&path, &bytes)?
+        } else {
+            bytes
+        };
         let loaded = parse(&path, &bytes)?;
         Ok(ReplayLlm {
             model: loaded.first_model.unwrap_or_else(|| "replay".to_owned()),
@@ -317,9 +340,16 @@ impl std::fmt::Debug for RecordingLlm {
 impl RecordingLlm {
     /// Opens (or creates, with its parent folders) the cassette at `path`.
     /// Calls already in the file are served first; a torn last line is cut
-    /// off so new lines append cleanly.
+    /// off so new lines append cleanly. A `.gz` path is refused.
     pub fn open(path: impl AsRef<Path>, inner: Arc<dyn Llm>) -> Result<RecordingLlm, LlmError> {
         let path = path.as_ref().to_path_buf();
+        if is_gzip(&path) {
+            return Err(LlmError::Cassette(format!(
+                "{}: a gzip cassette is for replay only; record to the plain file \
+                 (`gunzip -k` it to resume) and compress it when the run is done",
+                path.display()
+            )));
+        }
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == ErrorKind::NotFound => Vec::new(),

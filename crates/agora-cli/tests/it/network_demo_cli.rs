@@ -16,7 +16,7 @@ fn agora() -> Command {
 }
 
 fn cassette() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/cassettes/agora.jsonl")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/cassettes/agora.jsonl.gz")
 }
 
 /// Replays the first `queries` of the committed agora cassette with `extra` arguments, in

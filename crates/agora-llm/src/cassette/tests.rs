@@ -182,6 +182,46 @@ fn replay_of_a_missing_file_is_a_cassette_error() {
     assert!(matches!(error, LlmError::Cassette(_)), "{error:?}");
 }
 
+#[tokio::test]
+async fn replay_reads_a_gzip_cassette_of_several_members() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let member = |text: String| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(text.as_bytes()).expect("compress");
+        encoder.finish().expect("compress")
+    };
+    let path = dir.path().join("run.jsonl.gz");
+    let bytes = [
+        member(line(&ask("same"), &response("first"))),
+        member([echoed("other"), line(&ask("same"), &response("second"))].concat()),
+    ]
+    .concat();
+    std::fs::write(&path, bytes).expect("write");
+    let replay = ReplayLlm::open(&path).expect("valid gzip cassette");
+    assert_eq!(replay.remaining(), 3);
+    assert_eq!(content(&replay, "same").await, "first");
+    assert_eq!(content(&replay, "other").await, "other");
+    assert_eq!(content(&replay, "same").await, "second");
+}
+
+#[test]
+fn a_corrupt_gzip_cassette_is_an_error_and_recording_refuses_gzip() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("run.jsonl.gz");
+    std::fs::write(&path, echoed("plain, not gzip")).expect("write");
+    let error = ReplayLlm::open(&path).expect_err("not gzip");
+    assert!(
+        matches!(&error, LlmError::Cassette(message) if message.contains("decompressing")),
+        "{error:?}"
+    );
+    let error = RecordingLlm::open(&path, Arc::new(UnreachableLlm)).expect_err("gzip");
+    assert!(
+        matches!(&error, LlmError::Cassette(message) if message.contains("replay only")),
+        "{error:?}"
+    );
+}
+
 #[test]
 fn a_corrupt_middle_line_is_an_error() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -2,8 +2,9 @@
 
 //! The baseline committed under `demo/network/` replays offline to its committed numbers.
 //!
-//! Each run record (`runs/<name>.json`) was written by `agora demo network --record
-//! cassettes/<name>.jsonl` on the local model, with the product's defaults. Replaying the cassette
+//! Each run record (`runs/<name>.json`) was written by `agora demo network --record <name>.jsonl`
+//! on the local model, with the product's defaults, and the cassette committed gzipped as
+//! `cassettes/<name>.jsonl.gz`. Replaying the cassette
 //! on a fresh network, with the real routine runtime, must give every query the same outcome,
 //! path, LLM calls, tokens and cost, and the same totals: the report is built from those records,
 //! so this is what ties the committed report to the committed cassette. Any LLM call the cassette
@@ -37,7 +38,7 @@ async fn replay(mode: &str) {
         panic!("no committed run record {}", record_path.display());
     };
     let recorded: RunRecord = serde_json::from_str(&text).unwrap();
-    let cassette = dir.join(format!("cassettes/{mode}.jsonl"));
+    let cassette = dir.join(format!("cassettes/{mode}.jsonl.gz"));
     let llm = Arc::new(ReplayLlm::open(&cassette).unwrap());
     let work = tempfile::tempdir().unwrap();
     let spec = Arc::new(NetworkSpec::embedded().unwrap());
