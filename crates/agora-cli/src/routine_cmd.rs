@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use agora_fetch::{TargetClient, TargetPolicy};
 use agora_node::{
-    ProtocolInput, RegistryError, RoutineLimits, RoutineRegistry, RoutineSource, RoutineSpec,
-    SystemClock,
+    ProtocolInput, RegistryError, Review, RoutineLimits, RoutineRegistry, RoutineSource,
+    RoutineSpec, SenderReviewer, SystemClock,
 };
 use agora_protocol::ProtocolHash;
 use agora_server::Config;
@@ -80,8 +80,12 @@ pub enum RoutineCommand {
     },
     /// Approve a routine the programmer wrote under review: it answers from then on.
     Approve {
-        /// Name or id.
+        /// Name or id (with `--sender`, a sender routine's id).
         routine: String,
+        /// ROUTINE is a sender routine (`GET /admin/sender-routines` lists them): it sends
+        /// from then on.
+        #[arg(long)]
+        sender: bool,
         /// Who approves (kept with the decision; default: $USER).
         #[arg(long)]
         reviewer: Option<String>,
@@ -89,8 +93,11 @@ pub enum RoutineCommand {
     /// Reject a routine the programmer wrote under review; the programmer reads the reason
     /// before its next attempt at the protocol.
     Reject {
-        /// Name or id.
+        /// Name or id (with `--sender`, a sender routine's id).
         routine: String,
+        /// ROUTINE is a sender routine.
+        #[arg(long)]
+        sender: bool,
         /// Why.
         #[arg(long)]
         reason: String,
@@ -101,8 +108,12 @@ pub enum RoutineCommand {
     /// Replace a routine waiting for review with an edited JavaScript file: it is examined on
     /// the protocol's kept examples and, if it passes, kept as a new routine waiting for review.
     Edit {
-        /// Name or id.
+        /// Name or id (with `--sender`, a sender routine's id, examined on its task's kept
+        /// examples).
         routine: String,
+        /// ROUTINE is a sender routine.
+        #[arg(long)]
+        sender: bool,
         /// The edited routine, a `.js` file.
         #[arg(long)]
         source: PathBuf,
@@ -124,7 +135,12 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
         RoutineCommand::Add { .. } | RoutineCommand::Test { .. } | RoutineCommand::Edit { .. }
     );
     let (registry, mcp_servers) = registry(&config, needs_engine).await?;
-    let result = execute(&registry, command).await;
+    let result = match sender_review(&command) {
+        Some((id, reviewer, review)) => {
+            review_sender(&config, &registry, id, reviewer, review).await
+        }
+        None => execute(&registry, command).await,
+    };
     mcp_servers.shutdown().await;
     result
 }
@@ -229,7 +245,9 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             println!("disabled {}", routine.name);
             Ok(())
         }
-        RoutineCommand::Approve { routine, reviewer } => {
+        RoutineCommand::Approve {
+            routine, reviewer, ..
+        } => {
             let reviewer = reviewer_or_user(reviewer)?;
             let routine = registry.approve(&routine, &reviewer).await?;
             println!("approved {} for {}", routine.name, routine.protocol_hash);
@@ -239,6 +257,7 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             routine,
             reason,
             reviewer,
+            ..
         } => {
             let reviewer = reviewer_or_user(reviewer)?;
             let routine = registry.reject(&routine, &reviewer, &reason).await?;
@@ -249,10 +268,10 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             routine,
             source,
             reviewer,
+            ..
         } => {
             let reviewer = reviewer_or_user(reviewer)?;
-            let text = std::fs::read_to_string(&source)
-                .with_context(|| format!("reading {}", source.display()))?;
+            let text = read_source(&source)?;
             let edited = registry.edit(&routine, &reviewer, &text).await?;
             println!(
                 "kept the edit as {}, waiting for review (approve it with `agora routine approve {}`)",
@@ -266,6 +285,83 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             Ok(())
         }
     }
+}
+
+/// A review of a sender routine (`--sender`): its id, the reviewer as given, and the decision;
+/// `None` for any other command.
+fn sender_review(
+    command: &RoutineCommand,
+) -> Option<(String, Option<String>, anyhow::Result<Review>)> {
+    let (routine, reviewer, review) = match command {
+        RoutineCommand::Approve {
+            routine,
+            sender: true,
+            reviewer,
+        } => (routine, reviewer, Ok(Review::Approve)),
+        RoutineCommand::Reject {
+            routine,
+            sender: true,
+            reason,
+            reviewer,
+        } => (
+            routine,
+            reviewer,
+            Ok(Review::Reject {
+                reason: reason.clone(),
+            }),
+        ),
+        RoutineCommand::Edit {
+            routine,
+            sender: true,
+            source,
+            reviewer,
+        } => {
+            let source = read_source(source).map(|source| Review::Edit { source });
+            (routine, reviewer, source)
+        }
+        _ => return None,
+    };
+    Some((routine.clone(), reviewer.clone(), review))
+}
+
+/// Carries out a review of the sender routine `id` on the node's store.
+async fn review_sender(
+    config: &Config,
+    registry: &RoutineRegistry,
+    id: String,
+    reviewer: Option<String>,
+    review: anyhow::Result<Review>,
+) -> anyhow::Result<()> {
+    let review = review?;
+    let reviewer = reviewer_or_user(reviewer)?;
+    let id: i64 = id
+        .parse()
+        .with_context(|| format!("a sender routine is named by its id, not {id:?}"))?;
+    let sender_reviewer = SenderReviewer {
+        store: registry.store(),
+        clock: &SystemClock,
+        engine: registry.routine_engine().map(|engine| engine.as_ref()),
+        tasks: &config.node.tasks,
+        config: &config.node.programmer,
+    };
+    let routine = sender_reviewer.review(id, &reviewer, &review).await?;
+    let key = &routine.key;
+    match review {
+        Review::Edit { .. } => println!(
+            "kept the edit as sender routine {}, waiting for review (approve it with `agora \
+             routine approve --sender {}`)",
+            routine.id, routine.id
+        ),
+        _ => println!(
+            "sender routine {} ({} to {}) is {}",
+            routine.id, key.task, key.target, routine.status
+        ),
+    }
+    Ok(())
+}
+
+fn read_source(source: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(source).with_context(|| format!("reading {}", source.display()))
 }
 
 /// `--reviewer`, or the login running the command.

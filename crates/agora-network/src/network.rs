@@ -587,7 +587,7 @@ impl Agents {
                 .sender_routines()
                 .await?
                 .iter()
-                .filter(|r| r.active)
+                .filter(|r| r.status == RoutineStatus::Active)
                 .count() as u64;
             let keys: BTreeSet<(String, String)> = store
                 .sender()

@@ -289,6 +289,14 @@ impl ProgrammerConfig {
         let chosen = self.activation_per_protocol.get(hash).copied();
         chosen.unwrap_or(self.activation)
     }
+
+    /// The limits the routines it writes run under (examinations, and at run time).
+    pub fn routine_limits(&self) -> crate::routines::RoutineLimits {
+        crate::routines::RoutineLimits {
+            timeout: Duration::from_millis(self.routine_timeout_ms.max(1)),
+            memory_bytes: self.routine_memory_bytes,
+        }
+    }
 }
 
 impl Default for ProgrammerConfig {

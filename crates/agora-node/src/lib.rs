@@ -42,7 +42,7 @@ pub use focus::Focus;
 pub use negotiation::{Negotiated, NegotiationConfig, NegotiationError};
 pub use node::{
     Admission, FollowUpError, ForeignSender, MessageReply, Node, NodeError, NodeParts, Review,
-    Rung, Speaker, TaskRun, Transcript,
+    Rung, SenderReviewer, Speaker, TaskRun, Transcript,
 };
 pub use observer::{Observer, RequestHooks, Step, ToolCaller, observed};
 pub use routine_registry::{

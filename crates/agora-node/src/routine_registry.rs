@@ -132,6 +132,16 @@ impl RoutineRegistry {
         self.engine.as_ref().ok_or(RegistryError::NoEngine)
     }
 
+    /// The routine engine it builds and runs routines with, if it has one.
+    pub fn routine_engine(&self) -> Option<&Arc<dyn RoutineEngine>> {
+        self.engine.as_ref()
+    }
+
+    /// The store it keeps routines in.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Builds and stores a routine, stores its protocol document and allows the protocol.
     pub async fn add(&self, spec: RoutineSpec) -> Result<Routine, RegistryError> {
         self.add_with(spec, None, false).await

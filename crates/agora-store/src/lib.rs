@@ -54,4 +54,4 @@ pub use records::{
 };
 pub use requests::{RequestBucket, Requests};
 pub use sender_memory::{SenderMemory, SenderRecords, SenderRun, SenderTotals};
-pub use sender_routines::{SenderExample, SenderKey, SenderRoutine};
+pub use sender_routines::{SenderExample, SenderKey, SenderRoutine, SenderRoutineReview};

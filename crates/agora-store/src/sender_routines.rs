@@ -5,8 +5,10 @@
 //! validated output), bounded per key like the receiver's examples: adding one prunes the
 //! oldest in the same transaction. A routine is stored only after it passed its examination;
 //! at most one per key is active (storing one disables the others in the same transaction, and
-//! a partial unique index enforces it). Attempts are kept for good, as the audit trail; they and
-//! the queries over them are the receiver routines' ones (`crate::programming`), over this key.
+//! a partial unique index enforces it). Under the `review` activation policy it is stored
+//! `pending` instead, and only the operator's approval, recorded in the same transaction, makes
+//! it active. Attempts are kept for good, as the audit trail; they and the queries over them are
+//! the receiver routines' ones (`crate::programming`), over this key.
 
 use agora_protocol::ProtocolHash;
 use serde_json::Value;
@@ -15,12 +17,14 @@ use sqlx::any::AnyRow;
 use crate::programming::{get, key, prune_examples};
 use crate::records::parse_hash;
 use crate::sql::{Columns, commit, execute, fetch_all, fetch_optional};
-use crate::{SenderRecords, SenderRoutineAttempt, StoreError};
+use crate::{ReviewDecision, RoutineStatus, SenderRecords, SenderRoutineAttempt, StoreError};
 
 const EXAMPLE_COLUMNS: &str =
     "id, target, task, protocol_hash, data, body, reply, output, created_at";
 const ROUTINE_COLUMNS: &str = "id, target, task, protocol_hash, source, status, runs, failures, \
      last_error, created_at, updated_at";
+const REVIEW_COLUMNS: &str = "id, sender_routine_id, target, task, protocol_hash, decision, \
+     reason, reviewer, created_at";
 
 /// One task sent to one target under one protocol.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -61,8 +65,9 @@ pub struct SenderRoutine {
     pub key: SenderKey,
     /// The JavaScript source.
     pub source: String,
-    /// Whether it is used (`false`: disabled after run-time failures, or replaced).
-    pub active: bool,
+    /// Whether it is used: `Active`; `Disabled` after run-time failures or when replaced;
+    /// `Pending` while it waits for the operator's review, `Rejected` after it.
+    pub status: RoutineStatus,
     /// Runs so far.
     pub runs: i64,
     /// Failed runs so far (each fell back to the LLM).
@@ -73,6 +78,25 @@ pub struct SenderRoutine {
     pub created_at_ms: i64,
     /// Last change (Unix ms).
     pub updated_at_ms: i64,
+}
+
+/// The operator's decision on a pending sender routine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SenderRoutineReview {
+    /// Assigned by the store (0 in a new review).
+    pub id: i64,
+    /// The sender routine decided on.
+    pub sender_routine_id: i64,
+    /// Its key.
+    pub key: SenderKey,
+    /// The decision.
+    pub decision: ReviewDecision,
+    /// Why, in the reviewer's words (required for a rejection; for an edit, the new routine).
+    pub reason: String,
+    /// Who decided.
+    pub reviewer: String,
+    /// When (Unix ms).
+    pub decided_at_ms: i64,
 }
 
 impl key::Columns for SenderKey {
@@ -141,38 +165,38 @@ impl SenderRecords<'_> {
             .await
     }
 
-    /// Stores a routine that passed, active, disabling the key's other routines; returns its id.
+    /// Stores a routine that passed; returns its id. It is active, disabling the key's other
+    /// routines, unless `pending` (the `review` activation policy): then it waits for
+    /// [`review_sender_routine`](Self::review_sender_routine) and the active one stays.
     pub async fn add_sender_routine(
         self,
         key: &SenderKey,
         source: &str,
         component: &[u8],
         now_ms: i64,
+        pending: bool,
     ) -> Result<i64, StoreError> {
         let _writer = self.store.writer().await;
         let hash = key.protocol_hash.to_hex();
         let mut tx = self.store.begin("add_sender_routine").await?;
-        sqlx::query(
-            "UPDATE sender_routines SET status = 'disabled', updated_at = $4 WHERE target = $1 \
-             AND task = $2 AND protocol_hash = $3 AND status = 'active'",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(&hash)
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(StoreError::db("add_sender_routine: disable"))?;
+        if !pending {
+            disable_active(&mut tx, key, now_ms).await?;
+        }
+        let status = match pending {
+            true => RoutineStatus::Pending,
+            false => RoutineStatus::Active,
+        };
         let row = sqlx::query(
             "INSERT INTO sender_routines (target, task, protocol_hash, source, component, status, \
              runs, failures, last_error, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, 'active', 0, 0, NULL, $6, $6) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, 0, 0, NULL, $7, $7) RETURNING id",
         )
         .bind(&key.target)
         .bind(&key.task)
         .bind(&hash)
         .bind(source)
         .bind(component)
+        .bind(status.as_str())
         .bind(now_ms)
         .fetch_one(&mut *tx)
         .await
@@ -187,21 +211,151 @@ impl SenderRecords<'_> {
         self,
         key: &SenderKey,
     ) -> Result<Option<SenderRoutine>, StoreError> {
+        self.newest_with_status(key, RoutineStatus::Active).await
+    }
+
+    /// The key's newest routine waiting for the operator's review, if it has one.
+    pub async fn pending_sender_routine(
+        self,
+        key: &SenderKey,
+    ) -> Result<Option<SenderRoutine>, StoreError> {
+        self.newest_with_status(key, RoutineStatus::Pending).await
+    }
+
+    async fn newest_with_status(
+        self,
+        key: &SenderKey,
+        status: RoutineStatus,
+    ) -> Result<Option<SenderRoutine>, StoreError> {
         let sql = format!(
             "SELECT {ROUTINE_COLUMNS} FROM sender_routines WHERE target = $1 AND task = $2 \
-             AND protocol_hash = $3 AND status = 'active'"
+             AND protocol_hash = $3 AND status = $4 ORDER BY id DESC LIMIT 1"
         );
         let statement = sqlx::query(&sql)
             .bind(&key.target)
             .bind(&key.task)
-            .bind(key.protocol_hash.to_hex());
+            .bind(key.protocol_hash.to_hex())
+            .bind(status.as_str());
         fetch_optional(
             &self.store.pool,
             statement,
-            "active_sender_routine",
+            "sender_routine_with_status",
             routine_from_row,
         )
         .await
+    }
+
+    /// One sender routine (without its component), if it exists.
+    pub async fn sender_routine(self, id: i64) -> Result<Option<SenderRoutine>, StoreError> {
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM sender_routines WHERE id = $1");
+        let statement = sqlx::query(&sql).bind(id);
+        fetch_optional(
+            &self.store.pool,
+            statement,
+            "sender_routine",
+            routine_from_row,
+        )
+        .await
+    }
+
+    /// Records `review` and sets its routine's status: approved makes it active (disabling the
+    /// key's active routine), rejected or edited makes it rejected. Only a pending routine can
+    /// be reviewed ([`StoreError::Conflict`] otherwise); `None` when there is no such routine.
+    /// Returns the routine as it is now. The key of `review` is the routine's, whatever it says.
+    pub async fn review_sender_routine(
+        self,
+        review: &SenderRoutineReview,
+    ) -> Result<Option<SenderRoutine>, StoreError> {
+        let _writer = self.store.writer().await;
+        let mut tx = self.store.begin("review_sender_routine").await?;
+        let sql = format!("SELECT {ROUTINE_COLUMNS} FROM sender_routines WHERE id = $1");
+        let statement = sqlx::query(&sql).bind(review.sender_routine_id);
+        let found = fetch_optional(
+            &mut *tx,
+            statement,
+            "review_sender_routine: select",
+            routine_from_row,
+        )
+        .await?;
+        let Some(routine) = found else {
+            return Ok(None);
+        };
+        if routine.status != RoutineStatus::Pending {
+            return Err(StoreError::Conflict(format!(
+                "the sender routine {} is {}, not pending: only a pending routine can be reviewed",
+                routine.id, routine.status
+            )));
+        }
+        let key = &routine.key;
+        let status = match review.decision {
+            ReviewDecision::Approved => {
+                disable_active(&mut tx, key, review.decided_at_ms).await?;
+                RoutineStatus::Active
+            }
+            ReviewDecision::Rejected | ReviewDecision::Edited => RoutineStatus::Rejected,
+        };
+        let update =
+            sqlx::query("UPDATE sender_routines SET status = $2, updated_at = $3 WHERE id = $1")
+                .bind(routine.id)
+                .bind(status.as_str())
+                .bind(review.decided_at_ms);
+        execute(&mut *tx, update, "review_sender_routine: update").await?;
+        let insert = sqlx::query(
+            "INSERT INTO sender_routine_reviews (sender_routine_id, target, task, protocol_hash, \
+             decision, reason, reviewer, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(routine.id)
+        .bind(&key.target)
+        .bind(&key.task)
+        .bind(key.protocol_hash.to_hex())
+        .bind(review.decision.as_str())
+        .bind(&review.reason)
+        .bind(&review.reviewer)
+        .bind(review.decided_at_ms);
+        execute(&mut *tx, insert, "review_sender_routine: insert").await?;
+        commit(tx, "review_sender_routine").await?;
+        self.sender_routine(routine.id).await
+    }
+
+    /// The reviews of `key`'s routines (every key's when `None`), oldest first.
+    pub async fn sender_reviews(
+        self,
+        key: Option<&SenderKey>,
+    ) -> Result<Vec<SenderRoutineReview>, StoreError> {
+        let read = |row: &AnyRow| {
+            let decision: String = get(row, "decision")?;
+            Ok(SenderRoutineReview {
+                id: get(row, "id")?,
+                sender_routine_id: get(row, "sender_routine_id")?,
+                key: <SenderKey as key::Columns>::read(row, "sender_routine_reviews")?,
+                decision: ReviewDecision::from_column(
+                    "sender_routine_reviews.decision",
+                    &decision,
+                )?,
+                reason: get(row, "reason")?,
+                reviewer: get(row, "reviewer")?,
+                decided_at_ms: get(row, "created_at")?,
+            })
+        };
+        let pool = &self.store.pool;
+        match key {
+            Some(key) => {
+                let sql = format!(
+                    "SELECT {REVIEW_COLUMNS} FROM sender_routine_reviews WHERE target = $1 \
+                     AND task = $2 AND protocol_hash = $3 ORDER BY id"
+                );
+                let statement = sqlx::query(&sql)
+                    .bind(&key.target)
+                    .bind(&key.task)
+                    .bind(key.protocol_hash.to_hex());
+                fetch_all(pool, statement, "sender_reviews", read).await
+            }
+            None => {
+                let sql =
+                    format!("SELECT {REVIEW_COLUMNS} FROM sender_routine_reviews ORDER BY id");
+                fetch_all(pool, sqlx::query(&sql), "sender_reviews", read).await
+            }
+        }
     }
 
     /// Every sender routine, oldest first, without components.
@@ -294,13 +448,36 @@ fn example_from_row(row: &AnyRow) -> Result<SenderExample, StoreError> {
     })
 }
 
+/// Disables `key`'s active routine, in `tx`.
+async fn disable_active(
+    connection: &mut sqlx::AnyConnection,
+    key: &SenderKey,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let statement = sqlx::query(
+        "UPDATE sender_routines SET status = 'disabled', updated_at = $4 WHERE target = $1 \
+         AND task = $2 AND protocol_hash = $3 AND status = 'active'",
+    )
+    .bind(&key.target)
+    .bind(&key.task)
+    .bind(key.protocol_hash.to_hex())
+    .bind(now_ms);
+    execute(
+        &mut *connection,
+        statement,
+        "sender routines: disable the active one",
+    )
+    .await?;
+    Ok(())
+}
+
 fn routine_from_row(row: &AnyRow) -> Result<SenderRoutine, StoreError> {
     let status: String = get(row, "status")?;
     Ok(SenderRoutine {
         id: get(row, "id")?,
         key: <SenderKey as key::Columns>::read(row, "sender_routines")?,
         source: get(row, "source")?,
-        active: status == "active",
+        status: RoutineStatus::from_column("sender_routines.status", &status)?,
         runs: get(row, "runs")?,
         failures: get(row, "failures")?,
         last_error: get(row, "last_error")?,

@@ -239,6 +239,89 @@ fn pending_routines_are_approved_or_rejected_with_a_reviewer() {
     );
 }
 
+/// `--sender` decides the node's sender routines waiting for review the same way, by id.
+#[test]
+fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {
+    let cli = Cli::new();
+    let url = format!("sqlite://{}", cli.dir.path().join("node.db").display());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = agora_store::Store::connect(&url).await.unwrap();
+        for target in ["http://bob", "http://carol", "http://dan"] {
+            let key = agora_store::SenderKey {
+                target: target.into(),
+                task: "weather".into(),
+                protocol_hash: ProtocolHash::of(b"# Weather"),
+            };
+            let sender = store.sender();
+            sender
+                .add_sender_routine(&key, "function handle(i) {}", b"c", 1, true)
+                .await
+                .unwrap();
+        }
+        store.close().await;
+    });
+    let approve = ["routine", "approve", "--sender", "1", "--reviewer", "ada"];
+    let approved = cli.ok(&approve);
+    assert!(
+        approved.contains("sender routine 1 (weather to http://bob) is active"),
+        "{approved}"
+    );
+    let twice = cli.fails(&approve);
+    assert!(twice.contains("not pending"), "{twice}");
+    let by_name = cli.fails(&["routine", "approve", "--sender", "bob", "--reviewer", "ada"]);
+    assert!(by_name.contains("by its id"), "{by_name}");
+    let blank = cli.fails(&[
+        "routine",
+        "reject",
+        "--sender",
+        "2",
+        "--reason",
+        " ",
+        "--reviewer",
+        "ada",
+    ]);
+    assert!(blank.contains("needs a reason"), "{blank}");
+    let rejected = cli.ok(&[
+        "routine",
+        "reject",
+        "--sender",
+        "2",
+        "--reason",
+        "Too chatty.",
+        "--reviewer",
+        "ada",
+    ]);
+    assert!(rejected.contains("is rejected"), "{rejected}");
+    let edit = cli.dir.path().join("edit.js");
+    std::fs::write(&edit, "function handle(input) { return input; }").unwrap();
+    let edit = [
+        "routine",
+        "edit",
+        "--sender",
+        "3",
+        "--source",
+        edit.to_str().unwrap(),
+        "--reviewer",
+        "ada",
+    ];
+    let unexamined = cli.fails(&edit);
+    assert!(unexamined.contains("no kept examples"), "{unexamined}");
+
+    let reviews = runtime.block_on(async {
+        let store = agora_store::Store::connect(&url).await.unwrap();
+        store.sender().sender_reviews(None).await.unwrap()
+    });
+    let decided: Vec<(i64, &str, &str)> = reviews
+        .iter()
+        .map(|r| (r.sender_routine_id, r.decision.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        decided,
+        [(1, "approved", ""), (2, "rejected", "Too chatty.")]
+    );
+}
+
 #[test]
 fn bad_routines_are_refused_with_a_reason() {
     let cli = Cli::new();

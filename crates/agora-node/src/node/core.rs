@@ -151,11 +151,7 @@ impl Core {
 
     /// The time and memory a routine (or a program, or a candidate) may use.
     pub(crate) fn programmer_limits(&self) -> RoutineLimits {
-        let config = &self.config.programmer;
-        RoutineLimits {
-            timeout: std::time::Duration::from_millis(config.routine_timeout_ms.max(1)),
-            memory_bytes: config.routine_memory_bytes,
-        }
+        self.config.programmer.routine_limits()
     }
 
     /// Whether the node writes and runs sender routines.

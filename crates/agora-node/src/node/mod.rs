@@ -57,6 +57,7 @@ pub use ladder::{ForeignSender, Rung, TaskRun};
 use programming::Programmer;
 use receiver::Receiver;
 pub use review::Review;
+pub use sender_routines::SenderReviewer;
 pub use transcript::{Speaker, Transcript};
 
 /// Everything a node is built from.
@@ -348,6 +349,12 @@ impl Node {
                 registry.edit(reference, reviewer, source).await
             }
         }
+    }
+
+    /// What reviews this node's pending sender routines (the `review` activation policy):
+    /// [`SenderReviewer::review`] approves (it sends from then on), rejects or edits one.
+    pub fn sender_reviewer(&self) -> SenderReviewer<'_> {
+        self.programmer.sender_reviewer()
     }
 
     /// Removes a routine; its protocol goes back to the LLM at once.

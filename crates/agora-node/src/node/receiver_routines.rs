@@ -208,7 +208,8 @@ impl JobSubject for ProtocolHash {
         let tools = node.core.focus(Subject::Protocol(document)).tools;
         let mut messages = prompt::first_messages(document, &tools, &examples[shown..]);
         if let Some((reason, source)) = node.last_rejection(self).await {
-            messages = prompt::after_rejection(messages, &reason, source.as_deref());
+            messages =
+                prompt::after_rejection(messages, &reason, source.as_deref(), "handle(body)");
         }
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),

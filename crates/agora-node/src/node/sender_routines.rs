@@ -16,12 +16,21 @@
 //! new example). After `programmer.max_routine_failures` failures the routine is disabled and
 //! rewritten. A `rejected` reply or an unreachable target is not the routine's fault and is
 //! returned as it is, as the LLM's run would.
+//!
+//! Under the `review` activation policy (`programmer.activation`, per protocol) a pass is kept
+//! `pending` and sends nothing until the operator approves it ([`SenderReviewer`]);
+//! a rejection's reason goes into the key's next prompt, and an edit is examined on the key's
+//! kept examples before it can wait for approval. Sender routines are not shadow-checked: what
+//! they do is post to another node, which no scratch state can stand in for.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{JobReason, SenderExample, SenderKey};
+use agora_store::{
+    JobReason, ReviewDecision, RoutineStatus, SenderExample, SenderKey, SenderRoutine,
+    SenderRoutineReview,
+};
 use serde_json::Value;
 
 use super::ladder::RoutineRun;
@@ -30,8 +39,10 @@ use super::programming::{
     Examination, JobSubject, Kept, Passed, Prepared, Programmer, SenderBench, SenderSubject,
     examples_to_work_on,
 };
-use crate::config::ProgrammerConfig;
-use crate::programmer::{Job, ProgrammerQueue, build_and_load};
+use super::review::Review;
+use crate::config::{Activation, ProgrammerConfig};
+use crate::programmer::{Job, ProgrammerQueue, build_and_load, prompt};
+use crate::routine_registry::RegistryError;
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
 use crate::sender::routine;
 use crate::sender::{self, Answer, SendError, SendOutcome};
@@ -76,6 +87,34 @@ impl Programmer {
             task: task.clone(),
         };
         self.consider_programming(subject, threshold).await;
+    }
+
+    /// What reviews the node's pending sender routines.
+    pub(crate) fn sender_reviewer(&self) -> SenderReviewer<'_> {
+        let core = &self.core;
+        SenderReviewer {
+            store: &core.store,
+            clock: core.clock.as_ref(),
+            engine: core.routines.engine().map(|engine| engine.as_ref()),
+            tasks: &core.config.tasks,
+            config: &core.config.programmer,
+        }
+    }
+
+    /// The operator's reason and the rejected source, when the key's latest review was a
+    /// rejection: the next prompt reads them.
+    async fn last_sender_rejection(&self, key: &SenderKey) -> Option<(String, String)> {
+        let store = self.core.store.sender();
+        let reviews = store.sender_reviews(Some(key)).await;
+        let reviews = reviews
+            .inspect_err(|error| tracing::error!(%error, "could not read the sender reviews"))
+            .ok()?;
+        let last = reviews.last()?;
+        if last.decision != ReviewDecision::Rejected {
+            return None;
+        }
+        let routine = store.sender_routine(last.sender_routine_id).await.ok()??;
+        Some((last.reason.clone(), routine.source))
     }
 }
 
@@ -232,6 +271,135 @@ impl Sender {
     }
 }
 
+/// What the operator's review of sender routines needs: the node's store and clock, its routine
+/// engine (to examine an edit), its tasks and its programmer's settings. The node gives one for
+/// the admin API ([`crate::Node::sender_reviewer`]); `agora routine` builds one over the store.
+pub struct SenderReviewer<'a> {
+    /// The node's store.
+    pub store: &'a agora_store::Store,
+    /// The decisions' time.
+    pub clock: &'a dyn crate::clock::Clock,
+    /// Builds and runs an edit; `None` refuses edits ([`RegistryError::NoEngine`]).
+    pub engine: Option<&'a dyn RoutineEngine>,
+    /// The node's configured tasks: an edit's outputs are checked against its task's output
+    /// schema, besides the kept examples' outputs.
+    pub tasks: &'a [Task],
+    /// How many examples are kept, and the routines' limits.
+    pub config: &'a ProgrammerConfig,
+}
+
+impl SenderReviewer<'_> {
+    /// Carries out the operator's decision on the pending sender routine `id`, kept with
+    /// `reviewer`: approve (it sends from then on), reject with a reason (the key's next prompt
+    /// reads it), or edit (examined on the key's kept examples; a pass is a new pending routine,
+    /// returned, and the reviewed one is kept as edited).
+    pub async fn review(
+        &self,
+        id: i64,
+        reviewer: &str,
+        review: &Review,
+    ) -> Result<SenderRoutine, RegistryError> {
+        let reviewer = reviewer.trim();
+        if reviewer.is_empty() {
+            return Err(RegistryError::Invalid(
+                "say who reviews: a reviewer name is required".into(),
+            ));
+        }
+        let store = self.store.sender();
+        let routine = store
+            .sender_routine(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
+        if routine.status != RoutineStatus::Pending {
+            return Err(RegistryError::Invalid(format!(
+                "the sender routine {id} is {}, not pending: only a pending routine can be \
+                 reviewed",
+                routine.status
+            )));
+        }
+        let (decision, reason, edited) = match review {
+            Review::Approve => (ReviewDecision::Approved, String::new(), None),
+            Review::Reject { reason } if reason.trim().is_empty() => {
+                return Err(RegistryError::Invalid(
+                    "a rejection needs a reason: the programmer reads it before its next attempt"
+                        .into(),
+                ));
+            }
+            Review::Reject { reason } => (ReviewDecision::Rejected, reason.trim().into(), None),
+            Review::Edit { source } => {
+                let edited = self.add_sender_edit(&routine, source).await?;
+                let reason = format!("edited: the sender routine {edited}");
+                (ReviewDecision::Edited, reason, Some(edited))
+            }
+        };
+        let decided = SenderRoutineReview {
+            id: 0,
+            sender_routine_id: id,
+            key: routine.key.clone(),
+            decision,
+            reason,
+            reviewer: reviewer.to_string(),
+            decided_at_ms: self.clock.now_ms(),
+        };
+        let reviewed = store
+            .review_sender_routine(&decided)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
+        tracing::info!(routine = id, %decision, reviewer, "sender routine reviewed");
+        match edited {
+            Some(edited) => store
+                .sender_routine(edited)
+                .await?
+                .ok_or_else(|| RegistryError::NotFound(edited.to_string())),
+            None => Ok(reviewed),
+        }
+    }
+
+    /// Examines an operator's edit of the pending `routine` on its key's kept examples and keeps
+    /// a pass as a new pending routine; returns its id.
+    async fn add_sender_edit(
+        &self,
+        routine: &SenderRoutine,
+        source: &str,
+    ) -> Result<i64, RegistryError> {
+        let engine = self.engine.ok_or(RegistryError::NoEngine)?;
+        // Each example's output was valid when it was kept, and the examination holds the edit
+        // to those outputs; the task's schema is checked as well when the node's configuration
+        // names the task (a task sent ad hoc is known by its name alone).
+        let task = self.tasks.iter().find(|task| task.name == routine.key.task);
+        let task = task.cloned().unwrap_or_else(|| Task {
+            name: routine.key.task.clone(),
+            description: String::new(),
+            input_schema: serde_json::json!({}),
+            output_schema: serde_json::json!({}),
+        });
+        let limit = self.config.max_examples.max(1) as i64;
+        let store = self.store.sender();
+        let examples = store.sender_examples(&routine.key, limit).await?;
+        if examples.is_empty() {
+            return Err(RegistryError::Invalid(
+                "the routine's task has no kept examples to examine the edit on".into(),
+            ));
+        }
+        let (component, loaded) = build_and_load(engine, source).await.map_err(|unbuilt| {
+            RegistryError::Rejected(format!("the edit does not build: {}", unbuilt.problem))
+        })?;
+        let limits = self.config.routine_limits();
+        let report = routine::examine(loaded.as_ref(), &task, &examples, limits).await;
+        if !report.passed() {
+            return Err(RegistryError::Rejected(format!(
+                "the edit failed its examination: {}",
+                report.summary()
+            )));
+        }
+        let now = self.clock.now_ms();
+        let id = store
+            .add_sender_routine(&routine.key, source, &component, now, true)
+            .await?;
+        Ok(id)
+    }
+}
+
 /// A sender routine is written for a target, task and protocol.
 impl JobSubject for SenderSubject {
     type Key = SenderKey;
@@ -262,15 +430,15 @@ impl JobSubject for SenderSubject {
         )
     }
 
+    /// An active routine, or one waiting for the operator's review.
     async fn has_routine(&self, node: &Programmer) -> bool {
-        match node
-            .core
-            .store
-            .sender()
-            .active_sender_routine(&self.key)
-            .await
-        {
-            Ok(active) => active.is_some(),
+        let store = node.core.store.sender();
+        let found = match store.active_sender_routine(&self.key).await {
+            Ok(None) => store.pending_sender_routine(&self.key).await,
+            found => found,
+        };
+        match found {
+            Ok(found) => found.is_some(),
             Err(error) => {
                 tracing::error!(%error, "could not read the sender routine");
                 true
@@ -292,9 +460,13 @@ impl JobSubject for SenderSubject {
             .sender_examples(&self.key, limit)
             .await;
         let (examples, shown) = examples_to_work_on(read, config)?;
+        let mut messages = routine::first_messages(document, &self.task, &examples[shown..]);
+        if let Some((reason, source)) = node.last_sender_rejection(&self.key).await {
+            messages = prompt::after_rejection(messages, &reason, Some(&source), "handle(input)");
+        }
         Some(Prepared {
             examples_upto: examples.last().map(|e| e.id).unwrap_or_default(),
-            messages: routine::first_messages(document, &self.task, &examples[shown..]),
+            messages,
             bench: SenderBench {
                 task: self.task.clone(),
                 examples,
@@ -329,22 +501,25 @@ impl JobSubject for SenderSubject {
     ) -> Result<Kept, String> {
         let (component, loaded) = passed.pass;
         let now = node.core.clock.now_ms();
+        let hash = self.key.protocol_hash;
+        let review = node.core.config.programmer.activation_for(&hash) == Activation::Review;
         let id = node
             .core
             .store
             .sender()
-            .add_sender_routine(&self.key, &passed.source, &component, now)
+            .add_sender_routine(&self.key, &passed.source, &component, now, review)
             .await
             .map_err(|error| error.to_string())?;
         node.state.sender_routines.keep_loaded(id, loaded);
         tracing::info!(
             routine = id,
             attempt = passed.attempt,
+            review,
             "the LLM wrote a sender routine"
         );
         Ok(Kept {
             routine_id: id,
-            note: None,
+            note: review.then_some("; waiting for the operator's review"),
         })
     }
 }

@@ -155,11 +155,13 @@ pub(crate) fn traced_drafts(drafts: impl Iterator<Item = Option<String>>) -> Str
 }
 
 /// The first prompt with the operator's rejection of an earlier routine for the protocol: its
-/// reason, and its code when it was JavaScript, before the closing request.
+/// reason, and its code when it was JavaScript, before the closing request (`Write {function}
+/// now.`, replaced by the request to write `function` so that the reason no longer applies).
 pub(crate) fn after_rejection(
     mut messages: Vec<Message>,
     reason: &str,
     source: Option<&str>,
+    function: &str,
 ) -> Vec<Message> {
     let mut note = format!(
         "The operator rejected an earlier routine for this protocol. Their reason: {}\n",
@@ -170,11 +172,14 @@ pub(crate) fn after_rejection(
             "The rejected code:\n```javascript\n{source}\n```\n"
         ));
     }
-    note.push_str("Write handle(body) so that the reason no longer applies.");
+    note.push_str(&format!(
+        "Write {function} so that the reason no longer applies."
+    ));
     if let Some(last) = messages.last_mut() {
+        let write_now = format!("Write {function} now.");
         let asked = last
             .content
-            .strip_suffix(WRITE_NOW)
+            .strip_suffix(write_now.as_str())
             .unwrap_or(&last.content);
         last.content = format!("{asked}{note}");
     }

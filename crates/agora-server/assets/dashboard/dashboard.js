@@ -80,7 +80,8 @@
   }
 
   // A review decision: the reviewer's name (remembered in this browser) and, for a rejection
-  // or an edit, its reason or source. A passing edit is a new routine: its page is opened.
+  // or an edit, its reason or source. A passing edit is a new routine: its page (the button's
+  // data-next, then the new id) is opened.
   async function review(button) {
     const field = (id) => (document.getElementById(id) || { value: "" }).value;
     const reviewer = field("review-reviewer").trim();
@@ -98,7 +99,7 @@
       return;
     }
     if (button.dataset.needs === "source") {
-      window.location.assign("/dashboard/routines/" + result.value.id);
+      window.location.assign((button.dataset.next || "/dashboard/routines/") + result.value.id);
       return;
     }
     say("done: " + button.textContent.trim().toLowerCase(), false);

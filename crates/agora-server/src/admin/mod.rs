@@ -13,6 +13,7 @@
 //! | `DELETE /admin/protocols/{hash}/decision` | forget the decision (the checker decides again) |
 //! | `GET /admin/stats` | the LLM ledger and per-protocol usage |
 //! | `/admin/routines...` | the routine registry (see [`routines`]) |
+//! | `/admin/sender-routines...` | the node's sender routines and their review (see [`sender_routines`]) |
 
 use agora_protocol::{ErrorCode, ProtocolHash};
 use axum::extract::{Path, Request, State};
@@ -29,6 +30,7 @@ use crate::error::ApiError;
 use crate::extract::JsonBody;
 
 pub mod routines;
+pub mod sender_routines;
 
 /// The admin routes, with the token check applied.
 pub fn router(state: AppState) -> Router<AppState> {
@@ -40,6 +42,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         )
         .route("/stats", get(stats))
         .merge(routines::router())
+        .merge(sender_routines::router())
         .route_layer(axum::middleware::from_fn_with_state(state, require_token))
 }
 

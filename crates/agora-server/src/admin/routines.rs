@@ -98,7 +98,7 @@ pub fn routine_json(routine: &Routine) -> Value {
     })
 }
 
-fn registry_error(error: RegistryError) -> ApiError {
+pub(super) fn registry_error(error: RegistryError) -> ApiError {
     let status = match &error {
         RegistryError::NotFound(_) => {
             return ApiError::new(
@@ -283,10 +283,39 @@ async fn test_routine(
 
 /// Which review route was called.
 #[derive(Clone, Copy)]
-enum Verdict {
+pub(super) enum Verdict {
     Approve,
     Reject,
     Edit,
+}
+
+impl Verdict {
+    /// The reviewer and the decision a review route's body carries (`{"reviewer"}`, with
+    /// `"reason"` to reject and `"source"` to edit).
+    pub(super) fn read(self, value: &Value) -> Result<(String, Review), ApiError> {
+        let required = |key: &'static str| {
+            let text = value.get(key).and_then(Value::as_str).map(str::to_string);
+            text.ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))
+        };
+        let decision = match self {
+            Verdict::Approve => Review::Approve,
+            Verdict::Reject => Review::Reject {
+                reason: required("reason")?,
+            },
+            Verdict::Edit => Review::Edit {
+                source: required("source")?,
+            },
+        };
+        Ok((required("reviewer")?, decision))
+    }
+
+    /// `201` for an edit that passed (a new routine), `200` otherwise.
+    pub(super) fn status(self) -> StatusCode {
+        match self {
+            Verdict::Edit => StatusCode::CREATED,
+            Verdict::Approve | Verdict::Reject => StatusCode::OK,
+        }
+    }
 }
 
 /// `POST /admin/routines/{routine}/approve`, `.../reject` or `.../edit`: the decision is kept
@@ -298,30 +327,13 @@ async fn review(
     JsonBody(value): JsonBody,
     verdict: Verdict,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
-    let required = |key: &'static str| {
-        text(key).ok_or_else(|| ApiError::bad_request(format!("\"{key}\" is required")))
-    };
-    let reviewer = required("reviewer")?;
-    let decision = match verdict {
-        Verdict::Approve => Review::Approve,
-        Verdict::Reject => Review::Reject {
-            reason: required("reason")?,
-        },
-        Verdict::Edit => Review::Edit {
-            source: required("source")?,
-        },
-    };
+    let (reviewer, decision) = verdict.read(&value)?;
     let routine = state
         .node
         .review_routine(&reference, &reviewer, &decision)
         .await
         .map_err(registry_error)?;
-    let status = match verdict {
-        Verdict::Edit => StatusCode::CREATED,
-        Verdict::Approve | Verdict::Reject => StatusCode::OK,
-    };
-    Ok((status, Json(routine_json(&routine))))
+    Ok((verdict.status(), Json(routine_json(&routine))))
 }
 
 /// `GET /admin/routines/{routine}/review`: see [`review_of`].

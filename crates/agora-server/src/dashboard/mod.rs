@@ -10,6 +10,7 @@
 //! | `GET /dashboard/routines/{id}` | one routine: source, test button, the programmer's attempts |
 //! | `GET /dashboard/ledger` | LLM calls, filtered by `category` and `protocol` |
 //! | `GET /dashboard/sender` | tasks, rungs per target, negotiated protocols, sender routines |
+//! | `GET /dashboard/sender/routines/{id}` | one sender routine: source, and its review while it is pending |
 //! | `GET /dashboard/conversations` | open and recent conversations with their turns |
 //! | `GET`, `POST /dashboard/login`; `POST /dashboard/logout` | the login form and the session cookie |
 //! | `GET /dashboard/assets/{file}` | the stylesheet and scripts (no data) |
@@ -57,6 +58,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/routines/{id}", get(routine))
         .route("/ledger", get(ledger))
         .route("/sender", get(sender))
+        .route("/sender/routines/{id}", get(sender_routine))
         .route("/conversations", get(conversations))
         .route("/login", get(login_form).post(login))
         .route("/logout", axum::routing::post(logout))
@@ -135,6 +137,10 @@ fn templates() -> &'static Environment<'static> {
             (
                 "sender.html",
                 include_str!("../../templates/dashboard/sender.html"),
+            ),
+            (
+                "sender_routine.html",
+                include_str!("../../templates/dashboard/sender_routine.html"),
             ),
             (
                 "conversations.html",
@@ -331,6 +337,20 @@ async fn sender(State(state): State<AppState>, headers: HeaderMap) -> Response {
     page(&state, &headers, "sender.html", "sender", data).await
 }
 
+async fn sender_routine(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let data = async {
+        match id.parse::<i64>() {
+            Ok(id) => crate::admin::sender_routines::review_of(&state.node, id).await,
+            Err(_) => Ok(None),
+        }
+    };
+    page(&state, &headers, "sender_routine.html", "sender", data).await
+}
+
 async fn conversations(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let data = async { pages::conversations(&state.node, now_ms()).await.map(Some) };
     page(
@@ -469,8 +489,18 @@ mod tests {
                 "memories": [{"target": evil, "task": "t", "uses": 1, "protocolHash": null, "protocol": null,
                 "sources": [], "rejected": [], "negotiationRequested": false, "nextNegotiationAt": 5, "updatedAt": 1}],
                 "rungs": [{"target": evil, "task": "t", "rung": "natural", "runs": 1, "successes": 1, "llmCalls": 1, "tokens": 1}],
-                "routines": [{"id": 1, "target": evil, "task": "t", "protocolHash": "ab", "protocol": null, "active": true,
+                "routines": [{"id": 1, "target": evil, "task": "t", "protocolHash": "ab", "protocol": null, "status": "pending",
                 "runs": 1, "failures": 0, "lastError": null}], "attempts": 1, "attemptsPassed": 1}),
+            ),
+            (
+                "sender_routine.html",
+                json!({"routine": {"id": 2, "target": evil, "task": evil, "protocolHash": "ab", "status": "pending",
+                "runs": 0, "failures": 0, "lastError": evil, "createdAt": 1, "updatedAt": 1, "source": evil},
+                "examination": {"job": "j", "attempt": 1, "report": evil},
+                "examples": [{"data": {"x": evil}, "body": evil, "reply": evil, "output": {"y": evil}}],
+                "replaces": {"id": 1, "source": evil},
+                "reviews": [{"senderRoutineId": 1, "decision": "rejected", "reason": evil, "reviewer": evil, "decidedAt": 1}],
+                "shadowChecked": false, "shadowUnchecked": evil}),
             ),
             (
                 "conversations.html",

@@ -385,7 +385,7 @@ pub async fn sender(node: &Node) -> Result<Value, StoreError> {
                 "id": r.id, "target": r.key.target, "task": r.key.task,
                 "protocolHash": r.key.protocol_hash.to_hex(),
                 "protocol": names.get(&r.key.protocol_hash),
-                "active": r.active, "runs": r.runs, "failures": r.failures,
+                "status": r.status.as_str(), "runs": r.runs, "failures": r.failures,
                 "lastError": r.last_error, "updatedAt": r.updated_at_ms,
             })
         })

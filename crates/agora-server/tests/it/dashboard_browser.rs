@@ -403,3 +403,119 @@ async fn an_operator_approves_rejects_and_edits_pending_routines_in_the_browser(
         "console errors: {errors:?}"
     );
 }
+
+/// A sender routine's JavaScript: the data as the body, the reply's temperature as the output.
+const SENDS_THE_DATA: &str = "function handle(input) {\n  const r = JSON.parse(input);\n  if (r.op === \"encode\") return r.data;\n  return { temperature: JSON.parse(r.reply).temperature };\n}\n";
+/// One that reads another temperature than the reply's.
+const READS_ANOTHER_TEMPERATURE: &str = "function handle(input) {\n  const r = JSON.parse(input);\n  if (r.op === \"encode\") return r.data;\n  return { temperature: 99 };\n}\n";
+
+/// A node with one kept sender example for the weather task at three targets, and a sender
+/// routine waiting for review at each, as the programmer leaves them under
+/// `activation = "review"`.
+async fn alice_with_pending_sender_routines(dir: &std::path::Path) -> TestServer {
+    let server = NodeBuilder::new(ScriptedLlm::unreachable(), dir)
+        .routine_engine(Arc::new(crate::fixtures::js_runtime()))
+        .admin_token(TOKEN)
+        .spawn()
+        .await;
+    let sender = server.node.store().sender();
+    for target in ["http://bob", "http://carol", "http://dan"] {
+        let key = agora_store::SenderKey {
+            target: target.into(),
+            task: "weather".into(),
+            protocol_hash: ProtocolHash::of(WEATHER_PD.as_bytes()),
+        };
+        let example = agora_store::SenderExample {
+            id: 0,
+            key: key.clone(),
+            data: json!({"location": "Oslo, Norway"}),
+            body: json!({"location": "Oslo, Norway"}).to_string(),
+            reply: json!({"temperature": 3.5}).to_string(),
+            output: json!({"temperature": 3.5}),
+            created_at_ms: 1,
+        };
+        sender.add_sender_example(&example, 10).await.unwrap();
+        let source = SENDS_THE_DATA;
+        let component = b"not run before approval";
+        sender
+            .add_sender_routine(&key, source, component, 1, true)
+            .await
+            .unwrap();
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium, chromedriver and the JavaScript engine: scripts/test.sh"]
+async fn an_operator_approves_rejects_and_edits_pending_sender_routines_in_the_browser() {
+    let dir = temp_dir();
+    let server = alice_with_pending_sender_routines(dir.path()).await;
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    browser::log_in(c, &format!("{}/dashboard/login", server.url), TOKEN).await;
+    let page = |id: i64| format!("{}/dashboard/sender/routines/{id}", server.url);
+    let status = |id: i64| {
+        let node = server.node.clone();
+        async move {
+            let routine = node.store().sender().sender_routine(id).await.unwrap();
+            routine.unwrap().status.as_str().to_string()
+        }
+    };
+
+    // The sender page links each pending routine to its review.
+    c.goto(&format!("{}/dashboard/sender", server.url))
+        .await
+        .unwrap();
+    wait_text(c, "#sender-routines .review-link", |t| {
+        t.starts_with("Review")
+    })
+    .await;
+
+    // Approve.
+    c.goto(&page(1)).await.unwrap();
+    let examples = wait_text(c, "#review-examples", |t| t.contains("Oslo")).await;
+    assert!(
+        examples.contains("3.5"),
+        "the reply and output are shown: {examples}"
+    );
+    let unchecked = wait_text(c, "#shadow-unchecked", |t| !t.is_empty()).await;
+    assert!(unchecked.contains("another node"), "{unchecked}");
+    screenshot(c, "sender-review").await;
+    fill(c, "#review-reviewer", "ada").await;
+    browser::click(c, "button.approve").await;
+    wait_text(c, "#review-decisions", |t| t.contains("ada approved")).await;
+    assert_eq!(status(1).await, "active");
+
+    // Reject with a reason.
+    c.goto(&page(2)).await.unwrap();
+    fill(c, "#review-reason", "Send the date too.").await;
+    browser::click(c, "button.reject").await;
+    wait_text(c, "#review-decisions", |t| t.contains("Send the date too.")).await;
+    assert_eq!(status(2).await, "rejected");
+
+    // Edit: a failing edit is refused with its report and stored nowhere; a passing one is a
+    // new pending routine, whose page opens.
+    c.goto(&page(3)).await.unwrap();
+    wait_text(c, "#review-edit summary", |t| t == "Edit").await;
+    browser::click(c, "#review-edit summary").await;
+    fill(c, "#review-source", READS_ANOTHER_TEMPERATURE).await;
+    browser::click(c, "button.edit").await;
+    let refused = wait_text(c, "#action-result", |t| !t.is_empty()).await;
+    assert!(refused.contains("failed its examination"), "{refused}");
+    let routines = server.node.store().sender().sender_routines().await;
+    assert_eq!(routines.unwrap().len(), 3);
+    fill(c, "#review-source", SENDS_THE_DATA).await;
+    browser::click(c, "button.edit").await;
+    let title = wait_text(c, "h1", |t| t.contains("routine 4")).await;
+    assert_eq!(title, "Sender routine 4");
+    wait_text(c, "#review-decisions", |t| t.contains("ada edited")).await;
+    assert_eq!(
+        (status(3).await, status(4).await),
+        ("rejected".to_string(), "pending".to_string())
+    );
+    let errors = console_errors(c).await;
+    assert!(
+        errors.iter().all(|e| e.contains("422")),
+        "console errors: {errors:?}"
+    );
+}

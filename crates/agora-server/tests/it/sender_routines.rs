@@ -2,7 +2,9 @@
 //! scripted routine engine on the sender: a protocol in use gets a sender routine written and
 //! examined after the threshold, and later runs make no LLM call on the sender; a failing
 //! candidate is repaired; a routine failing at run time hands the run to the LLM, and is
-//! disabled and rewritten after too many failures.
+//! disabled and rewritten after too many failures. Under the `review` activation policy a routine
+//! waits for the operator's approval, rejection (its reason reaches the next prompt) or edit
+//! (examined first), over the admin API.
 //!
 //! Alice's scripted LLM writes the body as the data itself and reads every reply as
 //! `{"temperature": 3.5}`; its programmer hands out the candidates a test lists, by key. Bob
@@ -151,8 +153,7 @@ async fn after_the_threshold_a_sender_routine_does_the_runs_without_the_llm() {
     assert!(first.protocol.is_some());
     alice.sender_routines_idle().await;
     let routines = alice.store().sender().sender_routines().await.unwrap();
-    assert_eq!(routines.len(), 1);
-    assert!(routines[0].active);
+    assert_eq!(statuses(&routines), [(1, "active")]);
     assert_eq!(routines[0].source, "good");
     let attempts = alice.store().sender().sender_attempts().await.unwrap();
     assert_eq!(attempts.len(), 1);
@@ -221,7 +222,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     );
     assert_eq!(run.steps, ["routine_failed"]);
     let routine = &alice.store().sender().sender_routines().await.unwrap()[0];
-    assert_eq!((routine.failures, routine.active), (1, true));
+    assert_eq!((routine.failures, routine.status.as_str()), (1, "active"));
     assert!(
         routine
             .last_error
@@ -235,9 +236,7 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     weather_run(&alice, &bob, "Bergen, Norway").await;
     alice.sender_routines_idle().await;
     let routines = alice.store().sender().sender_routines().await.unwrap();
-    assert_eq!(routines.len(), 2);
-    assert!(!routines[0].active);
-    assert!(routines[1].active);
+    assert_eq!(statuses(&routines), [(1, "disabled"), (2, "active")]);
     assert_eq!(routines[1].source, "good");
     let attempts = alice.store().sender().sender_attempts().await.unwrap();
     assert_eq!(attempts.last().unwrap().reason.as_str(), "failures");
@@ -247,4 +246,188 @@ async fn a_run_time_failure_falls_back_to_the_llm_and_retires_the_routine() {
     let log = rungs(&alice, &bob.url).await;
     let rungs: Vec<&str> = log.iter().map(|(rung, _, _)| rung.as_str()).collect();
     assert_eq!(rungs, ["protocol", "protocol", "protocol", "routine"]);
+}
+
+/// Alice under the `review` activation policy, served over HTTP with an admin token.
+async fn reviewing_alice(dir: &std::path::Path, llm: Arc<ScriptedLlm>) -> TestServer {
+    NodeBuilder::new(llm, dir)
+        .routine_engine(Arc::new(engine()))
+        .admin_token("secret-token")
+        .config(|c| {
+            c.sender.explore_threshold = 1;
+            c.sender.negotiate_threshold = 100;
+            c.programmer.activation = agora_node::Activation::Review;
+        })
+        .spawn()
+        .await
+}
+
+/// `POST /admin/sender-routines/{path}` with `body` on `server`: the status and the JSON reply.
+async fn admin_post(server: &TestServer, path: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/admin/sender-routines/{path}", server.url))
+        .bearer_auth("secret-token")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+fn statuses(routines: &[agora_store::SenderRoutine]) -> Vec<(i64, &str)> {
+    routines.iter().map(|r| (r.id, r.status.as_str())).collect()
+}
+
+/// Under `review`, the routine that passed waits: the runs stay with the LLM until the operator
+/// approves it over the admin API, and then Alice's runs make no LLM call. The review page shows
+/// the source and the examples it was examined on, and says it is not shadow-checked.
+#[tokio::test]
+async fn under_review_a_sender_routine_sends_nothing_until_approved() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = reviewing_alice(a.path(), alice_llm(&["good"])).await;
+    let run = |place| weather_run(&alice.node, &bob, place);
+    run("Oslo, Norway").await;
+    alice.node.sender_routines_idle().await;
+    let store = alice.node.store().sender();
+    assert_eq!(
+        statuses(&store.sender_routines().await.unwrap()),
+        [(1, "pending")]
+    );
+    let attempts = store.sender_attempts().await.unwrap();
+    assert!(
+        attempts[0]
+            .report
+            .ends_with("waiting for the operator's review"),
+        "{}",
+        attempts[0].report
+    );
+
+    let waiting = run("Paris, France").await;
+    assert_eq!(waiting.outcome.llm_calls, 2, "the LLM still does the run");
+
+    let page: Value = reqwest::Client::new()
+        .get(format!("{}/admin/sender-routines/1/review", alice.url))
+        .bearer_auth("secret-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["routine"]["source"], "good");
+    assert_eq!(page["examples"][0]["data"], data("Oslo, Norway"));
+    assert_eq!(page["shadowChecked"], false);
+
+    let (status, approved) = admin_post(&alice, "1/approve", json!({"reviewer": "ada"})).await;
+    assert_eq!((status, approved["status"].as_str()), (200, Some("active")));
+    let before = llm_calls(&alice.node).await;
+    let served = run("Lima, Peru").await;
+    assert_eq!(served.outcome.output, json!({"temperature": 3.5}));
+    assert_eq!(served.outcome.llm_calls, 0);
+    assert_eq!(llm_calls(&alice.node).await, before);
+    let reviews = store.sender_reviews(None).await.unwrap();
+    let decided: Vec<(i64, &str, &str)> = reviews
+        .iter()
+        .map(|r| {
+            (
+                r.sender_routine_id,
+                r.decision.as_str(),
+                r.reviewer.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(decided, [(1, "approved", "ada")]);
+    let (status, again) = admin_post(&alice, "1/approve", json!({"reviewer": "ada"})).await;
+    assert_eq!(
+        status, 400,
+        "an active routine is not reviewed again: {again}"
+    );
+}
+
+/// A rejection's reason, and the rejected code, reach the key's next programmer prompt.
+#[tokio::test]
+async fn a_rejected_sender_routines_reason_reaches_the_next_prompt() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let llm = alice_llm(&["no_bergen", "good"]);
+    let alice = reviewing_alice(a.path(), llm.clone()).await;
+    weather_run(&alice.node, &bob, "Oslo, Norway").await;
+    alice.node.sender_routines_idle().await;
+    let reason = json!({"reviewer": "ada", "reason": "it must handle Bergen"});
+    let (status, rejected) = admin_post(&alice, "1/reject", reason).await;
+    assert_eq!(
+        (status, rejected["status"].as_str()),
+        (200, Some("rejected"))
+    );
+    let (status, _) = admin_post(&alice, "1/reject", json!({"reviewer": "ada"})).await;
+    assert_eq!(status, 400, "a rejection needs a reason");
+
+    // The next example queues the next job; its prompt carries the reason and the code.
+    weather_run(&alice.node, &bob, "Bergen, Norway").await;
+    alice.node.sender_routines_idle().await;
+    let prompts: Vec<String> = llm
+        .calls()
+        .iter()
+        .filter(|request| system_prompt(request).contains("handle(input)"))
+        .map(|request| last_user_message(request).to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "two programmer jobs");
+    assert!(!prompts[0].contains("rejected"), "{}", prompts[0]);
+    assert!(
+        prompts[1].contains("Their reason: it must handle Bergen")
+            && prompts[1].contains("no_bergen")
+            && prompts[1].ends_with("Write handle(input) so that the reason no longer applies."),
+        "{}",
+        prompts[1]
+    );
+    let routines = alice.node.store().sender().sender_routines().await.unwrap();
+    assert_eq!(statuses(&routines), [(1, "rejected"), (2, "pending")]);
+}
+
+/// An edit is examined on the task's kept examples: one that fails is refused with its report
+/// and stored nowhere, so it cannot be approved; one that passes waits for its own approval.
+#[tokio::test]
+async fn an_edited_sender_routine_that_fails_its_examination_cannot_be_approved() {
+    let (a, b) = (temp_dir(), temp_dir());
+    let bob = bob(b.path()).await;
+    let alice = reviewing_alice(a.path(), alice_llm(&["good"])).await;
+    weather_run(&alice.node, &bob, "Oslo, Norway").await;
+    alice.node.sender_routines_idle().await;
+
+    let edit = json!({"reviewer": "ada", "source": "wrong_body"});
+    let (status, refused) = admin_post(&alice, "1/edit", edit).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.to_string().contains("failed its examination"),
+        "{refused}"
+    );
+    let store = alice.node.store().sender();
+    assert_eq!(
+        statuses(&store.sender_routines().await.unwrap()),
+        [(1, "pending")]
+    );
+
+    let edit = json!({"reviewer": "ada", "source": "good"});
+    let (status, edited) = admin_post(&alice, "1/edit", edit).await;
+    assert_eq!((status, edited["id"].as_i64()), (201, Some(2)), "{edited}");
+    assert_eq!(
+        statuses(&store.sender_routines().await.unwrap()),
+        [(1, "rejected"), (2, "pending")]
+    );
+    let (status, _) = admin_post(&alice, "1/approve", json!({"reviewer": "ada"})).await;
+    assert_eq!(status, 400, "the edited original is not pending");
+    let (status, _) = admin_post(&alice, "2/approve", json!({"reviewer": "bo"})).await;
+    assert_eq!(status, 200);
+    let run = weather_run(&alice.node, &bob, "Lima, Peru").await;
+    assert_eq!(run.outcome.llm_calls, 0);
+    let decisions: Vec<String> = store
+        .sender_reviews(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| format!("{} {} {}", r.sender_routine_id, r.decision, r.reviewer))
+        .collect();
+    assert_eq!(decisions, ["1 edited ada", "2 approved bo"]);
 }

@@ -156,6 +156,7 @@ on_both_backends!(
     memory_and_log_survive_a_restart,
     examples_are_bounded_per_key_and_counted_since_the_last_attempt,
     one_routine_per_key_is_active_and_counts_its_runs,
+    a_pending_sender_routine_is_activated_only_by_its_approval,
 );
 
 #[tokio::test]

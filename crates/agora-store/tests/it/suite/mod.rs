@@ -28,6 +28,7 @@ pub use sender_memory::{
     runs_are_logged_totalled_and_listed_oldest_first,
 };
 pub use sender_routines::{
+    a_pending_sender_routine_is_activated_only_by_its_approval,
     examples_are_bounded_per_key_and_counted_since_the_last_attempt,
     one_routine_per_key_is_active_and_counts_its_runs,
 };

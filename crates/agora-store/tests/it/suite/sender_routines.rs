@@ -6,7 +6,10 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use agora_protocol::VerifiedDocument;
-use agora_store::{AttemptOutcome, JobReason, SenderExample, SenderKey, SenderRoutineAttempt};
+use agora_store::{
+    AttemptOutcome, JobReason, ReviewDecision, RoutineStatus, SenderExample, SenderKey,
+    SenderRoutine, SenderRoutineAttempt, SenderRoutineReview, StoreError,
+};
 use serde_json::json;
 
 use crate::Fixture;
@@ -119,12 +122,12 @@ pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture)
     );
     let first = store
         .sender()
-        .add_sender_routine(&bob, "one", b"component-1", 1)
+        .add_sender_routine(&bob, "one", b"component-1", 1, false)
         .await
         .unwrap();
     let other = store
         .sender()
-        .add_sender_routine(&carol, "c", b"c", 1)
+        .add_sender_routine(&carol, "c", b"c", 1, false)
         .await
         .unwrap();
     assert_eq!(
@@ -163,7 +166,7 @@ pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture)
     // A new routine for the key replaces the active one; the other key's stays.
     let second = store
         .sender()
-        .add_sender_routine(&bob, "two", b"component-2", 4)
+        .add_sender_routine(&bob, "two", b"component-2", 4, false)
         .await
         .unwrap();
     let active = store
@@ -193,6 +196,69 @@ pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture)
         None
     );
     let all = store.sender().sender_routines().await.unwrap();
-    let states: Vec<(i64, bool)> = all.iter().map(|r| (r.id, r.active)).collect();
-    assert_eq!(states, [(first, false), (other, true), (second, false)]);
+    let states: Vec<(i64, &str)> = all.iter().map(|r| (r.id, r.status.as_str())).collect();
+    assert_eq!(
+        states,
+        [(first, "disabled"), (other, "active"), (second, "disabled")]
+    );
+}
+
+pub async fn a_pending_sender_routine_is_activated_only_by_its_approval(fixture: Fixture) {
+    let store = fixture.open().await;
+    let bob = key("http://bob");
+    let sender = store.sender();
+    let active = sender
+        .add_sender_routine(&bob, "old", b"c", 1, false)
+        .await
+        .unwrap();
+    let pending = sender
+        .add_sender_routine(&bob, "new", b"c", 2, true)
+        .await
+        .unwrap();
+    let is = |routine: Option<SenderRoutine>| routine.map(|r| (r.id, r.status));
+    let found = sender.active_sender_routine(&bob).await.unwrap();
+    assert_eq!(is(found), Some((active, RoutineStatus::Active)));
+    let found = sender.pending_sender_routine(&bob).await.unwrap();
+    assert_eq!(is(found), Some((pending, RoutineStatus::Pending)));
+
+    let review = |id, decision, at| SenderRoutineReview {
+        id: 0,
+        sender_routine_id: id,
+        key: bob.clone(),
+        decision,
+        reason: String::new(),
+        reviewer: "ada".into(),
+        decided_at_ms: at,
+    };
+    let approved = sender
+        .review_sender_routine(&review(pending, ReviewDecision::Approved, 3))
+        .await
+        .unwrap();
+    assert_eq!(is(approved), Some((pending, RoutineStatus::Active)));
+    let old = sender.sender_routine(active).await.unwrap();
+    assert_eq!(is(old), Some((active, RoutineStatus::Disabled)));
+    let again = sender
+        .review_sender_routine(&review(pending, ReviewDecision::Rejected, 4))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+    let missing = sender
+        .review_sender_routine(&review(99, ReviewDecision::Approved, 4))
+        .await
+        .unwrap();
+    assert_eq!(missing, None);
+    let decided = sender.sender_reviews(Some(&bob)).await.unwrap();
+    assert_eq!(
+        decided,
+        [SenderRoutineReview {
+            id: decided[0].id,
+            ..review(pending, ReviewDecision::Approved, 3)
+        }]
+    );
+    assert_eq!(
+        sender
+            .sender_reviews(Some(&key("http://carol")))
+            .await
+            .unwrap(),
+        []
+    );
 }
