@@ -309,13 +309,7 @@ impl RoutineRegistry {
         reviewer: &str,
         reason: &str,
     ) -> Result<Routine, RegistryError> {
-        let reason = reason.trim();
-        if reason.is_empty() {
-            return Err(RegistryError::Invalid(
-                "a rejection needs a reason: the programmer reads it before its next attempt"
-                    .into(),
-            ));
-        }
+        let reason = rejection_reason(reason)?;
         self.review(reference, reviewer, ReviewDecision::Rejected, reason.into())
             .await
     }
@@ -328,12 +322,7 @@ impl RoutineRegistry {
         decision: ReviewDecision,
         reason: String,
     ) -> Result<Routine, RegistryError> {
-        let reviewer = reviewer.trim();
-        if reviewer.is_empty() {
-            return Err(RegistryError::Invalid(
-                "say who reviews: a reviewer name is required".into(),
-            ));
-        }
+        let reviewer = reviewer_name(reviewer)?;
         let routine = self.find(reference).await?;
         let review = RoutineReview {
             id: 0,
@@ -548,6 +537,28 @@ fn check_limits(limits: &RoutineLimits) -> Result<(), RegistryError> {
         )));
     }
     Ok(())
+}
+
+/// The reviewer's name, trimmed: every decision is kept with one.
+pub(crate) fn reviewer_name(reviewer: &str) -> Result<&str, RegistryError> {
+    let reviewer = reviewer.trim();
+    if reviewer.is_empty() {
+        return Err(RegistryError::Invalid(
+            "say who reviews: a reviewer name is required".into(),
+        ));
+    }
+    Ok(reviewer)
+}
+
+/// A rejection's reason, trimmed: the programmer reads it, so it may not be blank.
+pub(crate) fn rejection_reason(reason: &str) -> Result<&str, RegistryError> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(RegistryError::Invalid(
+            "a rejection needs a reason: the programmer reads it before its next attempt".into(),
+        ));
+    }
+    Ok(reason)
 }
 
 #[cfg(test)]

@@ -56,8 +56,7 @@ use ladder::Sender;
 pub use ladder::{ForeignSender, Rung, TaskRun};
 use programming::Programmer;
 use receiver::Receiver;
-pub use review::Review;
-pub use sender_routines::SenderReviewer;
+pub use review::{Review, SenderReviewer};
 pub use transcript::{Speaker, Transcript};
 
 /// Everything a node is built from.

@@ -1,8 +1,19 @@
 //! The operator's decisions on routines the programmer wrote under the `review` activation
 //! policy (`programmer.activation`): approve, reject with a reason, or edit. The registry
-//! carries them out ([`crate::RoutineRegistry::approve`], `reject`, `edit`): an edit is examined
-//! on the protocol's kept examples, and only a pass is stored, as a new pending routine; so no
-//! routine answers that failed its examination or that nobody approved.
+//! carries them out for receiver routines ([`crate::RoutineRegistry::approve`], `reject`,
+//! `edit`), [`SenderReviewer`] for sender routines: an edit is examined on the kept examples,
+//! and only a pass is stored, as a new pending routine; so no routine answers or sends that
+//! failed its examination or that nobody approved.
+
+use agora_store::{ReviewDecision, RoutineStatus, SenderRoutine, SenderRoutineReview, Store};
+
+use crate::clock::Clock;
+use crate::config::ProgrammerConfig;
+use crate::programmer::build_and_load;
+use crate::routine_registry::{RegistryError, rejection_reason, reviewer_name};
+use crate::routines::RoutineEngine;
+use crate::sender::routine;
+use crate::task::Task;
 
 /// An operator's decision on a pending routine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,4 +31,125 @@ pub enum Review {
         /// The edited source.
         source: String,
     },
+}
+
+/// What the operator's review of sender routines needs: the node's store and clock, its routine
+/// engine (to examine an edit), its tasks and its programmer's settings. The node gives one for
+/// the admin API ([`crate::Node::sender_reviewer`]); `agora routine` builds one over the store.
+pub struct SenderReviewer<'a> {
+    /// The node's store.
+    pub store: &'a Store,
+    /// The decisions' time.
+    pub clock: &'a dyn Clock,
+    /// Builds and runs an edit; `None` refuses edits ([`RegistryError::NoEngine`]).
+    pub engine: Option<&'a dyn RoutineEngine>,
+    /// The node's configured tasks: an edit's outputs are checked against its task's output
+    /// schema, besides the kept examples' outputs.
+    pub tasks: &'a [Task],
+    /// How many examples are kept, and the routines' limits.
+    pub config: &'a ProgrammerConfig,
+}
+
+impl SenderReviewer<'_> {
+    /// Carries out the operator's decision on the pending sender routine `id`, kept with
+    /// `reviewer`: approve (it sends from then on), reject with a reason (the key's next prompt
+    /// reads it), or edit (examined on the key's kept examples; a pass is a new pending routine,
+    /// returned, and the reviewed one is kept as edited).
+    pub async fn review(
+        &self,
+        id: i64,
+        reviewer: &str,
+        review: &Review,
+    ) -> Result<SenderRoutine, RegistryError> {
+        let reviewer = reviewer_name(reviewer)?;
+        let store = self.store.sender();
+        let routine = store
+            .sender_routine(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
+        if routine.status != RoutineStatus::Pending {
+            return Err(RegistryError::Invalid(format!(
+                "the sender routine {id} is {}, not pending: only a pending routine can be \
+                 reviewed",
+                routine.status
+            )));
+        }
+        let (decision, reason, edited) = match review {
+            Review::Approve => (ReviewDecision::Approved, String::new(), None),
+            Review::Reject { reason } => {
+                let reason = rejection_reason(reason)?;
+                (ReviewDecision::Rejected, reason.into(), None)
+            }
+            Review::Edit { source } => {
+                let edited = self.add_sender_edit(&routine, source).await?;
+                let reason = format!("edited: the sender routine {edited}");
+                (ReviewDecision::Edited, reason, Some(edited))
+            }
+        };
+        let decided = SenderRoutineReview {
+            id: 0,
+            sender_routine_id: id,
+            key: routine.key.clone(),
+            decision,
+            reason,
+            reviewer: reviewer.to_string(),
+            decided_at_ms: self.clock.now_ms(),
+        };
+        let reviewed = store
+            .review_sender_routine(&decided)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
+        tracing::info!(routine = id, %decision, reviewer, "sender routine reviewed");
+        match edited {
+            Some(edited) => store
+                .sender_routine(edited)
+                .await?
+                .ok_or_else(|| RegistryError::NotFound(edited.to_string())),
+            None => Ok(reviewed),
+        }
+    }
+
+    /// Examines an operator's edit of the pending `routine` on its key's kept examples and keeps
+    /// a pass as a new pending routine; returns its id.
+    async fn add_sender_edit(
+        &self,
+        routine: &SenderRoutine,
+        source: &str,
+    ) -> Result<i64, RegistryError> {
+        let engine = self.engine.ok_or(RegistryError::NoEngine)?;
+        // Each example's output was valid when it was kept, and the examination holds the edit
+        // to those outputs; the task's schema is checked as well when the node's configuration
+        // names the task (a task sent ad hoc is known by its name alone).
+        let task = self.tasks.iter().find(|task| task.name == routine.key.task);
+        let task = task.cloned().unwrap_or_else(|| Task {
+            name: routine.key.task.clone(),
+            description: String::new(),
+            input_schema: serde_json::json!({}),
+            output_schema: serde_json::json!({}),
+        });
+        let limit = self.config.max_examples.max(1) as i64;
+        let store = self.store.sender();
+        let examples = store.sender_examples(&routine.key, limit).await?;
+        if examples.is_empty() {
+            return Err(RegistryError::Invalid(
+                "the routine's task has no kept examples to examine the edit on".into(),
+            ));
+        }
+        let (component, loaded) = build_and_load(engine, source).await.map_err(|unbuilt| {
+            RegistryError::Rejected(format!("the edit does not build: {}", unbuilt.problem))
+        })?;
+        let limits = self.config.routine_limits();
+        let report = routine::examine(loaded.as_ref(), &task, &examples, limits).await;
+        if !report.passed() {
+            return Err(RegistryError::Rejected(format!(
+                "the edit failed its examination: {}",
+                report.summary()
+            )));
+        }
+        let now = self.clock.now_ms();
+        let id = store
+            .add_sender_routine(&routine.key, source, &component, now, true)
+            .await?;
+        Ok(id)
+    }
 }

@@ -27,10 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
-use agora_store::{
-    JobReason, ReviewDecision, RoutineStatus, SenderExample, SenderKey, SenderRoutine,
-    SenderRoutineReview,
-};
+use agora_store::{JobReason, ReviewDecision, SenderExample, SenderKey};
 use serde_json::Value;
 
 use super::ladder::RoutineRun;
@@ -39,10 +36,9 @@ use super::programming::{
     Examination, JobSubject, Kept, Passed, Prepared, Programmer, SenderBench, SenderSubject,
     examples_to_work_on,
 };
-use super::review::Review;
+use super::review::SenderReviewer;
 use crate::config::{Activation, ProgrammerConfig};
 use crate::programmer::{Job, ProgrammerQueue, build_and_load, prompt};
-use crate::routine_registry::RegistryError;
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
 use crate::sender::routine;
 use crate::sender::{self, Answer, SendError, SendOutcome};
@@ -268,135 +264,6 @@ impl Sender {
             });
         }
         RoutineRun::Failed
-    }
-}
-
-/// What the operator's review of sender routines needs: the node's store and clock, its routine
-/// engine (to examine an edit), its tasks and its programmer's settings. The node gives one for
-/// the admin API ([`crate::Node::sender_reviewer`]); `agora routine` builds one over the store.
-pub struct SenderReviewer<'a> {
-    /// The node's store.
-    pub store: &'a agora_store::Store,
-    /// The decisions' time.
-    pub clock: &'a dyn crate::clock::Clock,
-    /// Builds and runs an edit; `None` refuses edits ([`RegistryError::NoEngine`]).
-    pub engine: Option<&'a dyn RoutineEngine>,
-    /// The node's configured tasks: an edit's outputs are checked against its task's output
-    /// schema, besides the kept examples' outputs.
-    pub tasks: &'a [Task],
-    /// How many examples are kept, and the routines' limits.
-    pub config: &'a ProgrammerConfig,
-}
-
-impl SenderReviewer<'_> {
-    /// Carries out the operator's decision on the pending sender routine `id`, kept with
-    /// `reviewer`: approve (it sends from then on), reject with a reason (the key's next prompt
-    /// reads it), or edit (examined on the key's kept examples; a pass is a new pending routine,
-    /// returned, and the reviewed one is kept as edited).
-    pub async fn review(
-        &self,
-        id: i64,
-        reviewer: &str,
-        review: &Review,
-    ) -> Result<SenderRoutine, RegistryError> {
-        let reviewer = reviewer.trim();
-        if reviewer.is_empty() {
-            return Err(RegistryError::Invalid(
-                "say who reviews: a reviewer name is required".into(),
-            ));
-        }
-        let store = self.store.sender();
-        let routine = store
-            .sender_routine(id)
-            .await?
-            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
-        if routine.status != RoutineStatus::Pending {
-            return Err(RegistryError::Invalid(format!(
-                "the sender routine {id} is {}, not pending: only a pending routine can be \
-                 reviewed",
-                routine.status
-            )));
-        }
-        let (decision, reason, edited) = match review {
-            Review::Approve => (ReviewDecision::Approved, String::new(), None),
-            Review::Reject { reason } if reason.trim().is_empty() => {
-                return Err(RegistryError::Invalid(
-                    "a rejection needs a reason: the programmer reads it before its next attempt"
-                        .into(),
-                ));
-            }
-            Review::Reject { reason } => (ReviewDecision::Rejected, reason.trim().into(), None),
-            Review::Edit { source } => {
-                let edited = self.add_sender_edit(&routine, source).await?;
-                let reason = format!("edited: the sender routine {edited}");
-                (ReviewDecision::Edited, reason, Some(edited))
-            }
-        };
-        let decided = SenderRoutineReview {
-            id: 0,
-            sender_routine_id: id,
-            key: routine.key.clone(),
-            decision,
-            reason,
-            reviewer: reviewer.to_string(),
-            decided_at_ms: self.clock.now_ms(),
-        };
-        let reviewed = store
-            .review_sender_routine(&decided)
-            .await?
-            .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
-        tracing::info!(routine = id, %decision, reviewer, "sender routine reviewed");
-        match edited {
-            Some(edited) => store
-                .sender_routine(edited)
-                .await?
-                .ok_or_else(|| RegistryError::NotFound(edited.to_string())),
-            None => Ok(reviewed),
-        }
-    }
-
-    /// Examines an operator's edit of the pending `routine` on its key's kept examples and keeps
-    /// a pass as a new pending routine; returns its id.
-    async fn add_sender_edit(
-        &self,
-        routine: &SenderRoutine,
-        source: &str,
-    ) -> Result<i64, RegistryError> {
-        let engine = self.engine.ok_or(RegistryError::NoEngine)?;
-        // Each example's output was valid when it was kept, and the examination holds the edit
-        // to those outputs; the task's schema is checked as well when the node's configuration
-        // names the task (a task sent ad hoc is known by its name alone).
-        let task = self.tasks.iter().find(|task| task.name == routine.key.task);
-        let task = task.cloned().unwrap_or_else(|| Task {
-            name: routine.key.task.clone(),
-            description: String::new(),
-            input_schema: serde_json::json!({}),
-            output_schema: serde_json::json!({}),
-        });
-        let limit = self.config.max_examples.max(1) as i64;
-        let store = self.store.sender();
-        let examples = store.sender_examples(&routine.key, limit).await?;
-        if examples.is_empty() {
-            return Err(RegistryError::Invalid(
-                "the routine's task has no kept examples to examine the edit on".into(),
-            ));
-        }
-        let (component, loaded) = build_and_load(engine, source).await.map_err(|unbuilt| {
-            RegistryError::Rejected(format!("the edit does not build: {}", unbuilt.problem))
-        })?;
-        let limits = self.config.routine_limits();
-        let report = routine::examine(loaded.as_ref(), &task, &examples, limits).await;
-        if !report.passed() {
-            return Err(RegistryError::Rejected(format!(
-                "the edit failed its examination: {}",
-                report.summary()
-            )));
-        }
-        let now = self.clock.now_ms();
-        let id = store
-            .add_sender_routine(&routine.key, source, &component, now, true)
-            .await?;
-        Ok(id)
     }
 }
 

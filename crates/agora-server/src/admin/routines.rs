@@ -63,18 +63,30 @@ pub fn router() -> Router<AppState> {
         )
         .route("/routines/{routine}/test", post(test_routine))
         .route("/routines/{routine}/review", get(review_page))
-        .route(
-            "/routines/{routine}/approve",
-            post(|state, reference, body| review(state, reference, body, Verdict::Approve)),
-        )
-        .route(
-            "/routines/{routine}/reject",
-            post(|state, reference, body| review(state, reference, body, Verdict::Reject)),
-        )
-        .route(
-            "/routines/{routine}/edit",
-            post(|state, reference, body| review(state, reference, body, Verdict::Edit)),
-        )
+        .merge(review_routes("/routines/{routine}", review))
+}
+
+/// `POST {prefix}/approve`, `{prefix}/reject` and `{prefix}/edit`, each handled by `review` with
+/// its [`Verdict`]; `{prefix}` names the routine in the path as `T`.
+pub(super) fn review_routes<T, F, Fut>(prefix: &str, review: F) -> Router<AppState>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+    F: Fn(State<AppState>, Path<T>, JsonBody, Verdict) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(StatusCode, Json<Value>), ApiError>> + Send + 'static,
+{
+    let mut router = Router::new();
+    for (name, verdict) in [
+        ("approve", Verdict::Approve),
+        ("reject", Verdict::Reject),
+        ("edit", Verdict::Edit),
+    ] {
+        let review = review.clone();
+        let handler = move |state: State<AppState>, path: Path<T>, body: JsonBody| {
+            review(state, path, body, verdict)
+        };
+        router = router.route(&format!("{prefix}/{name}"), post(handler));
+    }
+    router
 }
 
 /// A routine as the admin API shows it.

@@ -15,11 +15,11 @@ use agora_protocol::ErrorCode;
 use agora_store::{SenderRoutine, StoreError};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::routines::{Verdict, registry_error};
+use super::routines::{Verdict, registry_error, review_routes};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -29,18 +29,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/sender-routines", get(list))
         .route("/sender-routines/{id}/review", get(review_page))
-        .route(
-            "/sender-routines/{id}/approve",
-            post(|state, id, body| review(state, id, body, Verdict::Approve)),
-        )
-        .route(
-            "/sender-routines/{id}/reject",
-            post(|state, id, body| review(state, id, body, Verdict::Reject)),
-        )
-        .route(
-            "/sender-routines/{id}/edit",
-            post(|state, id, body| review(state, id, body, Verdict::Edit)),
-        )
+        .merge(review_routes("/sender-routines/{id}", review))
 }
 
 /// A sender routine as the admin API shows it (`source` too when `with_source`).

@@ -302,13 +302,23 @@ async fn routine(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let data = async {
-        match id.parse::<i64>() {
-            Ok(id) => pages::routine(&state.node, id).await,
-            Err(_) => Ok(None),
-        }
-    };
+    let data = numbered(&id, |id| pages::routine(&state.node, id));
     page(&state, &headers, "routine.html", "routines", data).await
+}
+
+/// The page data `read` gives for the record numbered `id`; `None` (the 404 page) when `id` is
+/// not a number.
+async fn numbered<F>(
+    id: &str,
+    read: impl FnOnce(i64) -> F,
+) -> Result<Option<Value>, agora_store::StoreError>
+where
+    F: std::future::Future<Output = Result<Option<Value>, agora_store::StoreError>>,
+{
+    match id.parse::<i64>() {
+        Ok(id) => read(id).await,
+        Err(_) => Ok(None),
+    }
 }
 
 #[derive(Deserialize)]
@@ -342,12 +352,9 @@ async fn sender_routine(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let data = async {
-        match id.parse::<i64>() {
-            Ok(id) => crate::admin::sender_routines::review_of(&state.node, id).await,
-            Err(_) => Ok(None),
-        }
-    };
+    let data = numbered(&id, |id| {
+        crate::admin::sender_routines::review_of(&state.node, id)
+    });
     page(&state, &headers, "sender_routine.html", "sender", data).await
 }
 
