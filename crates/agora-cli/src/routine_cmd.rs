@@ -54,6 +54,9 @@ pub enum RoutineCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// List the node's sender routines instead (by id, with their target and task).
+        #[arg(long)]
+        sender: bool,
     },
     /// Show one routine and its source, or the programmer's attempts for a protocol.
     Show {
@@ -196,7 +199,36 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             );
             Ok(())
         }
-        RoutineCommand::List { json } => {
+        RoutineCommand::List { json, sender: true } => {
+            let routines = registry.store().sender().sender_routines().await?;
+            if json {
+                let listed: Vec<_> = routines
+                    .iter()
+                    .map(agora_server::admin::sender_routines::routine_json)
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&listed)?);
+                return Ok(());
+            }
+            println!(
+                "{:>4}  {:<9} {:>6} {:>8}  {:<12} task to target",
+                "id", "status", "runs", "failures", "protocol"
+            );
+            for r in &routines {
+                let key = &r.key;
+                println!(
+                    "{:>4}  {:<9} {:>6} {:>8}  {:<12} {} to {}",
+                    r.id,
+                    r.status.as_str(),
+                    r.runs,
+                    r.failures,
+                    &key.protocol_hash.to_hex()[..12],
+                    key.task,
+                    key.target
+                );
+            }
+            Ok(())
+        }
+        RoutineCommand::List { json, .. } => {
             let routines = registry.list().await?;
             if json {
                 let listed: Vec<_> = routines

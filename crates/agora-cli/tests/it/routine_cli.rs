@@ -261,6 +261,11 @@ fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {
         }
         store.close().await;
     });
+    let listed = cli.ok(&["routine", "list", "--sender"]);
+    assert!(
+        listed.contains("   1  pending") && listed.contains("weather to http://carol"),
+        "{listed}"
+    );
     let approve = ["routine", "approve", "--sender", "1", "--reviewer", "ada"];
     let approved = cli.ok(&approve);
     assert!(
@@ -308,6 +313,15 @@ fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {
     let unexamined = cli.fails(&edit);
     assert!(unexamined.contains("no kept examples"), "{unexamined}");
 
+    let listed: Value =
+        serde_json::from_str(&cli.ok(&["routine", "list", "--sender", "--json"])).unwrap();
+    let statuses: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["active", "rejected", "pending"]);
     let reviews = runtime.block_on(async {
         let store = agora_store::Store::connect(&url).await.unwrap();
         store.sender().sender_reviews(None).await.unwrap()

@@ -32,8 +32,13 @@ pub fn router() -> Router<AppState> {
         .merge(review_routes("/sender-routines/{id}", review))
 }
 
+/// A sender routine as the admin API lists it (no source).
+pub fn routine_json(routine: &SenderRoutine) -> Value {
+    shown(routine, false)
+}
+
 /// A sender routine as the admin API shows it (`source` too when `with_source`).
-fn routine_json(routine: &SenderRoutine, with_source: bool) -> Value {
+fn shown(routine: &SenderRoutine, with_source: bool) -> Value {
     let mut shown = json!({
         "id": routine.id,
         "target": routine.key.target,
@@ -60,7 +65,7 @@ fn store_error(error: StoreError) -> ApiError {
 async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let store = state.node.store().sender();
     let routines = store.sender_routines().await.map_err(store_error)?;
-    let shown = routines.iter().map(|r| routine_json(r, false)).collect();
+    let shown = routines.iter().map(routine_json).collect();
     Ok(Json(Value::Array(shown)))
 }
 
@@ -78,7 +83,7 @@ async fn review(
         .review(id, &reviewer, &decision)
         .await
         .map_err(registry_error)?;
-    Ok((verdict.status(), Json(routine_json(&routine, true))))
+    Ok((verdict.status(), Json(shown(&routine, true))))
 }
 
 /// `GET /admin/sender-routines/{id}/review`: see [`review_of`].
@@ -122,7 +127,7 @@ pub(crate) async fn review_of(node: &Node, id: i64) -> Result<Option<Value>, Sto
         .active_sender_routine(&routine.key)
         .await?
         .filter(|active| active.id != routine.id)
-        .map(|active| routine_json(&active, true));
+        .map(|active| shown(&active, true));
     let reviews: Vec<Value> = store
         .sender_reviews(Some(&routine.key))
         .await?
@@ -135,7 +140,7 @@ pub(crate) async fn review_of(node: &Node, id: i64) -> Result<Option<Value>, Sto
         })
         .collect();
     Ok(Some(json!({
-        "routine": routine_json(&routine, true),
+        "routine": shown(&routine, true),
         "examination": examination,
         "examples": examples,
         "replaces": replaces,
