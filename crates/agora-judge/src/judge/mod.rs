@@ -156,6 +156,18 @@ pub struct Judge<'a> {
 /// A rule's verdict, or why the rule could not judge (the query is then `unjudged`).
 type Judged = Result<Verdict, String>;
 
+/// One answer to judge, as every task's rule reads it: the server that answered, its rules, the
+/// query's (normalized) data, the output (`null` when there was none) and, when observed, what
+/// the query wrote to the server's database.
+#[derive(Clone, Copy)]
+struct Case<'a> {
+    server: &'a str,
+    rules: &'a crate::rules::ServerRules,
+    data: &'a Value,
+    output: &'a Value,
+    writes: Option<&'a Writes>,
+}
+
 fn field<'a>(data: &'a Value, name: &str) -> Result<&'a str, String> {
     data.get(name)
         .and_then(Value::as_str)
@@ -264,19 +276,25 @@ impl<'a> Judge<'a> {
             return Verdict::Unjudged(format!("no rules for the server {server}"));
         };
         let null = Value::Null;
-        let answer = output.unwrap_or(&null);
+        let case = Case {
+            server,
+            rules: &rules,
+            data: &data,
+            output: output.unwrap_or(&null),
+            writes,
+        };
         let judged = match task {
-            "queryWeather" => self.query_weather(&data, answer),
-            "bookRoom" => self.book_room(server, &rules, &data, answer, writes),
-            "rentSki" => self.rent_ski(server, &data, answer, writes),
-            "suggestRestaurant" => self.suggest_restaurant(&rules, &data, answer),
-            "bookTable" => self.book_table(server, &rules, &data, answer, writes),
-            "openingTimes" => Self::opening_times(&rules, answer),
-            "orderEverything" => self.order_everything(&data, answer),
-            "availableMovies" => self.available_movies(server, &data, answer),
-            "buyTickets" => self.buy_tickets(server, &data, answer, writes),
-            "callTaxi" => self.call_taxi(server, &rules, &data, answer),
-            "getTraffic" => self.get_traffic(&data, answer),
+            "queryWeather" => self.query_weather(&case),
+            "bookRoom" => self.book_room(&case),
+            "rentSki" => self.rent_ski(&case),
+            "suggestRestaurant" => self.suggest_restaurant(&case),
+            "bookTable" => self.book_table(&case),
+            "openingTimes" => Self::opening_times(&case),
+            "orderEverything" => self.order_everything(&case),
+            "availableMovies" => self.available_movies(&case),
+            "buyTickets" => self.buy_tickets(&case),
+            "callTaxi" => self.call_taxi(&case),
+            "getTraffic" => self.get_traffic(&case),
             other => Err(format!("no rule for the task type {other}")),
         };
         match (judged, output) {

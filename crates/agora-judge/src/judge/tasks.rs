@@ -5,15 +5,16 @@
 use serde_json::{Value, json};
 
 use super::written::{self, is_int, is_text};
-use super::{Judge, Judged, data_number, dedup, field, film, judge_status, number, status};
+use super::{Case, Judge, Judged, data_number, dedup, field, film, judge_status, number, status};
 use crate::Verdict;
 use crate::mocks::{MockKind, WEEKDAYS, weekday};
 use crate::reference::RoomBooking;
-use crate::rules::{ServerRules, rules_of};
+use crate::rules::rules_of;
 use crate::writes::{TableRow, Writes};
 
 impl Judge<'_> {
-    pub(super) fn query_weather(&self, data: &Value, output: &Value) -> Judged {
+    pub(super) fn query_weather(&self, case: &Case<'_>) -> Judged {
+        let Case { data, output, .. } = *case;
         let date = field(data, "date")?;
         let places: Vec<&str> = data
             .get("location")
@@ -41,14 +42,14 @@ impl Judge<'_> {
         )))
     }
 
-    pub(super) fn book_room(
-        &mut self,
-        server: &str,
-        rules: &ServerRules,
-        data: &Value,
-        output: &Value,
-        writes: Option<&Writes>,
-    ) -> Judged {
+    pub(super) fn book_room(&mut self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            rules,
+            data,
+            output,
+            writes,
+        } = *case;
         let start = field(data, "startDate")?.to_string();
         let end = field(data, "endDate")?.to_string();
         // The temperature rule: every spelling of the resort's place, canonical first.
@@ -118,13 +119,14 @@ impl Judge<'_> {
         ))
     }
 
-    pub(super) fn rent_ski(
-        &mut self,
-        server: &str,
-        data: &Value,
-        output: &Value,
-        writes: Option<&Writes>,
-    ) -> Judged {
+    pub(super) fn rent_ski(&mut self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            data,
+            output,
+            writes,
+            ..
+        } = *case;
         let date = field(data, "date")?.to_string();
         let kind = field(data, "type")?.to_string();
         let state = self.state(server);
@@ -163,12 +165,13 @@ impl Judge<'_> {
         ))
     }
 
-    pub(super) fn suggest_restaurant(
-        &self,
-        rules: &ServerRules,
-        data: &Value,
-        output: &Value,
-    ) -> Judged {
+    pub(super) fn suggest_restaurant(&self, case: &Case<'_>) -> Judged {
+        let Case {
+            rules,
+            data,
+            output,
+            ..
+        } = *case;
         let date = field(data, "date")?;
         let recommendation = rules
             .recommends
@@ -197,14 +200,14 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn book_table(
-        &mut self,
-        server: &str,
-        rules: &ServerRules,
-        data: &Value,
-        output: &Value,
-        writes: Option<&Writes>,
-    ) -> Judged {
+    pub(super) fn book_table(&mut self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            rules,
+            data,
+            output,
+            writes,
+        } = *case;
         let opening = rules.opening.ok_or("the server takes no table bookings")?;
         let date = field(data, "date")?.to_string();
         let hour = data_number(data, "hour")?;
@@ -259,7 +262,8 @@ impl Judge<'_> {
         ))
     }
 
-    pub(super) fn opening_times(rules: &ServerRules, output: &Value) -> Judged {
+    pub(super) fn opening_times(case: &Case<'_>) -> Judged {
+        let Case { rules, output, .. } = *case;
         let opening = rules.opening.ok_or("the server has no opening hours")?;
         let Some(entries) = output.get("openingTimes").and_then(Value::as_array) else {
             return Ok(Verdict::Wrong("no openingTimes list".into()));
@@ -303,7 +307,8 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn order_everything(&self, data: &Value, output: &Value) -> Judged {
+    pub(super) fn order_everything(&self, case: &Case<'_>) -> Judged {
+        let Case { data, output, .. } = *case;
         let address = field(data, "deliveryAddress")?;
         let levels = self.traffics(&self.network.today, &[address])?;
         let accepted: Vec<bool> = dedup(
@@ -330,12 +335,13 @@ impl Judge<'_> {
         )
     }
 
-    pub(super) fn available_movies(
-        &mut self,
-        server: &str,
-        data: &Value,
-        output: &Value,
-    ) -> Judged {
+    pub(super) fn available_movies(&mut self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            data,
+            output,
+            ..
+        } = *case;
         let date = field(data, "date")?.to_string();
         let mut truth = self.movies_on(server, &date);
         let Some(listed) = output.get("movies").and_then(Value::as_array) else {
@@ -351,13 +357,14 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn buy_tickets(
-        &mut self,
-        server: &str,
-        data: &Value,
-        output: &Value,
-        writes: Option<&Writes>,
-    ) -> Judged {
+    pub(super) fn buy_tickets(&mut self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            data,
+            output,
+            writes,
+            ..
+        } = *case;
         let date = field(data, "date")?.to_string();
         let movie = film(field(data, "movie")?);
         let hour = data_number(data, "hour")?;
@@ -397,13 +404,14 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn call_taxi(
-        &self,
-        server: &str,
-        rules: &ServerRules,
-        data: &Value,
-        output: &Value,
-    ) -> Judged {
+    pub(super) fn call_taxi(&self, case: &Case<'_>) -> Judged {
+        let Case {
+            server,
+            rules,
+            data,
+            output,
+            ..
+        } = *case;
         let fare = rules.taxi.ok_or("the server runs no taxis")?;
         let address = field(data, "address")?;
         let time = field(data, "time")?;
@@ -465,7 +473,8 @@ impl Judge<'_> {
         })
     }
 
-    pub(super) fn get_traffic(&self, data: &Value, output: &Value) -> Judged {
+    pub(super) fn get_traffic(&self, case: &Case<'_>) -> Judged {
+        let Case { data, output, .. } = *case;
         let date = field(data, "date")?;
         let location = field(data, "location")?;
         let levels = self.traffics(date, &[location])?;
