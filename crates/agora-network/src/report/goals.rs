@@ -303,18 +303,31 @@ pub(super) fn section(md: &mut String, summary: &ReportSummary, goals: &Goals) -
         .iter()
         .filter(|p| p.below_the_llm())
         .collect();
+    let compared = goals
+        .routines
+        .iter()
+        .filter(|p| p.answered >= ROUTINE_ANSWERS_COMPARED && p.llm_answered > 0)
+        .count();
+    // With no pair to compare (no NL-only run, or none of its answers on such a pair) the goal
+    // is unmeasured, not met.
+    let (ours, verdict) = match compared {
+        0 => (
+            format!(
+                "not measured: no pair with {ROUTINE_ANSWERS_COMPARED} routine answers has \
+                 NL-only answers"
+            ),
+            "—".to_owned(),
+        ),
+        _ => (
+            format!("{} of {compared} pairs below (measured)", below.len()),
+            met(below.is_empty()).to_owned(),
+        ),
+    };
     writeln!(
         md,
         "| every pair's routines (with at least {ROUTINE_ANSWERS_COMPARED} answers) within {} of \
-         the NL-only LLM's share on the pair | {} of {} pairs below (measured) | {} |\n",
+         the NL-only LLM's share on the pair | {ours} | {verdict} |\n",
         percent(ROUTINE_BELOW_LLM),
-        below.len(),
-        goals
-            .routines
-            .iter()
-            .filter(|p| p.answered >= ROUTINE_ANSWERS_COMPARED && p.llm_answered > 0)
-            .count(),
-        met(below.is_empty()),
     )?;
     writeln!(
         md,

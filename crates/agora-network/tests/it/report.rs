@@ -616,6 +616,25 @@ fn the_goals_name_the_routines_and_pairs_that_miss_them() {
     );
 }
 
+/// Without an NL-only run no pair's routines can be held to the NL-only LLM: the goal is said
+/// to be unmeasured, not met.
+#[test]
+fn without_an_nl_only_run_the_routines_against_the_llm_goal_is_unmeasured() {
+    let agora = agora_run_judged(|_| agora_judge::Verdict::Correct);
+    let dir = tempfile::tempdir().unwrap();
+    let input = ReportInput {
+        name: "alone".to_owned(),
+        agora: Some(&agora),
+        nl_only: None,
+        screenplay_counts: counts(),
+    };
+    write_report(dir.path(), &input).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let line = "NL-only LLM's share on the pair | not measured: no pair with 10 routine answers \
+                has NL-only answers | — |";
+    assert!(md.contains(line), "missing {line}\n{md}");
+}
+
 /// A pair whose routines answered at least 10 queries and fall more than 10 points below the
 /// NL-only LLM on the same pair is named, with the routines' most frequent wrong reason.
 #[test]
