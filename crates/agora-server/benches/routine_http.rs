@@ -263,16 +263,6 @@ async fn main() {
     if c_component.is_none() {
         eprintln!("AGORA_ROUTINE_WEATHER_C is not set: measuring the JavaScript routine only");
     }
-    if std::env::var_os("RUST_BACKTRACE").is_some()
-        && std::env::var_os("RUST_LIB_BACKTRACE").is_none()
-    {
-        // wasmtime builds an error value when a routine's store is dropped, and with
-        // RUST_BACKTRACE set that captures a backtrace on every request.
-        eprintln!(
-            "note: RUST_BACKTRACE is set: every routine run captures a backtrace; \
-             set RUST_LIB_BACKTRACE=0 to measure as a node runs without it"
-        );
-    }
     println!("load average before: {}", load_average());
 
     // The baseline: a bare axum JSON echo.
