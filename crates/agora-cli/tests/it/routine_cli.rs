@@ -65,6 +65,15 @@ impl Cli {
         stdout
     }
 
+    /// Runs a `list --json` command; returns each listed routine's status.
+    fn statuses(&self, args: &[&str]) -> Vec<String> {
+        let listed: Value = serde_json::from_str(&self.ok(args)).unwrap();
+        let listed = listed.as_array().unwrap().iter();
+        listed
+            .map(|r| r["status"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// Runs and expects failure; returns stderr.
     fn fails(&self, args: &[&str]) -> String {
         let output = self.run(args);
@@ -217,14 +226,10 @@ fn pending_routines_are_approved_or_rejected_with_a_reviewer() {
     ]);
     assert!(refused.contains("not pending"), "{refused}");
 
-    let listed: Value = serde_json::from_str(&cli.ok(&["routine", "list", "--json"])).unwrap();
-    let statuses: Vec<&str> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["active", "rejected"]);
+    assert_eq!(
+        cli.statuses(&["routine", "list", "--json"]),
+        ["active", "rejected"]
+    );
     let reviews = runtime.block_on(async {
         let store = agora_store::Store::connect(&url).await.unwrap();
         store.programming().reviews(None).await.unwrap()
@@ -276,27 +281,16 @@ fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {
     assert!(twice.contains("not pending"), "{twice}");
     let by_name = cli.fails(&["routine", "approve", "--sender", "bob", "--reviewer", "ada"]);
     assert!(by_name.contains("by its id"), "{by_name}");
-    let blank = cli.fails(&[
-        "routine",
-        "reject",
-        "--sender",
-        "2",
-        "--reason",
-        " ",
-        "--reviewer",
-        "ada",
-    ]);
+    let reject = |reason| {
+        let mut args: Vec<&str> = "routine reject --sender 2 --reviewer ada --reason"
+            .split(' ')
+            .collect();
+        args.push(reason);
+        args
+    };
+    let blank = cli.fails(&reject(" "));
     assert!(blank.contains("needs a reason"), "{blank}");
-    let rejected = cli.ok(&[
-        "routine",
-        "reject",
-        "--sender",
-        "2",
-        "--reason",
-        "Too chatty.",
-        "--reviewer",
-        "ada",
-    ]);
+    let rejected = cli.ok(&reject("Too chatty."));
     assert!(rejected.contains("is rejected"), "{rejected}");
     let edit = cli.dir.path().join("edit.js");
     std::fs::write(&edit, "function handle(input) { return input; }").unwrap();
@@ -313,15 +307,8 @@ fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {
     let unexamined = cli.fails(&edit);
     assert!(unexamined.contains("no kept examples"), "{unexamined}");
 
-    let listed: Value =
-        serde_json::from_str(&cli.ok(&["routine", "list", "--sender", "--json"])).unwrap();
-    let statuses: Vec<&str> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["active", "rejected", "pending"]);
+    let listed = cli.statuses(&["routine", "list", "--sender", "--json"]);
+    assert_eq!(listed, ["active", "rejected", "pending"]);
     let reviews = runtime.block_on(async {
         let store = agora_store::Store::connect(&url).await.unwrap();
         store.sender().sender_reviews(None).await.unwrap()

@@ -115,86 +115,43 @@ pub async fn examples_are_bounded_per_key_and_counted_since_the_last_attempt(fix
 
 pub async fn one_routine_per_key_is_active_and_counts_its_runs(fixture: Fixture) {
     let store = fixture.open().await;
+    let sender = store.sender();
     let (bob, carol) = (key("http://bob"), key("http://carol"));
-    assert_eq!(
-        store.sender().active_sender_routine(&bob).await.unwrap(),
-        None
-    );
-    let first = store
-        .sender()
-        .add_sender_routine(&bob, "one", b"component-1", 1, false)
-        .await
-        .unwrap();
-    let other = store
-        .sender()
-        .add_sender_routine(&carol, "c", b"c", 1, false)
-        .await
-        .unwrap();
-    assert_eq!(
-        store
-            .sender()
-            .record_sender_routine_run(first, None, 2)
+    let active = |key: &SenderKey| {
+        let key = key.clone();
+        async move { sender.active_sender_routine(&key).await.unwrap() }
+    };
+    let add = |key: &SenderKey, source: &'static str, component: &'static [u8], at: i64| {
+        let key = key.clone();
+        async move {
+            let added = sender.add_sender_routine(&key, source, component, at, false);
+            added.await.unwrap()
+        }
+    };
+    assert_eq!(active(&bob).await, None);
+    let first = add(&bob, "one", b"component-1", 1).await;
+    let other = add(&carol, "c", b"c", 1).await;
+    let run = |error: Option<&'static str>, at: i64| async move {
+        sender
+            .record_sender_routine_run(first, error, at)
             .await
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        store
-            .sender()
-            .record_sender_routine_run(first, Some("boom"), 3)
-            .await
-            .unwrap(),
-        1
-    );
-    let active = store
-        .sender()
-        .active_sender_routine(&bob)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((active.id, active.runs, active.failures), (first, 2, 1));
-    assert_eq!(active.last_error.as_deref(), Some("boom"));
-    assert_eq!(
-        store
-            .sender()
-            .sender_routine_component(first)
-            .await
-            .unwrap(),
-        b"component-1"
-    );
+            .unwrap()
+    };
+    assert_eq!(run(None, 2).await, 0);
+    assert_eq!(run(Some("boom"), 3).await, 1);
+    let now = active(&bob).await.unwrap();
+    assert_eq!((now.id, now.runs, now.failures), (first, 2, 1));
+    assert_eq!(now.last_error.as_deref(), Some("boom"));
+    let component = sender.sender_routine_component(first).await.unwrap();
+    assert_eq!(component, b"component-1");
 
     // A new routine for the key replaces the active one; the other key's stays.
-    let second = store
-        .sender()
-        .add_sender_routine(&bob, "two", b"component-2", 4, false)
-        .await
-        .unwrap();
-    let active = store
-        .sender()
-        .active_sender_routine(&bob)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((active.id, active.source.as_str()), (second, "two"));
-    assert_eq!(
-        store
-            .sender()
-            .active_sender_routine(&carol)
-            .await
-            .unwrap()
-            .unwrap()
-            .id,
-        other
-    );
-    store
-        .sender()
-        .disable_sender_routine(second, 5)
-        .await
-        .unwrap();
-    assert_eq!(
-        store.sender().active_sender_routine(&bob).await.unwrap(),
-        None
-    );
+    let second = add(&bob, "two", b"component-2", 4).await;
+    let now = active(&bob).await.unwrap();
+    assert_eq!((now.id, now.source.as_str()), (second, "two"));
+    assert_eq!(active(&carol).await.unwrap().id, other);
+    sender.disable_sender_routine(second, 5).await.unwrap();
+    assert_eq!(active(&bob).await, None);
     let all = store.sender().sender_routines().await.unwrap();
     let states: Vec<(i64, &str)> = all.iter().map(|r| (r.id, r.status.as_str())).collect();
     assert_eq!(
