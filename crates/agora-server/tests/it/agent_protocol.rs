@@ -116,15 +116,8 @@ async fn send(
     path: &str,
     body: Option<&str>,
 ) -> (u16, String) {
-    let mut request = reqwest::Client::new().request(method, format!("{}{path}", server.url));
-    if let Some(body) = body {
-        request = request
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.text().await.unwrap())
+    let (status, text, _) = crate::support::raw(server, method, path, body).await;
+    (status, text)
 }
 
 async fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use crate::support::Spawn;
+use crate::support::{Spawn, raw};
 use agora_protocol::{ProtocolHash, data_uri};
 use agora_testkit::{NodeBuilder, ScriptedLlm, TestServer, temp_dir};
 use serde_json::{Value, json};
@@ -61,27 +61,6 @@ async fn admin_json(
 ) -> Value {
     let (_, text) = admin(server, method, path, body).await;
     serde_json::from_str(&text).unwrap()
-}
-
-async fn raw(
-    server: &TestServer,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<&str>,
-) -> (u16, String, Option<String>) {
-    let mut request = reqwest::Client::new().request(method, format!("{}{}", server.url, path));
-    if let Some(body) = body {
-        request = request
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string());
-    (status, response.text().await.unwrap(), content_type)
 }
 
 fn assert_error_shape(body: &str) -> Value {

@@ -1,5 +1,6 @@
 //! Nodes served over HTTP by this crate's router, for the tests that need a real server: the
-//! testkit builds the node and binds 127.0.0.1:0, and `serve` plugs in `serve_state`.
+//! testkit builds the node and binds 127.0.0.1:0, and `serve` plugs in `serve_state`; and
+//! [`raw`], a plain request to one.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,4 +26,27 @@ impl Spawn for NodeBuilder {
     fn spawn(self) -> impl Future<Output = TestServer> + Send {
         self.spawn_with(serve)
     }
+}
+
+/// A request to `path` on `server`, with `body` as JSON text when given: the status, the body
+/// and the content type.
+pub async fn raw(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String, Option<String>) {
+    let mut request = reqwest::Client::new().request(method, format!("{}{}", server.url, path));
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, response.text().await.unwrap(), content_type)
 }
