@@ -177,7 +177,6 @@ impl SenderRecords<'_> {
         pending: bool,
     ) -> Result<i64, StoreError> {
         let _writer = self.store.writer().await;
-        let hash = key.protocol_hash.to_hex();
         let mut tx = self.store.begin("add_sender_routine").await?;
         if !pending {
             disable_active(&mut tx, key, now_ms).await?;
@@ -186,22 +185,7 @@ impl SenderRecords<'_> {
             true => RoutineStatus::Pending,
             false => RoutineStatus::Active,
         };
-        let row = sqlx::query(
-            "INSERT INTO sender_routines (target, task, protocol_hash, source, component, status, \
-             runs, failures, last_error, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 0, 0, NULL, $7, $7) RETURNING id",
-        )
-        .bind(&key.target)
-        .bind(&key.task)
-        .bind(&hash)
-        .bind(source)
-        .bind(component)
-        .bind(status.as_str())
-        .bind(now_ms)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(StoreError::db("add_sender_routine: insert"))?;
-        let id = Columns::new(&row, "add_sender_routine").get("id")?;
+        let id = insert_routine(&mut tx, key, (source, component), status, now_ms).await?;
         commit(tx, "add_sender_routine").await?;
         Ok(id)
     }
@@ -259,13 +243,22 @@ impl SenderRecords<'_> {
     }
 
     /// Records `review` and sets its routine's status: approved makes it active (disabling the
-    /// key's active routine), rejected or edited makes it rejected. Only a pending routine can
-    /// be reviewed ([`StoreError::Conflict`] otherwise); `None` when there is no such routine.
-    /// Returns the routine as it is now. The key of `review` is the routine's, whatever it says.
+    /// key's active routine), rejected or edited makes it rejected. An edit comes with the
+    /// edited routine (source and component), stored pending in the same transaction, and the
+    /// review's reason names it. Only a pending routine can be reviewed
+    /// ([`StoreError::Conflict`] otherwise, and for an edit without its routine); `None` when
+    /// there is no such routine. Returns the routine as it is now, or the edit's new routine.
+    /// The key of `review` is the routine's, whatever it says.
     pub async fn review_sender_routine(
         self,
         review: &SenderRoutineReview,
+        edit: Option<(&str, &[u8])>,
     ) -> Result<Option<SenderRoutine>, StoreError> {
+        if (review.decision == ReviewDecision::Edited) != edit.is_some() {
+            return Err(StoreError::Conflict(
+                "an edit, and only an edit, comes with the edited routine".into(),
+            ));
+        }
         let _writer = self.store.writer().await;
         let mut tx = self.store.begin("review_sender_routine").await?;
         let sql = format!("SELECT {ROUTINE_COLUMNS} FROM sender_routines WHERE id = $1");
@@ -287,12 +280,20 @@ impl SenderRecords<'_> {
             )));
         }
         let key = &routine.key;
+        let now = review.decided_at_ms;
         let status = match review.decision {
             ReviewDecision::Approved => {
-                disable_active(&mut tx, key, review.decided_at_ms).await?;
+                disable_active(&mut tx, key, now).await?;
                 RoutineStatus::Active
             }
             ReviewDecision::Rejected | ReviewDecision::Edited => RoutineStatus::Rejected,
+        };
+        let (edited, reason) = match edit {
+            Some(edit) => {
+                let id = insert_routine(&mut tx, key, edit, RoutineStatus::Pending, now).await?;
+                (Some(id), format!("edited: the sender routine {id}"))
+            }
+            None => (None, review.reason.clone()),
         };
         let update =
             sqlx::query("UPDATE sender_routines SET status = $2, updated_at = $3 WHERE id = $1")
@@ -309,12 +310,12 @@ impl SenderRecords<'_> {
         .bind(&key.task)
         .bind(key.protocol_hash.to_hex())
         .bind(review.decision.as_str())
-        .bind(&review.reason)
+        .bind(reason)
         .bind(&review.reviewer)
-        .bind(review.decided_at_ms);
+        .bind(now);
         execute(&mut *tx, insert, "review_sender_routine: insert").await?;
         commit(tx, "review_sender_routine").await?;
-        self.sender_routine(routine.id).await
+        self.sender_routine(edited.unwrap_or(routine.id)).await
     }
 
     /// The reviews of `key`'s routines (every key's when `None`), oldest first.
@@ -446,6 +447,32 @@ fn example_from_row(row: &AnyRow) -> Result<SenderExample, StoreError> {
         output: json_column(row, "output")?,
         created_at_ms: get(row, "created_at")?,
     })
+}
+
+/// Inserts a routine for `key` (its source and component) with `status`; returns its id.
+async fn insert_routine(
+    connection: &mut sqlx::AnyConnection,
+    key: &SenderKey,
+    (source, component): (&str, &[u8]),
+    status: RoutineStatus,
+    now_ms: i64,
+) -> Result<i64, StoreError> {
+    let row = sqlx::query(
+        "INSERT INTO sender_routines (target, task, protocol_hash, source, component, status, \
+         runs, failures, last_error, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 0, 0, NULL, $7, $7) RETURNING id",
+    )
+    .bind(&key.target)
+    .bind(&key.task)
+    .bind(key.protocol_hash.to_hex())
+    .bind(source)
+    .bind(component)
+    .bind(status.as_str())
+    .bind(now_ms)
+    .fetch_one(&mut *connection)
+    .await
+    .map_err(StoreError::db("sender routines: insert"))?;
+    Columns::new(&row, "sender routines: insert").get("id")
 }
 
 /// Disables `key`'s active routine, in `tx`.

@@ -74,16 +74,17 @@ impl SenderReviewer<'_> {
                 routine.status
             )));
         }
-        let (decision, reason, edited) = match review {
+        let built;
+        let (decision, reason, edit) = match review {
             Review::Approve => (ReviewDecision::Approved, String::new(), None),
             Review::Reject { reason } => {
                 let reason = rejection_reason(reason)?;
                 (ReviewDecision::Rejected, reason.into(), None)
             }
             Review::Edit { source } => {
-                let edited = self.add_sender_edit(&routine, source).await?;
-                let reason = format!("edited: the sender routine {edited}");
-                (ReviewDecision::Edited, reason, Some(edited))
+                built = self.examine_edit(&routine, source).await?;
+                let edit = (source.as_str(), built.as_slice());
+                (ReviewDecision::Edited, String::new(), Some(edit))
             }
         };
         let decided = SenderRoutineReview {
@@ -96,26 +97,20 @@ impl SenderReviewer<'_> {
             decided_at_ms: self.clock.now_ms(),
         };
         let reviewed = store
-            .review_sender_routine(&decided)
+            .review_sender_routine(&decided, edit)
             .await?
             .ok_or_else(|| RegistryError::NotFound(id.to_string()))?;
         tracing::info!(routine = id, %decision, reviewer, "sender routine reviewed");
-        match edited {
-            Some(edited) => store
-                .sender_routine(edited)
-                .await?
-                .ok_or_else(|| RegistryError::NotFound(edited.to_string())),
-            None => Ok(reviewed),
-        }
+        Ok(reviewed)
     }
 
-    /// Examines an operator's edit of the pending `routine` on its key's kept examples and keeps
-    /// a pass as a new pending routine; returns its id.
-    async fn add_sender_edit(
+    /// Builds an operator's edit of the pending `routine` and examines it on its key's kept
+    /// examples; returns the component of a pass.
+    async fn examine_edit(
         &self,
         routine: &SenderRoutine,
         source: &str,
-    ) -> Result<i64, RegistryError> {
+    ) -> Result<Vec<u8>, RegistryError> {
         let engine = self.engine.ok_or(RegistryError::NoEngine)?;
         // Each example's output was valid when it was kept, and the examination holds the edit
         // to those outputs; the task's schema is checked as well when the node's configuration
@@ -146,10 +141,6 @@ impl SenderReviewer<'_> {
                 report.summary()
             )));
         }
-        let now = self.clock.now_ms();
-        let id = store
-            .add_sender_routine(&routine.key, source, &component, now, true)
-            .await?;
-        Ok(id)
+        Ok(component)
     }
 }

@@ -188,18 +188,18 @@ pub async fn a_pending_sender_routine_is_activated_only_by_its_approval(fixture:
         decided_at_ms: at,
     };
     let approved = sender
-        .review_sender_routine(&review(pending, ReviewDecision::Approved, 3))
+        .review_sender_routine(&review(pending, ReviewDecision::Approved, 3), None)
         .await
         .unwrap();
     assert_eq!(is(approved), Some((pending, RoutineStatus::Active)));
     let old = sender.sender_routine(active).await.unwrap();
     assert_eq!(is(old), Some((active, RoutineStatus::Disabled)));
     let again = sender
-        .review_sender_routine(&review(pending, ReviewDecision::Rejected, 4))
+        .review_sender_routine(&review(pending, ReviewDecision::Rejected, 4), None)
         .await;
     assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     let missing = sender
-        .review_sender_routine(&review(99, ReviewDecision::Approved, 4))
+        .review_sender_routine(&review(99, ReviewDecision::Approved, 4), None)
         .await
         .unwrap();
     assert_eq!(missing, None);
@@ -217,5 +217,36 @@ pub async fn a_pending_sender_routine_is_activated_only_by_its_approval(fixture:
             .await
             .unwrap(),
         []
+    );
+    // An edit stores the edited routine pending, in the same transaction as the decision.
+    let carol = key("http://carol");
+    let waiting = sender
+        .add_sender_routine(&carol, "draft", b"c", 5, true)
+        .await
+        .unwrap();
+    let edit = SenderRoutineReview {
+        key: carol.clone(),
+        ..review(waiting, ReviewDecision::Edited, 6)
+    };
+    let unmatched = sender.review_sender_routine(&edit, None).await;
+    assert!(
+        matches!(unmatched, Err(StoreError::Conflict(_))),
+        "{unmatched:?}"
+    );
+    let fixed = sender
+        .review_sender_routine(&edit, Some(("fixed", b"c2")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (fixed.status, fixed.source.as_str()),
+        (RoutineStatus::Pending, "fixed")
+    );
+    let old = sender.sender_routine(waiting).await.unwrap();
+    assert_eq!(is(old), Some((waiting, RoutineStatus::Rejected)));
+    let decided = sender.sender_reviews(Some(&carol)).await.unwrap();
+    assert_eq!(
+        decided[0].reason,
+        format!("edited: the sender routine {}", fixed.id)
     );
 }
