@@ -116,6 +116,14 @@ async fn the_committed_agora_baseline_replays_to_its_numbers() {
     replay("agora").await;
 }
 
+/// The NL-only stratified sample (`--mode nl-only --sample-per-pair 20 --sample-seed 1`), as far
+/// as it is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "replays the recorded queries (minutes): scripts/test.sh runs it in the slow phase"]
+async fn the_committed_nl_only_sample_replays_to_its_numbers() {
+    replay("nl-only-sample").await;
+}
+
 /// The committed report was built from the committed run records; its totals are the records'.
 /// Together with the replay above, this ties the report to the cassette.
 #[test]
