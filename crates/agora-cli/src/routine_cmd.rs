@@ -139,10 +139,9 @@ pub async fn run(config: Option<&Path>, command: RoutineCommand) -> anyhow::Resu
     );
     let (registry, mcp_servers) = registry(&config, needs_engine).await?;
     let result = match sender_review(&command) {
-        Some((id, reviewer, review)) => {
-            review_sender(&config, &registry, id, reviewer, review).await
-        }
-        None => execute(&registry, command).await,
+        Ok(Some((id, review))) => review_sender(&config, &registry, id, &review).await,
+        Ok(None) => execute(&registry, command).await,
+        Err(error) => Err(error),
     };
     mcp_servers.shutdown().await;
     result
@@ -319,17 +318,15 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
     }
 }
 
-/// A review of a sender routine (`--sender`): its id, the reviewer as given, and the decision;
-/// `None` for any other command.
-fn sender_review(
-    command: &RoutineCommand,
-) -> Option<(String, Option<String>, anyhow::Result<Review>)> {
+/// The sender routine's id and the decision of a review with `--sender`; `None` for any other
+/// command.
+fn sender_review(command: &RoutineCommand) -> anyhow::Result<Option<(i64, SenderDecision)>> {
     let (routine, reviewer, review) = match command {
         RoutineCommand::Approve {
             routine,
             sender: true,
             reviewer,
-        } => (routine, reviewer, Ok(Review::Approve)),
+        } => (routine, reviewer, Review::Approve),
         RoutineCommand::Reject {
             routine,
             sender: true,
@@ -338,37 +335,44 @@ fn sender_review(
         } => (
             routine,
             reviewer,
-            Ok(Review::Reject {
+            Review::Reject {
                 reason: reason.clone(),
-            }),
+            },
         ),
         RoutineCommand::Edit {
             routine,
             sender: true,
             source,
             reviewer,
-        } => {
-            let source = read_source(source).map(|source| Review::Edit { source });
-            (routine, reviewer, source)
-        }
-        _ => return None,
+        } => (
+            routine,
+            reviewer,
+            Review::Edit {
+                source: read_source(source)?,
+            },
+        ),
+        _ => return Ok(None),
     };
-    Some((routine.clone(), reviewer.clone(), review))
+    let id = routine
+        .parse()
+        .with_context(|| format!("a sender routine is named by its id, not {routine:?}"))?;
+    let reviewer = reviewer_or_user(reviewer.clone())?;
+    Ok(Some((id, SenderDecision { reviewer, review })))
+}
+
+/// Who decides on a sender routine, and what.
+struct SenderDecision {
+    reviewer: String,
+    review: Review,
 }
 
 /// Carries out a review of the sender routine `id` on the node's store.
 async fn review_sender(
     config: &Config,
     registry: &RoutineRegistry,
-    id: String,
-    reviewer: Option<String>,
-    review: anyhow::Result<Review>,
+    id: i64,
+    decision: &SenderDecision,
 ) -> anyhow::Result<()> {
-    let review = review?;
-    let reviewer = reviewer_or_user(reviewer)?;
-    let id: i64 = id
-        .parse()
-        .with_context(|| format!("a sender routine is named by its id, not {id:?}"))?;
     let sender_reviewer = SenderReviewer {
         store: registry.store(),
         clock: &SystemClock,
@@ -376,9 +380,9 @@ async fn review_sender(
         tasks: &config.node.tasks,
         config: &config.node.programmer,
     };
-    let routine = sender_reviewer.review(id, &reviewer, &review).await?;
+    let routine = (sender_reviewer.review(id, &decision.reviewer, &decision.review)).await?;
     let key = &routine.key;
-    match review {
+    match decision.review {
         Review::Edit { .. } => println!(
             "kept the edit as sender routine {}, waiting for review (approve it with `agora \
              routine approve --sender {}`)",

@@ -117,8 +117,10 @@ pub(crate) async fn review_of(node: &Node, id: i64) -> Result<Option<Value>, Sto
         .iter()
         .map(|e| json!({"data": e.data, "body": e.body, "reply": e.reply, "output": e.output}))
         .collect();
-    let examination = store
-        .sender_attempts()
+    let examination = node
+        .store()
+        .programming()
+        .attempts(Some(&routine.key))
         .await?
         .into_iter()
         .find(|attempt| attempt.routine_id == Some(id))
