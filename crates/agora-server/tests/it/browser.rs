@@ -149,12 +149,12 @@ pub async fn log_in(client: &Client, dashboard_login: &str, token: &str) {
     // The click returns before the form's POST has come back with the session cookie: a `goto`
     // now would cancel it. Wait for a page only a logged-in operator sees (it has the live
     // footer; the login page does not).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while client.find(Locator::Css("#live-status")).await.is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the login with {dashboard_login} did not reach a dashboard page"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#live-status"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("the login at {dashboard_login} reached no dashboard page: {e}")
+        });
 }
