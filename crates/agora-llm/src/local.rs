@@ -5,7 +5,7 @@
 //! path as production ([`crate::OpenAiBackend`]). This module starts that
 //! process, waits until it has loaded the model (`GET /health` answers 200),
 //! and owns it: the process is killed when the [`LocalServer`] is stopped or
-//! dropped, so a node or a test never leaks a 2 GiB server.
+//! dropped, so a node or a test never leaks a model-sized server.
 //!
 //! The server's output goes to a log file when one is configured. Otherwise
 //! it is drained by two tasks owned by the `LocalServer` that keep the last

@@ -132,7 +132,8 @@ pub fn write_run(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
 struct ReplayGuard {
     inner: Arc<dyn Llm>,
     missed: Mutex<Option<String>>,
-    /// Where the first missed call is written (`<cassette>.missed.json`).
+    /// Where the first missed call is written (the cassette's path, `.missed.json` replacing its
+    /// extension).
     missed_file: PathBuf,
 }
 

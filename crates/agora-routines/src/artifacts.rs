@@ -1,10 +1,10 @@
 //! The on-disk cache of compiled routines (`.cwasm` files).
 //!
-//! Cranelift takes about a second per JavaScript routine, so a node compiles each routine once
-//! and keeps the machine code. An artifact is named by what determines it: the sha256 of the
-//! WebAssembly it was compiled from and a fingerprint of the engine (wasmtime's own
-//! compatibility hash of the configuration, and the wasmtime version). A configuration change
-//! therefore misses the cache instead of loading incompatible code.
+//! Cranelift compiles a whole QuickJS engine with every JavaScript routine, so a node compiles
+//! each routine once and keeps the machine code. An artifact is named by what determines it:
+//! the sha256 of the WebAssembly it was compiled from and a fingerprint of the engine (wasmtime's
+//! own compatibility hash of the configuration, and the wasmtime version). A configuration
+//! change therefore misses the cache instead of loading incompatible code.
 //!
 //! Loading machine code is `unsafe` in wasmtime: the bytes are trusted to be wasmtime's own
 //! output. Two things make that true here: files are written atomically (a temporary file, then

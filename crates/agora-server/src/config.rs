@@ -162,8 +162,8 @@ impl Default for EdgeSettings {
 pub struct RateLimitSettings {
     /// Whether budgets apply (default true).
     pub enabled: bool,
-    /// Routine-served requests per minute, per client (default 60 000, 1000 a second: about a
-    /// sixth of what a 2-core node serves with a JavaScript routine, so one busy partner is
+    /// Routine-served requests per minute, per client (default 60 000, 1000 a second: a small
+    /// share of what a 2-core node serves with a JavaScript routine, so one busy partner is
     /// served at full speed and no single client takes the node; docs/running-a-node.md).
     pub routine_per_minute: u32,
     /// Routine-served requests a client may send at once (default 1000).

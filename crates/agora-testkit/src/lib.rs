@@ -4,7 +4,8 @@
 //! The fixtures never pull in the HTTP edge or the WebAssembly runtime: a
 //! served node (`NodeBuilder::spawn_with`) takes its HTTP server as a
 //! function, which `agora-server`'s tests pass in (`serve_state` over the
-//! node's router). Node-boundary tests so link neither axum nor wasmtime.
+//! node's router). Node-boundary tests so link neither wasmtime nor `agora-server` (axum only
+//! for `serve_text`'s stand-in servers).
 //!
 //! Architecture invariant: nothing outside tests depends on this crate. The
 //! scripted LLM and routine engine exist for deterministic orchestration

@@ -2,10 +2,10 @@
 //!
 //! `axum::serve` sets no timer on hyper, so hyper's header read timeout never fires there: a
 //! client that sends a header byte every few seconds holds its connection (and a file
-//! descriptor) forever. Measured before this loop existed: 800 trickling connections were all
-//! still open after 40 s. Here every connection gets hyper's `TokioTimer` and
-//! `header_read_timeout`, the number of open connections is capped (further clients wait in the
-//! kernel's accept queue), and each request carries the peer's address as axum's `ConnectInfo`.
+//! descriptor) forever (demo/network/RESULTS.md, "Findings behind the node's checks"). Here
+//! every connection gets hyper's `TokioTimer` and `header_read_timeout`, the number of open
+//! connections is capped (further clients wait in the kernel's accept queue), and each request
+//! carries the peer's address as axum's `ConnectInfo`.
 //!
 //! A stop is graceful with a deadline: the listener closes, connections finish their requests
 //! and close; after `shutdown_grace_secs` the edge's drain token fires, so requests still running

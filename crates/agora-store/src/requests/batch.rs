@@ -4,10 +4,10 @@
 //!
 //! Why: recorded one at a time, each request paid a transaction of a few statements under the
 //! store's single-writer lock, and each statement a round trip to sqlx's SQLite worker thread and
-//! back through the async scheduler; on a busy node each such hop waits its turn, so a
-//! transaction took about a millisecond of wall time and capped the node at about a thousand
-//! requests a second however cheap answering was. Written together, a batch costs little more
-//! than one of its requests.
+//! back through the async scheduler; on a busy node each such hop waits its turn, which capped
+//! the node's requests a second however cheap answering was (demo/network/RESULTS.md, "Findings
+//! behind the node's checks"). Written together, a batch costs little more than one of its
+//! requests.
 //!
 //! How: each call queues its request (with its conversation, serialized) on a bounded channel.
 //! The writer task takes whatever is queued, up to [`MAX_BATCH`] entries, and writes it in one
@@ -25,10 +25,9 @@
 //!   id must work once the reply leaves) or with LLM calls use this.
 //! - **buffered** (`record_buffered`): the caller goes on once its request is queued. While the
 //!   writer has only buffered records in hand it keeps collecting for up to [`LINGER`] (or a
-//!   full batch), so a node serving routines writes one transaction for many requests. Measured
-//!   with the routine benchmark (`routine_http`): waiting for the commit of every routine-served
-//!   request cost about half the node's throughput, because each commit is two thread hops for
-//!   a batch of about two requests. A waiting record, a flush or a close ends the linger.
+//!   full batch), so a node serving routines writes one transaction for many requests: waiting for
+//!   the commit of every routine-served request costs throughput, because each commit is two
+//!   thread hops for a small batch. A waiting record, a flush or a close ends the linger.
 //!   Readers of what requests write (the log, the usage counters, the routines' counters) flush
 //!   first (`flush`), so the process never reads a count that misses a request it answered; a
 //!   crash can lose only the buffered records of the last [`LINGER`] and the batch in flight.
