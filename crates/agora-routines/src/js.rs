@@ -13,7 +13,7 @@
 //! engine's text with `routine.js:LINE:COL` positions.
 //!
 //! The instrumented engine does not depend on the routine, so it is compiled once per process
-//! (or loaded from the artifact cache) and reused: a build is then about 15 ms.
+//! (or loaded from the artifact cache) and reused: a build then only evaluates and snapshots.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,14 +31,14 @@ use crate::artifacts::ArtifactCache;
 use crate::componentize::componentize_core_module;
 
 /// The engine's pre-initialization export.
-const INIT_FUNC: &str = "wizer-initialize";
+pub(crate) const INIT_FUNC: &str = "wizer-initialize";
 /// Fuel for a routine's top level: about a second of interpretation.
 const BUILD_FUEL: u64 = 2_000_000_000;
 /// Memory for a routine's top level.
 const BUILD_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Most error text kept from the engine's stderr.
 const STDERR_BYTES: usize = 64 * 1024;
-const TOOL_AT_BUILD_TIME: &str = "callTool() may not be called at the top level of a routine: top-level code runs once, \
+pub(crate) const TOOL_AT_BUILD_TIME: &str = "callTool() may not be called at the top level of a routine: top-level code runs once, \
      at build time; call tools inside handle(body)";
 
 /// Builds JavaScript routines with one instrumented engine.
@@ -255,7 +255,7 @@ fn leak_engine(bytes: Vec<u8>) -> &'static [u8] {
 
 /// Maps a cached instrumented engine.
 #[allow(unsafe_code)]
-fn deserialize_module(engine: &Engine, path: &Path) -> wasmtime::Result<Module> {
+pub(crate) fn deserialize_module(engine: &Engine, path: &Path) -> wasmtime::Result<Module> {
     // SAFETY: as for routine artifacts (runtime.rs): the file is this cache's own output of
     // `Module::serialize` for this engine configuration, written atomically and checked against
     // its recorded sha256 just before this call.

@@ -11,7 +11,9 @@
 //!   function's code also kept in memory for the next routine of the same engine (`compile_cache.rs`);
 //! - **runs** them: a fresh instance per request from a pooled allocator, with a deadline, a
 //!   memory cap, and no capabilities besides the tools the node grants (`routine.rs`), whose
-//!   arguments a JavaScript routine may not leave `undefined` (`arguments.rs`).
+//!   arguments a JavaScript routine may not leave `undefined` (`arguments.rs`);
+//! - **runs programs** (JavaScript run once, or examined before anything keeps it) on the engine
+//!   compiled once, evaluating the source per run instead of compiling it (`program.rs`).
 //!
 //! **Architecture invariant:** the only crate that names wasmtime; no wasmtime type appears in
 //! its public API.
@@ -22,6 +24,7 @@ mod compile_cache;
 mod componentize;
 mod config;
 mod js;
+mod program;
 mod routine;
 mod runtime;
 

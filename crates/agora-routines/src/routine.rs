@@ -1,7 +1,7 @@
 //! Running a loaded routine: one fresh, limited instance per request.
 //!
-//! Every request gets a new `Store` and a new instance from the routine's `InstancePre` (about
-//! 10 µs with the pooling allocator), so nothing a routine does survives into the next request
+//! Every request gets a new `Store` and a new instance from the routine's `InstancePre` (cheap
+//! with the pooling allocator), so nothing a routine does survives into the next request
 //! and a routine that trapped, looped or exhausted its memory costs nothing afterwards.
 //!
 //! Limits, per run:
@@ -27,13 +27,14 @@
 //!   takes the same path as its recording: a code-as-action program that booked a random hour
 //!   made the 1000-query recording diverge from its replay at query 245.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agora_routine_contract::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::runtime::Shared;
 
@@ -47,16 +48,60 @@ pub(crate) mod bindings {
     });
 }
 
-/// What one run's `Store` holds.
+/// What one component run's `Store` holds.
 pub(crate) struct RunState {
     wasi: WasiCtx,
     table: ResourceTable,
+    run: Run,
+}
+
+/// What every run's `Store` holds besides its WASI context: the granted tools and the state of
+/// the run's limits.
+pub(crate) struct Run {
     tools: Arc<dyn ToolHost>,
     limiter: MemoryLimiter,
     started: Instant,
     timeout: Duration,
     timed_out: bool,
     tool_clock: Arc<ToolClock>,
+}
+
+impl Run {
+    /// Calls a granted tool for the guest, its wait counted on the run's tool clock. The future
+    /// owns what it needs, so the store stays free while it waits.
+    pub(crate) fn tool_call(
+        &self,
+        name: String,
+        args: String,
+    ) -> impl Future<Output = Result<String, String>> + Send + 'static {
+        let tools = Arc::clone(&self.tools);
+        let clock = Arc::clone(&self.tool_clock);
+        async move {
+            let args = crate::arguments::screen(&name, args)?;
+            let _waiting = clock.wait();
+            tools.call_tool(&name, &args).await
+        }
+    }
+}
+
+/// One kind of routine instance: what its store holds and how a request calls it. Both kinds
+/// run under [`run_limited`]'s limits.
+pub(crate) trait Invocation: Sync {
+    /// The store's data.
+    type State: Send + 'static;
+
+    /// The store's data for one run, from the run's WASI context (not yet built) and limits.
+    fn state(&self, wasi: WasiCtxBuilder, run: Run) -> Self::State;
+
+    /// The run's part of the store's data.
+    fn run_of(state: &mut Self::State) -> &mut Run;
+
+    /// Instantiates and calls `handle(body)`.
+    fn invoke<'a>(
+        &'a self,
+        store: &'a mut Store<Self::State>,
+        body: &'a str,
+    ) -> impl Future<Output = Result<Result<String, String>, Failure>> + Send + 'a;
 }
 
 /// Time one run has spent waiting on tool calls: finished waits, and the one under way.
@@ -107,10 +152,7 @@ impl WasiView for RunState {
 
 impl bindings::agora::routine::host::Host for RunState {
     async fn call_tool(&mut self, name: String, args: String) -> Result<String, String> {
-        let args = crate::arguments::screen(&name, args)?;
-        let tools = Arc::clone(&self.tools);
-        let _waiting = self.tool_clock.wait();
-        tools.call_tool(&name, &args).await
+        self.run.tool_call(name, args).await
     }
 }
 
@@ -162,7 +204,7 @@ pub(crate) fn linker(
 }
 
 /// Why a run produced no value from `handle`.
-enum Failure {
+pub(crate) enum Failure {
     /// Creating the instance failed (pool exhausted, memory limit below the initial size).
     Instantiate(wasmtime::Error),
     /// The call trapped or broke the canonical ABI.
@@ -181,101 +223,129 @@ impl LoadedRoutine for WasmRoutine {
         tools: Arc<dyn ToolHost>,
         limits: RoutineLimits,
     ) -> Result<String, RoutineError> {
-        // Declared before the store, so the store (and its pool slot) is dropped first.
-        let _permit =
-            match tokio::time::timeout(self.shared.busy_wait, self.shared.runs.acquire()).await {
-                Ok(Ok(permit)) => permit,
-                _ => return Err(RoutineError::Busy),
-            };
-        let limit_bytes = limits.memory_bytes.min(self.shared.max_memory_bytes);
-        let mut wasi = WasiCtx::builder();
-        wasi.allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .secure_random(request_randomness(body))
-            .insecure_random(request_randomness(body));
-        if let Some(since_epoch) = self.shared.fixed_wall_clock {
-            wasi.wall_clock(FixedWallClock(since_epoch));
-        }
-        let wasi = wasi.build();
-        let started = Instant::now();
-        let tool_clock = Arc::new(ToolClock::default());
-        let mut store = Store::new(
-            &self.shared.engine,
-            RunState {
-                wasi,
-                table: ResourceTable::new(),
-                tools,
-                limiter: MemoryLimiter {
-                    limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
-                    refused: false,
-                },
-                started,
-                timeout: limits.timeout,
-                timed_out: false,
-                tool_clock: Arc::clone(&tool_clock),
-            },
-        );
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| {
-            let state = ctx.data_mut();
-            let running = state
-                .started
-                .elapsed()
-                .saturating_sub(state.tool_clock.waited());
-            if running >= state.timeout {
-                state.timed_out = true;
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                // tokio's own yield lets the scheduler poll timers and I/O before resuming us;
-                // a plain `Yield` can starve them on a worker that runs only routines.
-                Ok(UpdateDeadline::YieldCustom(
-                    1,
-                    Box::pin(tokio::task::yield_now()),
-                ))
-            }
-        });
+        run_limited(self, &self.shared, body, tools, limits).await
+    }
+}
 
-        // The epoch check stops running code at the deadline; this timer stops a routine stuck
-        // in a tool, where no epoch check happens. Its deadline moves on by the time waited on
-        // tools (up to `max_tool_wait`). Two ticks of grace let the epoch check win when it can.
-        let grace = 2 * self.shared.epoch_tick;
-        let max_tool_wait = self.shared.max_tool_wait;
-        let outcome: Outcome = {
-            let call = async {
-                let routine =
-                    (self.pre.instantiate_async(&mut store).await).map_err(Failure::Instantiate)?;
-                routine
-                    .call_handle(&mut store, body)
-                    .await
-                    .map_err(Failure::Call)
-            };
-            tokio::pin!(call);
-            let mut waited = Duration::ZERO;
-            loop {
-                let deadline = started + limits.timeout + grace + waited;
-                match tokio::time::timeout_at(deadline.into(), &mut call).await {
-                    Ok(result) => break Some(result),
-                    Err(_) => {
-                        let waited_now = tool_clock.waited().min(max_tool_wait);
-                        if waited_now <= waited {
-                            break None;
-                        }
-                        waited = waited_now;
+impl Invocation for WasmRoutine {
+    type State = RunState;
+
+    fn state(&self, mut wasi: WasiCtxBuilder, run: Run) -> RunState {
+        RunState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            run,
+        }
+    }
+
+    fn run_of(state: &mut RunState) -> &mut Run {
+        &mut state.run
+    }
+
+    async fn invoke(
+        &self,
+        store: &mut Store<RunState>,
+        body: &str,
+    ) -> Result<Result<String, String>, Failure> {
+        let routine =
+            (self.pre.instantiate_async(&mut *store).await).map_err(Failure::Instantiate)?;
+        routine
+            .call_handle(&mut *store, body)
+            .await
+            .map_err(Failure::Call)
+    }
+}
+
+/// Runs one request on a fresh instance of `invocation` under the limits and maps the outcome
+/// to the contract.
+pub(crate) async fn run_limited<I: Invocation>(
+    invocation: &I,
+    shared: &Shared,
+    body: &str,
+    tools: Arc<dyn ToolHost>,
+    limits: RoutineLimits,
+) -> Result<String, RoutineError> {
+    // Declared before the store, so the store (and its pool slot) is dropped first.
+    let _permit = match tokio::time::timeout(shared.busy_wait, shared.runs.acquire()).await {
+        Ok(Ok(permit)) => permit,
+        _ => return Err(RoutineError::Busy),
+    };
+    let limit_bytes = limits.memory_bytes.min(shared.max_memory_bytes);
+    let mut wasi = WasiCtx::builder();
+    wasi.allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .secure_random(request_randomness(body))
+        .insecure_random(request_randomness(body));
+    if let Some(since_epoch) = shared.fixed_wall_clock {
+        wasi.wall_clock(FixedWallClock(since_epoch));
+    }
+    let started = Instant::now();
+    let tool_clock = Arc::new(ToolClock::default());
+    let run = Run {
+        tools,
+        limiter: MemoryLimiter {
+            limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
+            refused: false,
+        },
+        started,
+        timeout: limits.timeout,
+        timed_out: false,
+        tool_clock: Arc::clone(&tool_clock),
+    };
+    let mut store = Store::new(&shared.engine, invocation.state(wasi, run));
+    store.limiter(|state| &mut I::run_of(state).limiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let run = I::run_of(ctx.data_mut());
+        let running = run
+            .started
+            .elapsed()
+            .saturating_sub(run.tool_clock.waited());
+        if running >= run.timeout {
+            run.timed_out = true;
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            // tokio's own yield lets the scheduler poll timers and I/O before resuming us;
+            // a plain `Yield` can starve them on a worker that runs only routines.
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
+
+    // The epoch check stops running code at the deadline; this timer stops a routine stuck
+    // in a tool, where no epoch check happens. Its deadline moves on by the time waited on
+    // tools (up to `max_tool_wait`). Two ticks of grace let the epoch check win when it can.
+    let grace = 2 * shared.epoch_tick;
+    let max_tool_wait = shared.max_tool_wait;
+    let outcome: Outcome = {
+        let call = invocation.invoke(&mut store, body);
+        tokio::pin!(call);
+        let mut waited = Duration::ZERO;
+        loop {
+            let deadline = started + limits.timeout + grace + waited;
+            match tokio::time::timeout_at(deadline.into(), &mut call).await {
+                Ok(result) => break Some(result),
+                Err(_) => {
+                    let waited_now = tool_clock.waited().min(max_tool_wait);
+                    if waited_now <= waited {
+                        break None;
                     }
+                    waited = waited_now;
                 }
             }
-        };
-        let state = store.data();
-        classify(
-            outcome,
-            state.timed_out,
-            state.limiter.refused,
-            limits,
-            limit_bytes,
-        )
-    }
+        }
+    };
+    let run = I::run_of(store.data_mut());
+    classify(
+        outcome,
+        run.timed_out,
+        run.limiter.refused,
+        limits,
+        limit_bytes,
+    )
 }
 
 /// Maps the outcome of a run to the contract: timeouts and memory refusals first (they explain

@@ -30,6 +30,7 @@ use crate::compile_cache::FunctionCache;
 use crate::componentize::{WasmKind, check_component, componentize_core_module, wasm_kind};
 use crate::config::RuntimeConfig;
 use crate::js::JsBuilder;
+use crate::program::{ProgramEngine, ProgramRoutine};
 use crate::routine::{RunState, WasmRoutine, bindings, linker};
 
 /// Per pool slot, how much of a memory (or table) stays resident between runs, reset in place.
@@ -42,6 +43,7 @@ pub struct WasmRuntime {
     shared: Arc<Shared>,
     js_engine: Option<std::path::PathBuf>,
     js_builder: OnceCell<Arc<JsBuilder>>,
+    programs: OnceCell<Arc<ProgramEngine>>,
 }
 
 /// What the runtime and its loaded routines share.
@@ -77,7 +79,9 @@ impl WasmRuntime {
             .max_memories_per_component(config.memories_per_routine)
             .total_tables(slots.saturating_mul(config.core_instances_per_routine))
             .max_tables_per_component(config.core_instances_per_routine)
-            .total_stacks(slots)
+            // A program's tool call allocates its result in the guest with a nested call, on a
+            // second stack (program.rs).
+            .total_stacks(slots.saturating_mul(2))
             .max_memory_size(max_memory);
         if PoolingAllocationConfig::is_pagemap_scan_available() {
             // Reset a finished run's memory by copying back only the pages it dirtied (found
@@ -119,6 +123,7 @@ impl WasmRuntime {
             }),
             js_engine: config.js_engine,
             js_builder: OnceCell::new(),
+            programs: OnceCell::new(),
         })
     }
 
@@ -144,6 +149,27 @@ impl WasmRuntime {
             })
             .await?;
         Ok(Arc::clone(builder))
+    }
+
+    /// The engine for programs run without compiling them, set up on first use.
+    async fn program_engine(&self) -> Result<Arc<ProgramEngine>, RoutineError> {
+        let engine = self
+            .programs
+            .get_or_try_init(|| async {
+                let Some(path) = self.js_engine.clone() else {
+                    return Err(RoutineError::Internal(
+                        "no JavaScript engine: run scripts/install.sh".into(),
+                    ));
+                };
+                let shared = Arc::clone(&self.shared);
+                self.offload(move || {
+                    ProgramEngine::new(&shared.engine, &path, shared.artifact_dir.clone())
+                        .map(Arc::new)
+                })
+                .await
+            })
+            .await?;
+        Ok(Arc::clone(engine))
     }
 
     /// Runs blocking work on tokio's blocking pool, a few jobs at a time, and waits for it.
@@ -189,8 +215,19 @@ impl RoutineEngine for WasmRuntime {
         self.load_timed(component, Keep::Artifact).await
     }
 
-    async fn load_once(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
-        self.load_timed(component, Keep::Nothing).await
+    async fn load_program(
+        &self,
+        source: &RoutineSource,
+        component: &[u8],
+    ) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
+        match source {
+            RoutineSource::JavaScript(text) => Ok(Arc::new(ProgramRoutine {
+                shared: Arc::clone(&self.shared),
+                engine: self.program_engine().await?,
+                source: Arc::from(text.as_str()),
+            })),
+            RoutineSource::Component(_) => self.load_timed(component, Keep::Nothing).await,
+        }
     }
 }
 

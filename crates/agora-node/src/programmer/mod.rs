@@ -113,15 +113,13 @@ pub(crate) async fn build_and_load(
     engine: &dyn RoutineEngine,
     source: &str,
 ) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
-    let component = engine
-        .build(&RoutineSource::JavaScript(source.to_string()))
-        .await
-        .map_err(|error| Unbuilt {
-            report: error.to_string(),
-            problem: format!("Your code does not build: {error}"),
-        })?;
+    let source = RoutineSource::JavaScript(source.to_string());
+    let component = engine.build(&source).await.map_err(|error| Unbuilt {
+        report: error.to_string(),
+        problem: format!("Your code does not build: {error}"),
+    })?;
     let loaded = engine
-        .load_once(&component)
+        .load_program(&source, &component)
         .await
         .map_err(|error| Unbuilt {
             report: error.to_string(),

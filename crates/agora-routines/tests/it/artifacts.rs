@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use agora_routine_contract::{LoadedRoutine, RoutineEngine};
+use agora_routine_contract::{LoadedRoutine, RoutineEngine, RoutineSource};
 use agora_routines::{ArtifactStats, RuntimeConfig, WasmRuntime, componentize_core_module};
 use common::{limits, tools, weather_c_core};
 
@@ -75,7 +75,10 @@ async fn code_loaded_once_leaves_no_artifact() {
     let dir = tempfile::tempdir().expect("temp dir");
     let component = componentize_core_module(&weather_c_core()).expect("componentizes");
     let runtime = runtime_in(dir.path());
-    let routine = runtime.load_once(&component).await.expect("loads");
+    let routine = (runtime
+        .load_program(&RoutineSource::Component(component.clone()), &component)
+        .await)
+        .expect("loads");
     answers_the_weather(routine.as_ref()).await;
 
     assert_eq!(artifacts_in(dir.path()), Vec::<PathBuf>::new());

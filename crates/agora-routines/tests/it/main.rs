@@ -7,4 +7,5 @@ mod artifacts;
 mod common;
 mod compiled_routines;
 mod js_routines;
+mod programs;
 mod sandbox;
