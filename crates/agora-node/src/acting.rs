@@ -54,7 +54,7 @@ use crate::accounting::{Accountant, Category, QueryContext};
 use crate::config::ResponderConfig;
 use crate::focus::Focus;
 use crate::observer::{Observer, Step, ToolCaller};
-use crate::programmer::build_and_load;
+use crate::programmer::load_program;
 use crate::programmer::prompt::{body_and_tool_rules, plain_javascript_and_example};
 use crate::programmer::{exam, prompt};
 use crate::responder::{Answer, ToolCall};
@@ -282,7 +282,7 @@ impl Actor<'_> {
 
     /// Builds, loads and runs `source` on `body`; the error is what the model is told.
     async fn run(&self, source: &str, body: &str, tools: Arc<Recorder>) -> Result<String, String> {
-        let (_, loaded) = build_and_load(self.engine, source)
+        let loaded = load_program(self.engine, source)
             .await
             .map_err(|unbuilt| unbuilt.problem)?;
         run_within(loaded.as_ref(), body, tools, self.limits)

@@ -116,16 +116,16 @@ pub trait RoutineEngine: Send + Sync {
     /// the request path.
     async fn load(&self, component: &[u8]) -> Result<Arc<dyn LoadedRoutine>, RoutineError>;
 
-    /// Like [`load`](Self::load), for a program that runs once or is examined before anything
-    /// keeps it (a program run as an action, a programmer's candidate): `component` is `source`
-    /// built by [`build`](Self::build). Nothing compiled is kept for later, and an engine may
-    /// run the source without compiling the component. A kept routine is loaded again with
-    /// `load` when it is needed.
+    /// Builds and loads a program that runs once or is examined before anything keeps it (a
+    /// program run as an action, a programmer's candidate), with the errors of
+    /// [`build`](Self::build) and [`load`](Self::load). Nothing compiled is kept for later, and
+    /// an engine may run the source without compiling it. A kept routine is built and loaded
+    /// with `build` and `load`.
     async fn load_program(
         &self,
-        _source: &RoutineSource,
-        component: &[u8],
+        source: &RoutineSource,
     ) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
-        self.load(component).await
+        let component = self.build(source).await?;
+        self.load(&component).await
     }
 }

@@ -127,6 +127,33 @@ impl JsBuilder {
 
     /// Builds one routine: evaluate, snapshot, componentize.
     pub(crate) fn build(&self, source: &str) -> Result<Vec<u8>, RoutineError> {
+        let (mut store, instance) = self.evaluate(source)?;
+        let internal = |what: &str, e: wasmtime::Error| {
+            RoutineError::Internal(format!("JavaScript build: {what}: {e:#}"))
+        };
+        let mut state = Snapshotting {
+            store: &mut store,
+            instance,
+        };
+        let core = block_on(self.wizer.snapshot(&self.context, &mut state))
+            .map_err(|e| internal("snapshot", e))?;
+        componentize_core_module(&core).map_err(|e| match e {
+            // The engine and the world are ours: failing here is our bug, not the routine's.
+            RoutineError::InvalidComponent(text) => {
+                RoutineError::Internal(format!("componentizing a JavaScript routine: {text}"))
+            }
+            other => other,
+        })
+    }
+
+    /// Checks that `source` builds: its top level runs as in [`build`](Self::build), with the
+    /// same errors, and nothing is snapshot.
+    pub(crate) fn check(&self, source: &str) -> Result<(), RoutineError> {
+        self.evaluate(source).map(|_| ())
+    }
+
+    /// Runs the engine's initialization on `source` under the build's limits.
+    fn evaluate(&self, source: &str) -> Result<(Store<BuildState>, Instance), RoutineError> {
         let stderr = MemoryOutputPipe::new(STDERR_BYTES);
         let wasi = wasmtime_wasi::WasiCtx::builder()
             .stdin(MemoryInputPipe::new(source.as_bytes().to_vec()))
@@ -174,20 +201,7 @@ impl JsBuilder {
             };
             return Err(RoutineError::Build(message));
         }
-
-        let mut state = Snapshotting {
-            store: &mut store,
-            instance,
-        };
-        let core = block_on(self.wizer.snapshot(&self.context, &mut state))
-            .map_err(|e| internal("snapshot", e))?;
-        componentize_core_module(&core).map_err(|e| match e {
-            // The engine and the world are ours: failing here is our bug, not the routine's.
-            RoutineError::InvalidComponent(text) => {
-                RoutineError::Internal(format!("componentizing a JavaScript routine: {text}"))
-            }
-            other => other,
-        })
+        Ok((store, instance))
     }
 }
 

@@ -218,15 +218,23 @@ impl RoutineEngine for WasmRuntime {
     async fn load_program(
         &self,
         source: &RoutineSource,
-        component: &[u8],
     ) -> Result<Arc<dyn LoadedRoutine>, RoutineError> {
         match source {
-            RoutineSource::JavaScript(text) => Ok(Arc::new(ProgramRoutine {
-                shared: Arc::clone(&self.shared),
-                engine: self.program_engine().await?,
-                source: Arc::from(text.as_str()),
-            })),
-            RoutineSource::Component(_) => self.load_timed(component, Keep::Nothing).await,
+            RoutineSource::JavaScript(text) => {
+                // The top level runs as a build runs it, for the build's errors; no snapshot.
+                let builder = self.js_builder().await?;
+                let checked = text.clone();
+                self.offload(move || builder.check(&checked)).await?;
+                Ok(Arc::new(ProgramRoutine {
+                    shared: Arc::clone(&self.shared),
+                    engine: self.program_engine().await?,
+                    source: Arc::from(text.as_str()),
+                }))
+            }
+            RoutineSource::Component(_) => {
+                let component = self.build_source(source).await?;
+                self.load_timed(&component, Keep::Nothing).await
+            }
         }
     }
 }

@@ -26,7 +26,7 @@ use agora_store::{Example, JobReason, ReviewDecision, RoutineOrigin, RoutineStat
 use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
 use super::programming::{Lesson, Programmer};
 use crate::config::{Activation, ProgrammerConfig};
-use crate::programmer::{Job, ProgrammerQueue, Unbuilt, build_and_load, exam, guard, prompt};
+use crate::programmer::{Job, ProgrammerQueue, Unbuilt, build, exam, guard, load_program, prompt};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
 use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
@@ -231,7 +231,7 @@ impl JobSubject for ProtocolHash {
         limits: RoutineLimits,
     ) -> Examination<Vec<u8>> {
         let examined = examine_candidate(engine, source, bench, limits).await;
-        let (source, component, exam, checks_removed) = match examined {
+        let (source, exam, checks_removed) = match examined {
             Ok(examined) => examined,
             Err(unbuilt) => return Examination::Unbuilt(unbuilt),
         };
@@ -250,11 +250,20 @@ impl JobSubject for ProtocolHash {
             feedback = problem;
             passed = false;
         }
+        // Only a candidate that passed is kept, so only it is built into a component.
+        let pass = if passed {
+            match build(engine, &source).await {
+                Ok(component) => Some(component),
+                Err(unbuilt) => return Examination::Unbuilt(unbuilt),
+            }
+        } else {
+            None
+        };
         Examination::Examined {
             source,
             report,
             feedback,
-            pass: passed.then_some(component),
+            pass,
         }
     }
 
@@ -302,11 +311,11 @@ impl JobSubject for ProtocolHash {
 /// Checks the programmer takes out of one candidate at most (see [`guard`]).
 const MAX_CHECKS_REMOVED: usize = 3;
 
-/// A candidate as examined: its source (maybe edited), component, report and the conditions of
-/// the checks taken out.
-type Examined = (String, Vec<u8>, exam::ExamReport, Vec<String>);
+/// A candidate as examined: its source (maybe edited), report and the conditions of the checks
+/// taken out.
+type Examined = (String, exam::ExamReport, Vec<String>);
 
-/// Builds, loads and examines `source`. While the candidate answers a valid example with an
+/// Loads and examines `source`. While the candidate answers a valid example with an
 /// error reply that a check in its code returns, the check is taken out and the result examined
 /// again; an edit is kept only when more examples pass.
 async fn examine_candidate(
@@ -315,12 +324,12 @@ async fn examine_candidate(
     bench: &ReceiverBench,
     limits: RoutineLimits,
 ) -> Result<Examined, Unbuilt> {
-    let (component, report) = build_and_examine(engine, source, bench, limits).await?;
-    let mut best = (source.to_string(), component, report);
+    let report = load_and_examine(engine, source, bench, limits).await?;
+    let mut best = (source.to_string(), report);
     let mut checks_removed = Vec::new();
     'edits: while checks_removed.len() < MAX_CHECKS_REMOVED {
         let Some(message) = best
-            .2
+            .1
             .rejected_valid_request()
             .as_ref()
             .and_then(guard::error_text)
@@ -329,27 +338,27 @@ async fn examine_candidate(
         };
         // Several checks may return the same text: try each until one helps.
         for (edited, condition) in guard::without_rejecting_checks(&best.0, &message) {
-            if let Ok((component, report)) = build_and_examine(engine, &edited, bench, limits).await
-                && report.passed_count() > best.2.passed_count()
+            if let Ok(report) = load_and_examine(engine, &edited, bench, limits).await
+                && report.passed_count() > best.1.passed_count()
             {
-                best = (edited, component, report);
+                best = (edited, report);
                 checks_removed.push(condition);
                 continue 'edits;
             }
         }
         break;
     }
-    let (source, component, report) = best;
-    Ok((source, component, report, checks_removed))
+    let (source, report) = best;
+    Ok((source, report, checks_removed))
 }
 
-async fn build_and_examine(
+async fn load_and_examine(
     engine: &dyn RoutineEngine,
     source: &str,
     bench: &ReceiverBench,
     limits: RoutineLimits,
-) -> Result<(Vec<u8>, exam::ExamReport), Unbuilt> {
-    let (component, loaded) = build_and_load(engine, source).await?;
+) -> Result<exam::ExamReport, Unbuilt> {
+    let loaded = load_program(engine, source).await?;
     let report = exam::examine(
         loaded.as_ref(),
         &bench.examples,
@@ -357,5 +366,5 @@ async fn build_and_examine(
         limits,
     )
     .await;
-    Ok((component, report))
+    Ok(report)
 }

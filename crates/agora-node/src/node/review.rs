@@ -9,7 +9,7 @@ use agora_store::{ReviewDecision, RoutineStatus, SenderRoutine, SenderRoutineRev
 
 use crate::clock::Clock;
 use crate::config::ProgrammerConfig;
-use crate::programmer::build_and_load;
+use crate::programmer::{build, load_program};
 use crate::routine_registry::{RegistryError, rejection_reason, reviewer_name};
 use crate::routines::RoutineEngine;
 use crate::sender::routine;
@@ -130,9 +130,10 @@ impl SenderReviewer<'_> {
                 "the routine's task has no kept examples to examine the edit on".into(),
             ));
         }
-        let (component, loaded) = build_and_load(engine, source).await.map_err(|unbuilt| {
+        let does_not_build = |unbuilt: crate::programmer::Unbuilt| {
             RegistryError::Rejected(format!("the edit does not build: {}", unbuilt.problem))
-        })?;
+        };
+        let loaded = load_program(engine, source).await.map_err(does_not_build)?;
         let limits = self.config.routine_limits();
         let report = routine::examine(loaded.as_ref(), &task, &examples, limits).await;
         if !report.passed() {
@@ -141,6 +142,6 @@ impl SenderReviewer<'_> {
                 report.summary()
             )));
         }
-        Ok(component)
+        build(engine, source).await.map_err(does_not_build)
     }
 }

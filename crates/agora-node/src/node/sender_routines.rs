@@ -38,8 +38,8 @@ use super::programming::{
 };
 use super::review::SenderReviewer;
 use crate::config::{Activation, ProgrammerConfig};
-use crate::programmer::{Job, ProgrammerQueue, build_and_load, prompt};
-use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
+use crate::programmer::{Job, ProgrammerQueue, build, load_program, prompt, unbuilt_load};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource};
 use crate::sender::routine;
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
@@ -347,16 +347,33 @@ impl JobSubject for SenderSubject {
         source: &str,
         limits: RoutineLimits,
     ) -> Examination<(Vec<u8>, Arc<dyn LoadedRoutine>)> {
-        let (component, loaded) = match build_and_load(engine, source).await {
-            Ok(built) => built,
+        let program = match load_program(engine, source).await {
+            Ok(program) => program,
             Err(unbuilt) => return Examination::Unbuilt(unbuilt),
         };
-        let report = routine::examine(loaded.as_ref(), &bench.task, &bench.examples, limits).await;
+        let report = routine::examine(program.as_ref(), &bench.task, &bench.examples, limits).await;
+        // Only a candidate that passed is kept: it is built into a component and compiled.
+        let pass = if report.passed() {
+            let kept = match build(engine, source).await {
+                Ok(component) => engine
+                    .load_program(&RoutineSource::Component(component.clone()))
+                    .await
+                    .map(|loaded| (component, loaded))
+                    .map_err(|error| unbuilt_load(&error)),
+                Err(unbuilt) => Err(unbuilt),
+            };
+            match kept {
+                Ok(kept) => Some(kept),
+                Err(unbuilt) => return Examination::Unbuilt(unbuilt),
+            }
+        } else {
+            None
+        };
         Examination::Examined {
             source: source.to_string(),
             report: report.summary(),
             feedback: report.feedback(),
-            pass: report.passed().then_some((component, loaded)),
+            pass,
         }
     }
 

@@ -21,7 +21,7 @@ use agora_store::JobReason;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::routines::{LoadedRoutine, RoutineEngine, RoutineSource};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineError, RoutineSource};
 
 /// Write a routine for `subject`: a protocol (receiver routines), or a target, task and protocol
 /// (sender routines, whose task travels with the job). See `node::programming`.
@@ -107,23 +107,40 @@ pub(crate) struct Unbuilt {
     pub(crate) problem: String,
 }
 
-/// Builds JavaScript `source` into a component and loads it for this use alone (no compiled
-/// artifact is kept: a program or a candidate is kept, if at all, as its component).
-pub(crate) async fn build_and_load(
+/// Loads JavaScript `source` for this use alone, a program or a candidate under examination
+/// (nothing compiled is kept; a candidate is kept, if at all, as its component: [`build`]).
+pub(crate) async fn load_program(
     engine: &dyn RoutineEngine,
     source: &str,
-) -> Result<(Vec<u8>, Arc<dyn LoadedRoutine>), Unbuilt> {
-    let source = RoutineSource::JavaScript(source.to_string());
-    let component = engine.build(&source).await.map_err(|error| Unbuilt {
+) -> Result<Arc<dyn LoadedRoutine>, Unbuilt> {
+    engine
+        .load_program(&RoutineSource::JavaScript(source.to_string()))
+        .await
+        .map_err(|error| match error {
+            RoutineError::Build(_) => unbuilt_build(&error),
+            other => unbuilt_load(&other),
+        })
+}
+
+/// Builds JavaScript `source` into the component a kept routine is stored as.
+pub(crate) async fn build(engine: &dyn RoutineEngine, source: &str) -> Result<Vec<u8>, Unbuilt> {
+    engine
+        .build(&RoutineSource::JavaScript(source.to_string()))
+        .await
+        .map_err(|error| unbuilt_build(&error))
+}
+
+fn unbuilt_build(error: &RoutineError) -> Unbuilt {
+    Unbuilt {
         report: error.to_string(),
         problem: format!("Your code does not build: {error}"),
-    })?;
-    let loaded = engine
-        .load_program(&source, &component)
-        .await
-        .map_err(|error| Unbuilt {
-            report: error.to_string(),
-            problem: format!("Your code could not be loaded: {error}"),
-        })?;
-    Ok((component, loaded))
+    }
+}
+
+/// Code that built but could not be loaded.
+pub(crate) fn unbuilt_load(error: &RoutineError) -> Unbuilt {
+    Unbuilt {
+        report: error.to_string(),
+        problem: format!("Your code could not be loaded: {error}"),
+    }
 }

@@ -76,7 +76,7 @@ async fn code_loaded_once_leaves_no_artifact() {
     let component = componentize_core_module(&weather_c_core()).expect("componentizes");
     let runtime = runtime_in(dir.path());
     let routine = (runtime
-        .load_program(&RoutineSource::Component(component.clone()), &component)
+        .load_program(&RoutineSource::Component(component.clone()))
         .await)
         .expect("loads");
     answers_the_weather(routine.as_ref()).await;

@@ -29,7 +29,7 @@ async fn both(
     let source = RoutineSource::JavaScript(source.into());
     let component = runtime.build(&source).await.expect("builds");
     let compiled = runtime.load(&component).await.expect("loads");
-    let program = (runtime.load_program(&source, &component).await).expect("loads as a program");
+    let program = (runtime.load_program(&source).await).expect("loads as a program");
     (compiled, program)
 }
 
@@ -145,5 +145,30 @@ async fn programs_run_side_by_side_with_tool_calls() {
     for handle in runs.collect::<Vec<_>>() {
         let reply = handle.await.expect("joins");
         assert_eq!(common::parse(&reply.expect("answers")), json!({"sum": 3}));
+    }
+}
+
+#[tokio::test]
+async fn a_program_that_does_not_build_fails_as_its_build_does() {
+    let runtime = common::runtime();
+    for source in [
+        "function handle(body) {\n  const a = 1;\n  const a = 2;\n}\n",
+        "throw new Error('at the top');\nfunction handle(body) {}\n",
+        "function notHandle(body) { return body; }",
+        "callTool('add', { a: 1, b: 2 });\nfunction handle(body) {}\n",
+    ] {
+        let source = RoutineSource::JavaScript(source.into());
+        let built = runtime.build(&source).await;
+        let loaded = runtime.load_program(&source).await;
+        match (built, loaded) {
+            (Err(RoutineError::Build(expected)), Err(RoutineError::Build(got))) => {
+                assert_eq!(got, expected)
+            }
+            (built, loaded) => panic!(
+                "expected the same build error, got {:?} and {:?}",
+                built.map(|_| "a component"),
+                loaded.map(|_| "a program")
+            ),
+        }
     }
 }
