@@ -62,12 +62,7 @@ impl JsBuilder {
         engine_path: &Path,
         artifact_dir: Option<PathBuf>,
     ) -> Result<Self, RoutineError> {
-        let internal = |what: &str, e: &dyn std::fmt::Display| {
-            RoutineError::Internal(format!(
-                "JavaScript engine {}: {what}: {e:#}",
-                engine_path.display()
-            ))
-        };
+        let internal = engine_error(engine_path);
         let bytes = std::fs::read(engine_path).map_err(|e| internal("cannot read it", &e))?;
         let mut wizer = Wizer::new();
         wizer.init_func(INIT_FUNC);
@@ -79,17 +74,7 @@ impl JsBuilder {
         config.consume_fuel(true);
         let engine = Engine::new(&config).map_err(|e| internal("build engine", &e))?;
         let cache = ArtifactCache::new(artifact_dir, &engine);
-        let module = cache.load_or_compile(
-            "js-builder",
-            &instrumented,
-            |path| deserialize_module(&engine, path),
-            || {
-                let module = Module::new(&engine, &instrumented)
-                    .map_err(|e| internal("does not compile", &e))?;
-                let serialized = module.serialize().map_err(|e| internal("serialize", &e))?;
-                Ok::<_, RoutineError>((module, serialized))
-            },
-        )?;
+        let module = compile_engine(&cache, "js-builder", &engine, &instrumented, &internal)?;
         if module.get_export(INIT_FUNC).is_none() {
             return Err(internal(
                 "not an agora engine",
@@ -267,9 +252,39 @@ fn leak_engine(bytes: Vec<u8>) -> &'static [u8] {
         .or_insert_with(|| Box::leak(bytes.into_boxed_slice()))
 }
 
+/// What went wrong with the JavaScript engine at `path`, as an internal error.
+pub(crate) fn engine_error(path: &Path) -> impl Fn(&str, &dyn std::fmt::Display) -> RoutineError {
+    move |what, e| {
+        RoutineError::Internal(format!(
+            "JavaScript engine {}: {what}: {e:#}",
+            path.display()
+        ))
+    }
+}
+
+/// Compiles the engine's core module `wasm` for `engine`, or loads it from `cache` as `kind`.
+pub(crate) fn compile_engine(
+    cache: &ArtifactCache,
+    kind: &str,
+    engine: &Engine,
+    wasm: &[u8],
+    internal: &dyn Fn(&str, &dyn std::fmt::Display) -> RoutineError,
+) -> Result<Module, RoutineError> {
+    cache.load_or_compile(
+        kind,
+        wasm,
+        |path| deserialize_module(engine, path),
+        || {
+            let module = Module::new(engine, wasm).map_err(|e| internal("does not compile", &e))?;
+            let serialized = module.serialize().map_err(|e| internal("serialize", &e))?;
+            Ok::<_, RoutineError>((module, serialized))
+        },
+    )
+}
+
 /// Maps a cached instrumented engine.
 #[allow(unsafe_code)]
-pub(crate) fn deserialize_module(engine: &Engine, path: &Path) -> wasmtime::Result<Module> {
+fn deserialize_module(engine: &Engine, path: &Path) -> wasmtime::Result<Module> {
     // SAFETY: as for routine artifacts (runtime.rs): the file is this cache's own output of
     // `Module::serialize` for this engine configuration, written atomically and checked against
     // its recorded sha256 just before this call.

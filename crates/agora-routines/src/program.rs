@@ -14,15 +14,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agora_routine_contract::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
-use wasmtime::{
-    Caller, Engine, Extern, InstancePre, Linker, Memory, Module, Store, TypedFunc, bail,
-};
+use wasmtime::{Caller, Engine, Extern, InstancePre, Linker, Memory, Store, TypedFunc, bail};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use crate::artifacts::ArtifactCache;
-use crate::js::{INIT_FUNC, TOOL_AT_BUILD_TIME, deserialize_module};
+use crate::js::{INIT_FUNC, TOOL_AT_BUILD_TIME, compile_engine, engine_error};
 use crate::routine::{Failure, Invocation, Run, run_limited};
 use crate::runtime::Shared;
 
@@ -54,25 +52,10 @@ impl ProgramEngine {
         engine_path: &Path,
         artifact_dir: Option<PathBuf>,
     ) -> Result<Self, RoutineError> {
-        let internal = |what: &str, e: &dyn std::fmt::Display| {
-            RoutineError::Internal(format!(
-                "JavaScript engine {}: {what}: {e:#}",
-                engine_path.display()
-            ))
-        };
+        let internal = engine_error(engine_path);
         let bytes = std::fs::read(engine_path).map_err(|e| internal("cannot read it", &e))?;
         let cache = ArtifactCache::new(artifact_dir, engine);
-        let module = cache.load_or_compile(
-            "js-programs",
-            &bytes,
-            |path| deserialize_module(engine, path),
-            || {
-                let module =
-                    Module::new(engine, &bytes).map_err(|e| internal("does not compile", &e))?;
-                let serialized = module.serialize().map_err(|e| internal("serialize", &e))?;
-                Ok::<_, RoutineError>((module, serialized))
-            },
-        )?;
+        let module = compile_engine(&cache, "js-programs", engine, &bytes, &internal)?;
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut ProgramState| &mut s.wasi)
             .map_err(|e| internal("linking WASI", &e))?;
