@@ -111,7 +111,7 @@ async fn replay(mode: &str) {
 
 /// The baseline in agora mode: the paper's screenplay with the product's defaults.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "replays the recorded queries and builds every routine candidate (minutes): scripts/test.sh runs it in the slow phase"]
+#[ignore = "replays the recorded queries and runs every program and routine candidate (a minute): scripts/test.sh runs it in the slow phase"]
 async fn the_committed_agora_baseline_replays_to_its_numbers() {
     replay("agora").await;
 }
