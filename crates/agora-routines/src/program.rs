@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agora_routine_contract::{LoadedRoutine, RoutineError, RoutineLimits, ToolHost};
+use agora_routine_contract::RoutineError;
 use wasmtime::{Caller, Engine, Extern, InstancePre, Linker, Memory, Store, TypedFunc, bail};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
@@ -21,8 +21,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use crate::artifacts::ArtifactCache;
 use crate::js::{INIT_FUNC, TOOL_AT_BUILD_TIME, compile_engine, engine_error};
-use crate::routine::{Failure, Invocation, Run, run_limited};
-use crate::runtime::Shared;
+use crate::routine::{Failure, Invocation, Run};
 
 /// The import module of the routine world's host interface.
 const HOST_MODULE: &str = "agora:routine/host@0.1.0";
@@ -75,23 +74,10 @@ impl ProgramEngine {
     }
 }
 
-/// A program loaded for one use: its source and the shared engine.
+/// A program loaded for one use: its source and the engine it runs on.
 pub(crate) struct ProgramRoutine {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) engine: Arc<ProgramEngine>,
     pub(crate) source: Arc<str>,
-}
-
-#[async_trait::async_trait]
-impl LoadedRoutine for ProgramRoutine {
-    async fn run(
-        &self,
-        body: &str,
-        tools: Arc<dyn ToolHost>,
-        limits: RoutineLimits,
-    ) -> Result<String, RoutineError> {
-        run_limited(self, &self.shared, body, tools, limits).await
-    }
 }
 
 impl Invocation for ProgramRoutine {

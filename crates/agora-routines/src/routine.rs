@@ -186,8 +186,25 @@ impl ResourceLimiter for MemoryLimiter {
 
 /// A routine compiled for this runtime.
 pub(crate) struct WasmRoutine {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) pre: bindings::RoutinePre<RunState>,
+}
+
+/// A loaded routine of either kind (a component, or a program), run under the runtime's limits.
+pub(crate) struct Loaded<I> {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) invocation: I,
+}
+
+#[async_trait::async_trait]
+impl<I: Invocation + Send + 'static> LoadedRoutine for Loaded<I> {
+    async fn run(
+        &self,
+        body: &str,
+        tools: Arc<dyn ToolHost>,
+        limits: RoutineLimits,
+    ) -> Result<String, RoutineError> {
+        run_limited(&self.invocation, &self.shared, body, tools, limits).await
+    }
 }
 
 /// Linker for every routine of a runtime: the host import, and WASI with an empty context.
@@ -214,18 +231,6 @@ pub(crate) enum Failure {
 /// The outcome of a run before it is mapped to the contract's errors; `None` is the outer
 /// timeout.
 type Outcome = Option<Result<Result<String, String>, Failure>>;
-
-#[async_trait::async_trait]
-impl LoadedRoutine for WasmRoutine {
-    async fn run(
-        &self,
-        body: &str,
-        tools: Arc<dyn ToolHost>,
-        limits: RoutineLimits,
-    ) -> Result<String, RoutineError> {
-        run_limited(self, &self.shared, body, tools, limits).await
-    }
-}
 
 impl Invocation for WasmRoutine {
     type State = RunState;

@@ -31,7 +31,7 @@ use crate::componentize::{WasmKind, check_component, componentize_core_module, w
 use crate::config::RuntimeConfig;
 use crate::js::JsBuilder;
 use crate::program::{ProgramEngine, ProgramRoutine};
-use crate::routine::{RunState, WasmRoutine, bindings, linker};
+use crate::routine::{Loaded, RunState, WasmRoutine, bindings, linker};
 
 /// Per pool slot, how much of a memory (or table) stays resident between runs, reset in place.
 /// Bounds the resident memory the pool keeps: slots in use × the pages routines touch, at most
@@ -225,10 +225,12 @@ impl RoutineEngine for WasmRuntime {
                 let builder = self.js_builder().await?;
                 let checked = text.clone();
                 self.offload(move || builder.check(&checked)).await?;
-                Ok(Arc::new(ProgramRoutine {
+                Ok(Arc::new(Loaded {
                     shared: Arc::clone(&self.shared),
-                    engine: self.program_engine().await?,
-                    source: Arc::from(text.as_str()),
+                    invocation: ProgramRoutine {
+                        engine: self.program_engine().await?,
+                        source: Arc::from(text.as_str()),
+                    },
                 }))
             }
             RoutineSource::Component(_) => {
@@ -335,9 +337,9 @@ impl WasmRuntime {
             .instantiate_pre(&component)
             .map_err(invalid)?;
         let pre = bindings::RoutinePre::new(pre).map_err(invalid)?;
-        Ok(Arc::new(WasmRoutine {
+        Ok(Arc::new(Loaded {
             shared: Arc::clone(&self.shared),
-            pre,
+            invocation: WasmRoutine { pre },
         }))
     }
 }
