@@ -132,17 +132,20 @@ impl WasmRuntime {
         self.shared.artifacts.stats()
     }
 
-    /// The JavaScript builder, set up on first use (compiling the instrumented engine takes
-    /// about 1.5 s, or milliseconds from the artifact cache).
+    /// The JavaScript engine's path, which `scripts/install.sh` provides.
+    fn js_engine_path(&self) -> Result<std::path::PathBuf, RoutineError> {
+        self.js_engine.clone().ok_or_else(|| {
+            RoutineError::Internal("no JavaScript engine: run scripts/install.sh".into())
+        })
+    }
+
+    /// The JavaScript builder, set up on first use (the instrumented engine is compiled, or
+    /// loaded from the artifact cache).
     async fn js_builder(&self) -> Result<Arc<JsBuilder>, RoutineError> {
         let builder = self
             .js_builder
             .get_or_try_init(|| async {
-                let Some(path) = self.js_engine.clone() else {
-                    return Err(RoutineError::Internal(
-                        "no JavaScript engine: run scripts/install.sh".into(),
-                    ));
-                };
+                let path = self.js_engine_path()?;
                 let artifact_dir = self.shared.artifact_dir.clone();
                 self.offload(move || JsBuilder::new(&path, artifact_dir).map(Arc::new))
                     .await
@@ -156,11 +159,7 @@ impl WasmRuntime {
         let engine = self
             .programs
             .get_or_try_init(|| async {
-                let Some(path) = self.js_engine.clone() else {
-                    return Err(RoutineError::Internal(
-                        "no JavaScript engine: run scripts/install.sh".into(),
-                    ));
-                };
+                let path = self.js_engine_path()?;
                 let shared = Arc::clone(&self.shared);
                 self.offload(move || {
                     ProgramEngine::new(&shared.engine, &path, shared.artifact_dir.clone())
