@@ -646,7 +646,6 @@ fn apply_mode(config: &mut NodeConfig, mode: Mode) {
     config.thresholds.implementation = 1;
     if mode == Mode::NlOnly {
         config.responder.code_as_action = false;
-        config.responder.natural_code_as_action = false;
         config.sender.explore_threshold = NEVER;
         config.sender.negotiate_threshold = NEVER;
         config.sender.sender_routine_threshold = NEVER;

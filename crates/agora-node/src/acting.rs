@@ -26,20 +26,9 @@
 //! correctness is the program's. What the local model gets wrong in its programs, and what code
 //! as action changed on the network demo, is in `demo/network/RESULTS.md`.
 //!
-//! Building a program happens on the request path: a Cranelift compile per program, small beside
-//! the LLM call that wrote it.
-//!
-//! With `responder.natural_code_as_action` (off by default), a natural-language message is
-//! answered the same way before the tool loop: the model writes `handle(body)` for that one
-//! message, and the program gets `{"message": ..., "data": ...}`, the message and the first JSON
-//! object written in it (a sender's "The data: {...}"). Told that `body` was the message's text,
-//! the small model parsed it as JSON all the same, and its repairs kept the `JSON.parse`. The
-//! reply is checked for nothing but being non-empty: its shape and member names are
-//! the program's own, so the protocol checks misfire (in the first recording, the reply's
-//! `"data": null` counted as a lost value, and its `numTickets`, the request's, as a tool's
-//! `TicketsLeft` changed). The program is never a routine's candidate (a message has no protocol
-//! to be a routine of). A program that books with a value it chose itself ("const roomNumber = 1;
-//! // Example room number", seen in `real_model_acting`) is not caught.
+//! Running a program happens on the request path: its source is evaluated on the JavaScript
+//! engine the routine runtime compiled once (nothing is built), small beside the LLM call that
+//! wrote it.
 //!
 //! Not done: trying a program on scratch state first. A failed program's tool calls happened
 //! (a database write stays written) before the next program or the tool loop runs.
@@ -101,38 +90,6 @@ fields (it is sent as JSON); otherwise a string.\n\
 
 const RULES: &str = concat!(rules_head!(), rules_tail!());
 
-/// The rules for a program that answers one natural-language message, up to the reply's.
-macro_rules! message_rules_head {
-    () => {
-        "You are an expert JavaScript programmer. You write the code with which an agent answers \
-a message from another agent. Write a function `handle(body)`: the agent runs it once, on the \
-message below.\n\
-Rules:\n\
-- `body` is JSON text: {\"message\": the message, \"data\": the JSON object the message \
-gives, or null}. Parse it with JSON.parse and read the values from it. Every other value comes \
-from a tool result or the agent's rules: never choose one yourself, not even as an example.\n\
-- To use a tool, call `callTool(name, args)` with an object of arguments. It returns the \
-tool's result as an object. It is synchronous: do not use await or define callTool.\n\
-- Do what the agent's rules say, step by step, with the tools they name. Check each condition \
-with the tool it names.\n\
-"
-    };
-}
-
-/// The reply's rule and the closing of a message's program. (No worked example: shown the
-/// protocol prompt's money-exchange example, the small model called `exchange_rate` in a
-/// restaurant's and a cinema's programs.)
-macro_rules! message_rules_tail {
-    () => {
-        "- Return an object with the answer: the data the message asks for and, for a request to \
-do something, whether it was done and, if not, why. It is sent back as JSON.\n\
-- Plain JavaScript only: no require, import, fetch, console or timers.\n\
-Answer with the complete code in one ```javascript block and nothing else."
-    };
-}
-
-const MESSAGE_RULES: &str = concat!(message_rules_head!(), message_rules_tail!());
-
 /// A program that answered a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Acted {
@@ -193,26 +150,6 @@ impl Actor<'_> {
         };
         let first = first_messages(self.focus, document, body);
         self.write_and_run(context, first, body, check).await
-    }
-
-    /// Writes a program that answers one natural-language `message` and runs it on the
-    /// message (`responder.natural_code_as_action`): the same loop as [`Actor::act`], with the
-    /// message in place of a protocol. The reply is the program's value, a JSON object or a
-    /// text.
-    pub async fn act_on_message(
-        &self,
-        context: &QueryContext,
-        message: &str,
-    ) -> Result<Acted, ActError> {
-        // Lighter checks than a protocol reply's: the reply's shape and member names are the
-        // program's own, so a `null` member or a number named like a tool result's member (the
-        // request's `numTickets` beside a tool's `TicketsLeft`) is no sign of a lost or made-up
-        // value; both sent correct programs back in a first try.
-        let check =
-            |reply: &str, _calls: &[ToolCall]| check_reply(reply, false, None).and_then(not_empty);
-        let first = message_messages(self.focus, message);
-        let body = serde_json::json!({"message": message, "data": data_in(message)}).to_string();
-        self.write_and_run(context, first, &body, check).await
     }
 
     /// Asks for a program with `first`, runs it on `body`, and sends it back with its problem
@@ -307,20 +244,6 @@ fn first_messages(focus: &Focus, document: &VerifiedDocument, body: &str) -> Vec
         clip_to(body, MAX_PD_CHARS)
     ));
     vec![Message::system(RULES), Message::user(user)]
-}
-
-/// The first request for a message's program: the rules, then the agent, the tools and the
-/// message.
-fn message_messages(focus: &Focus, message: &str) -> Vec<Message> {
-    let mut user = format!("About this agent: {}\n\n", focus.description);
-    if !focus.tools.is_empty() {
-        user.push_str(&format!("Tools:\n{}\n\n", calls(&focus.tools)));
-    }
-    user.push_str(&format!(
-        "Message:\n<<<\n{}\n>>>\n\nWrite handle(body) now.",
-        clip_to(message, MAX_PD_CHARS)
-    ));
-    vec![Message::system(MESSAGE_RULES), Message::user(user)]
 }
 
 /// The first request again, after the model repeated a failed program in its repair.
@@ -505,37 +428,6 @@ fn no_lost_value(value: Value, document: &str) -> Result<Value, String> {
     }
 }
 
-/// The first JSON object written in `message` (a sender's "The data: {...}"), if any; only
-/// the first few `{` are tried.
-fn data_in(message: &str) -> Option<Value> {
-    message.match_indices('{').take(16).find_map(|(at, _)| {
-        serde_json::Deserializer::from_str(&message[at..])
-            .into_iter::<Value>()
-            .next()
-            .and_then(Result::ok)
-            .filter(Value::is_object)
-    })
-}
-
-/// The reply, unless it says nothing: an empty object, text or list (a message's program
-/// that returned a member it never set).
-fn not_empty(value: Value) -> Result<Value, String> {
-    let empty = match &value {
-        Value::Object(members) => members.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::String(text) => text.trim().is_empty(),
-        Value::Null => true,
-        _ => false,
-    };
-    if empty {
-        return Err(format!(
-            "Your code returned {value}, which answers nothing. Return an object with the \
-             answer, every value taken from the message or a tool result."
-        ));
-    }
-    Ok(value)
-}
-
 /// The granted tools, with every call recorded for the example the answer leaves (and told to
 /// the request's observer, if it has one).
 struct Recorder {
@@ -592,7 +484,6 @@ impl ToolHost for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_json_exchange_needs_an_object_that_fits_the_reply_schema() {
@@ -688,33 +579,5 @@ mod tests {
         );
         let text = explained("TypeError: 'price' is read-only", &[], &focus);
         assert!(text.contains("declared with let, not const"), "{text}");
-    }
-
-    #[test]
-    fn an_empty_answer_goes_back_to_the_model() {
-        for empty in [json!({}), json!([]), json!("  "), Value::Null] {
-            let problem = not_empty(empty.clone()).unwrap_err();
-            assert!(problem.contains("answers nothing"), "{empty}: {problem}");
-        }
-        for answer in [json!({"done": false}), json!("closed"), json!(0)] {
-            assert_eq!(not_empty(answer.clone()), Ok(answer));
-        }
-    }
-
-    #[test]
-    fn a_messages_data_is_its_first_json_object() {
-        assert_eq!(
-            data_in(
-                "Book it.\n\nThe data: {\"date\":\"2024-06-04\",\"n\":{\"a\":1}} thanks {\"x\":2}"
-            ),
-            Some(serde_json::json!({"date": "2024-06-04", "n": {"a": 1}}))
-        );
-        // A brace that opens no JSON object is passed over.
-        assert_eq!(
-            data_in("{not json} then {\"a\": 1}"),
-            Some(serde_json::json!({"a": 1}))
-        );
-        assert_eq!(data_in("Is it open on Tuesday?"), None);
-        assert_eq!(data_in("{\"unclosed\": 1"), None);
     }
 }

@@ -124,11 +124,6 @@ pub struct ResponderConfig {
     /// sandbox runs (see [`crate::acting`]) before trying the tool loop. Applies only where the
     /// node has a routine engine.
     pub code_as_action: bool,
-    /// Answer a single natural-language message with a program too, before the tool loop
-    /// (code as action without a protocol: the program is written for that message alone and
-    /// never becomes a routine; see [`crate::acting`]). Applies only where the node has a
-    /// routine engine. Its default is decided by measurement (`demo/network/RESULTS.md`).
-    pub natural_code_as_action: bool,
     /// Programs written for one request: the first, and repairs after a failed run (a repeated
     /// program starts the conversation over once).
     pub program_attempts: u32,
@@ -156,7 +151,6 @@ impl Default for ResponderConfig {
             max_tool_result_chars: 4000,
             native_tools: false,
             code_as_action: true,
-            natural_code_as_action: false,
             program_attempts: 3,
             max_program_tokens: 600,
             check_answers: true,

@@ -202,7 +202,6 @@ impl NodeBuilder {
                 // program the LLM writes first) turns it on.
                 responder: agora_node::ResponderConfig {
                     code_as_action: false,
-                    natural_code_as_action: false,
                     ..Default::default()
                 },
                 ..NodeConfig::default()

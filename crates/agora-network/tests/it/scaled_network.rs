@@ -444,7 +444,6 @@ async fn run(
             setup: ServerSetup {
                 responder: ResponderConfig {
                     code_as_action: false,
-                    natural_code_as_action: false,
                     ..ResponderConfig::default()
                 },
                 ..ServerSetup::default()

@@ -565,9 +565,9 @@ impl Receiver {
         }
     }
 
-    /// The LLM's answer to `message` with `tools`: code as action on a first message (see
-    /// [`crate::acting`]; for a protocol, only outside a conversation), when configured and the
-    /// node has a routine engine; otherwise, or when no program answered, the tool loop (see
+    /// The LLM's answer to `message` with `tools`: code as action on a protocol's first message
+    /// outside a conversation (see [`crate::acting`]), when configured and the node has a
+    /// routine engine; otherwise, or when no program answered, the tool loop (see
     /// [`crate::responder`]). `in_conversation`: the request opened or continues one.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn llm_answer(
@@ -585,35 +585,20 @@ impl Receiver {
             message,
         } = *question;
         let config = &self.core.config.responder;
-        let acted = match subject {
-            Subject::Protocol(document) if !in_conversation && history.is_empty() => {
-                match self.actor(focus, tools, config.code_as_action) {
-                    Some(actor) => match actor.act(context, document, message).await {
-                        Ok(acted) => Some((acted.answer, Some(acted.source))),
-                        Err(error) => {
-                            tracing::info!(%error, "no program answered; the tool loop answers");
-                            None
-                        }
-                    },
-                    None => None,
+        if let Subject::Protocol(document) = subject
+            && !in_conversation
+            && history.is_empty()
+            && let Some(actor) = self.actor(focus, tools, config.code_as_action)
+        {
+            match actor.act(context, document, message).await {
+                Ok(acted) => {
+                    return Ok(Answered {
+                        answer: acted.answer,
+                        program: Some(acted.source),
+                    });
                 }
+                Err(error) => tracing::info!(%error, "no program answered; the tool loop answers"),
             }
-            Subject::Natural if history.is_empty() => {
-                match self.actor(focus, tools, config.natural_code_as_action) {
-                    Some(actor) => match actor.act_on_message(context, message).await {
-                        Ok(acted) => Some((acted.answer, None)),
-                        Err(error) => {
-                            tracing::info!(%error, "no program answered the message; the tool loop answers");
-                            None
-                        }
-                    },
-                    None => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some((answer, program)) = acted {
-            return Ok(Answered { answer, program });
         }
         let responder = Responder {
             accountant: &self.core.accountant,

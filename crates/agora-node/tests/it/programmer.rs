@@ -223,13 +223,6 @@ pub(crate) fn engine() -> ScriptedRoutineEngine {
         .routine("wrong", wrong)
         .routine("wrong again", wrong)
         .routine("wrong once more", wrong)
-        .routine(PARIS, |_body, tools| async move {
-            good(
-                json!({"location": "Paris", "date": "2024-09-01"}).to_string(),
-                tools,
-            )
-            .await
-        })
         .routine("flaky", |body, tools| async move {
             if body.contains("Atlantis") {
                 return Err(RoutineError::Failed("no such place".into()));
@@ -949,15 +942,6 @@ async fn a_program_repeated_in_its_repair_starts_the_conversation_over_once() {
     assert!(programmer.candidates.lock().unwrap().is_empty());
 }
 
-/// The system prompt of the first code-as-action call.
-fn first_program_prompt(llm: &ScriptedLlm) -> String {
-    llm.calls()
-        .iter()
-        .find(|request| is_programmer_call(request))
-        .map(|request| system_prompt(request).to_string())
-        .unwrap_or_default()
-}
-
 /// Two replicas of a node (two `Node`s on one store, as two processes on one PostgreSQL would
 /// be): replica A's job holds the job lease while its model works, so replica B, whose requests
 /// cross the threshold too, runs no second job. When A stops renewing (it died: here the clock
@@ -1050,10 +1034,6 @@ async fn replica(
         .await
 }
 
-/// A program written for one natural-language message: the forecast for Paris on 2024-09-01,
-/// the message's values written in as constants.
-const PARIS: &str = "paris";
-
 fn message(text: &str) -> Request {
     Request {
         protocol: ProtocolRef::NaturalLanguage,
@@ -1070,84 +1050,28 @@ fn sunny_step(_last: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_natural_language_message_is_answered_by_a_program_written_for_it_when_configured() {
-    let ask_paris = "What will the weather be in Paris on 2024-09-01?";
-    for on in [true, false] {
-        let dir = temp_dir();
-        let programmer = Programmer::with(&[PARIS]);
-        let scripted = weather_agent(Some(programmer.clone()), sunny_step);
-        let node = node_with(scripted.clone(), engine(), dir.path(), |c| {
-            c.responder.natural_code_as_action = on;
-        })
-        .await;
-        let reply = node.handle(message(ask_paris)).await;
-        assert_eq!(reply.status, Status::Success, "{reply:?}");
-        let text = reply.body.unwrap().to_text();
-        // One LLM call either way: the program, or the tool loop's answer.
-        assert_eq!(conversation_calls(&node).await, 1, "on: {on}");
-        assert_eq!(paths(&node).await, [RequestPath::Llm]);
-        if on {
-            // The program's reply is the tool's forecast, as JSON.
-            let truth = forecast_of("Paris", 1);
-            let reply: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(reply["temperature"], truth["temperature_c"], "{reply}");
-            assert_eq!(reply["weatherCondition"], truth["condition"], "{reply}");
-            let prompt = first_program_prompt(&scripted);
-            assert!(prompt.contains("answers a message"), "{prompt}");
-            let written = scripted
-                .calls()
-                .into_iter()
-                .find(is_programmer_call)
-                .unwrap();
-            let shown = last_user_message(&written);
-            assert!(shown.contains(ask_paris), "{shown}");
-            assert!(
-                shown.contains(r#"callTool("weather_forecast", {"#),
-                "{shown}"
-            );
-        } else {
-            assert_eq!(text, "sunny");
-            assert_eq!(programmer.candidates.lock().unwrap().len(), 1);
-        }
-        // A message's program is never a routine's candidate, nor its answer an example.
-        node.programmer_idle().await;
-        assert!(
-            node.store()
-                .programming()
-                .attempts(None::<&ProtocolHash>)
-                .await
-                .unwrap()
-                .is_empty()
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_program_that_fails_is_repaired_and_then_the_tool_loop_answers() {
+async fn a_natural_language_message_is_answered_by_the_tool_loop_not_a_program() {
     let dir = temp_dir();
-    // "flaky" fails on Atlantis; its repair, "none", does not build; the tool loop answers.
-    let programmer = Programmer::with(&["flaky", "none"]);
+    let programmer = Programmer::with(&[]);
     let scripted = weather_agent(Some(programmer.clone()), sunny_step);
-    let node = node_with(scripted.clone(), engine(), dir.path(), |c| {
-        c.responder.natural_code_as_action = true;
-        c.responder.program_attempts = 2;
-    })
-    .await;
+    let node = node_with(scripted.clone(), engine(), dir.path(), |_| {}).await;
     let reply = node
-        .handle(message(
-            r#"The weather, please: {"location": "Atlantis", "date": "2024-09-01"}"#,
-        ))
+        .handle(message("What will the weather be in Paris on 2024-09-01?"))
         .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
     assert_eq!(reply.body.unwrap().to_text(), "sunny");
-    assert_eq!(conversation_calls(&node).await, 3);
-    assert!(programmer.candidates.lock().unwrap().is_empty());
-    // The repair showed the model why its program failed.
-    let repair = scripted
-        .calls()
-        .into_iter()
-        .filter(is_programmer_call)
-        .nth(1)
-        .unwrap();
-    let told = last_user_message(&repair);
-    assert!(told.contains("no such place"), "{told}");
+    // One LLM call, the tool loop's answer; no program was asked for.
+    assert_eq!(conversation_calls(&node).await, 1);
+    assert!(!scripted.calls().iter().any(is_programmer_call));
+    assert_eq!(paths(&node).await, [RequestPath::Llm]);
+    // A message's answer is never an example for a routine.
+    node.programmer_idle().await;
+    assert!(
+        node.store()
+            .programming()
+            .attempts(None::<&ProtocolHash>)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
