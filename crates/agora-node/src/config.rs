@@ -244,12 +244,6 @@ pub struct ProgrammerConfig {
     pub routine_timeout_ms: u64,
     /// Memory cap of an LLM-written routine, in bytes.
     pub routine_memory_bytes: u64,
-    /// The fewest LLM-answered examples a protocol's first routine is written and examined on,
-    /// whatever `thresholds.implementation` says (`0`: that threshold alone). A candidate that
-    /// passes one example can pass it with its logic inverted; more examples also show the
-    /// examination more of the LLM's own inconsistencies. Its default is decided by measurement
-    /// (`demo/network/RESULTS.md`).
-    pub min_examples: u32,
     /// Whether a routine the programmer wrote and examined answers at once (`auto`) or waits,
     /// `pending`, for the operator to approve it (`review`). Left out of a written
     /// configuration when `auto`, so records written before the policy existed stay as they are.
@@ -305,7 +299,6 @@ impl Default for ProgrammerConfig {
             max_tokens: 1024,
             routine_timeout_ms: 1000,
             routine_memory_bytes: 64 * 1024 * 1024,
-            min_examples: 0,
             activation: Activation::Auto,
             activation_per_protocol: BTreeMap::new(),
         }

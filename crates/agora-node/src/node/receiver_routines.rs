@@ -4,8 +4,8 @@
 //!
 //! After each single-shot protocol request the LLM answered (directly, or as a routine's
 //! fallback) the request, its tool calls and the reply are kept as an example. When the
-//! protocol has no active routine and `thresholds.implementation` examples (at least
-//! `programmer.min_examples`) arrived since its last programmer run, a job is queued. The job
+//! protocol has no active routine and `thresholds.implementation` examples arrived since its
+//! last programmer run, a job is queued. The job
 //! examines a candidate on every kept example with recorded tool results (see
 //! `crate::programmer::exam`). A candidate that answers a valid
 //! example with an error reply from a check in its code (`if (!r.value) return { error: ... }`,
@@ -68,12 +68,7 @@ impl Programmer {
         match lesson.failed_llm_routine {
             Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
             None => {
-                let threshold = self
-                    .core
-                    .config
-                    .thresholds
-                    .implementation
-                    .max(u64::from(config.min_examples));
+                let threshold = self.core.config.thresholds.implementation;
                 self.consider_programming(hash, threshold).await;
             }
         }

@@ -703,31 +703,6 @@ async fn the_programmer_runs_again_after_repeated_failed_jobs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_first_routine_waits_for_min_examples_whatever_the_threshold() {
-    let dir = temp_dir();
-    let programmer = Programmer::with(&["good"]);
-    let node = node_with(llm(&programmer), engine(), dir.path(), |c| {
-        c.thresholds.implementation = 1;
-        c.programmer.min_examples = 3;
-    })
-    .await;
-    for day in 1..=2 {
-        ask(&node, "Paris", day).await;
-        node.programmer_idle().await;
-    }
-    assert_eq!(
-        implementing_calls(&node).await,
-        0,
-        "two examples are too few"
-    );
-    ask(&node, "Lima", 3).await;
-    node.programmer_idle().await;
-    let attempts = attempts_of(&node).await;
-    assert_eq!(outcomes(&attempts), ["passed"]);
-    assert_eq!(attempts[0].report, "3/3 examples passed");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_examination_forgives_an_empty_member_the_model_wrote_once() {
     let dir = temp_dir();
     let programmer = Programmer::with(&["good", "good", "good", "good"]);
