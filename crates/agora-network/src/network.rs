@@ -31,9 +31,9 @@ use agora_node::{Node, NodeConfig, NodeParts, RoutineEngine, SystemClock, ToolRe
 use agora_server::protocol_db::{
     ProtocolDbServerConfig, RunningProtocolDb, build_protocol_db, serve_protocol_db,
 };
-use agora_server::runtime::{fetch_policy, open_store};
+use agora_server::runtime::{fetch_policy, open_store_with};
 use agora_server::{AppState, FetchSettings, serve_state};
-use agora_store::{RoutineOrigin, RoutineStatus};
+use agora_store::{RoutineOrigin, RoutineStatus, StoreOptions};
 
 use crate::service_db::{ServiceDatabase, ServiceTable};
 use anyhow::Context;
@@ -628,6 +628,18 @@ fn loopback_fetch() -> FetchSettings {
     }
 }
 
+/// Each agent's page cache per SQLite connection: a hundred agents' stores share one process,
+/// where SQLite's default (about 2 MB a connection, up to four connections a store) adds up.
+const DEMO_PAGE_CACHE_KIB: u32 = 256;
+
+/// How the demo opens each agent's store.
+fn demo_store_options() -> StoreOptions {
+    StoreOptions {
+        page_cache_kib: Some(DEMO_PAGE_CACHE_KIB),
+        ..StoreOptions::default()
+    }
+}
+
 async fn bind() -> anyhow::Result<(TcpListener, String)> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -933,7 +945,7 @@ impl AgentBuilder<'_> {
         config.responder.native_tools = self.options.native_tools;
         apply_mode(&mut config, self.options.mode);
         let store_url = sqlite_url(&self.dir, kind, id);
-        let store = open_store(&store_url).await?;
+        let store = open_store_with(&store_url, demo_store_options()).await?;
         let node = Node::new(NodeParts {
             config,
             store,

@@ -82,6 +82,10 @@ pub struct StoreOptions {
     /// (default 5 ms). Longer means fewer, larger transactions on a busy node, and more records
     /// a crash can lose.
     pub request_linger: Option<std::time::Duration>,
+    /// Most memory each SQLite connection keeps as its page cache, in KiB (default SQLite's own,
+    /// about 2000). A process hosting many stores (the network demo's agents) keeps it small;
+    /// pages beyond it are read again from the operating system's file cache.
+    pub page_cache_kib: Option<u32>,
 }
 
 impl Backend {
@@ -136,9 +140,16 @@ impl Store {
             .max_connections(options.max_connections.unwrap_or(default_size).max(1))
             .acquire_timeout(Duration::from_secs(30));
         if backend == Backend::Sqlite {
-            pool_options = pool_options.after_connect(|connection, _meta| {
+            let page_cache = options
+                .page_cache_kib
+                .map(|kib| format!("PRAGMA cache_size = -{kib};"));
+            pool_options = pool_options.after_connect(move |connection, _meta| {
+                let page_cache = page_cache.clone();
                 Box::pin(async move {
                     connection.execute(SQLITE_PRAGMAS).await?;
+                    if let Some(page_cache) = page_cache {
+                        connection.execute(page_cache.as_str()).await?;
+                    }
                     Ok(())
                 })
             });
@@ -373,6 +384,26 @@ mod tests {
             assert_eq!(pragma(connection, "synchronous").await, "1"); // NORMAL
             assert_eq!(pragma(connection, "busy_timeout").await, "5000");
             assert_eq!(pragma(connection, "foreign_keys").await, "1");
+            assert_eq!(pragma(connection, "cache_size").await, "-2000"); // SQLite's default
+        }
+    }
+
+    #[tokio::test]
+    async fn a_smaller_page_cache_is_set_on_every_sqlite_connection() {
+        let dir = tempfile::tempdir().expect("dir");
+        let url = format!("sqlite://{}", dir.path().join("agora.db").display());
+        let options = StoreOptions {
+            page_cache_kib: Some(256),
+            ..StoreOptions::default()
+        };
+        let store = Store::connect_with(&url, options).await.expect("store");
+        let mut connections = Vec::new();
+        for _ in 0..DEFAULT_SQLITE_CONNECTIONS {
+            connections.push(store.pool.acquire().await.expect("a pooled connection"));
+        }
+        for connection in &mut connections {
+            assert_eq!(pragma(connection, "cache_size").await, "-256");
+            assert_eq!(pragma(connection, "journal_mode").await, "wal");
         }
     }
 
