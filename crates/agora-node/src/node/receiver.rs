@@ -569,7 +569,6 @@ impl Receiver {
     /// outside a conversation (see [`crate::acting`]), when configured and the node has a
     /// routine engine; otherwise, or when no program answered, the tool loop (see
     /// [`crate::responder`]). `in_conversation`: the request opened or continues one.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn llm_answer(
         &self,
         context: &QueryContext,
