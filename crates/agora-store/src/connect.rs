@@ -140,16 +140,14 @@ impl Store {
             .max_connections(options.max_connections.unwrap_or(default_size).max(1))
             .acquire_timeout(Duration::from_secs(30));
         if backend == Backend::Sqlite {
-            let page_cache = options
-                .page_cache_kib
-                .map(|kib| format!("PRAGMA cache_size = -{kib};"));
+            let pragmas: Arc<str> = match options.page_cache_kib {
+                Some(kib) => format!("{SQLITE_PRAGMAS} PRAGMA cache_size = -{kib};").into(),
+                None => SQLITE_PRAGMAS.into(),
+            };
             pool_options = pool_options.after_connect(move |connection, _meta| {
-                let page_cache = page_cache.clone();
+                let pragmas = pragmas.clone();
                 Box::pin(async move {
-                    connection.execute(SQLITE_PRAGMAS).await?;
-                    if let Some(page_cache) = page_cache {
-                        connection.execute(page_cache.as_str()).await?;
-                    }
+                    connection.execute(&*pragmas).await?;
                     Ok(())
                 })
             });
@@ -374,12 +372,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_connections_get_the_pragmas() {
         let (_dir, store) = temp_store().await;
-        // Hold every connection at once so each one, not just the first, is checked.
-        let mut connections = Vec::new();
-        for _ in 0..DEFAULT_SQLITE_CONNECTIONS {
-            connections.push(store.pool.acquire().await.expect("a pooled connection"));
-        }
-        for connection in &mut connections {
+        for connection in &mut every_connection(&store).await {
             assert_eq!(pragma(connection, "journal_mode").await, "wal");
             assert_eq!(pragma(connection, "synchronous").await, "1"); // NORMAL
             assert_eq!(pragma(connection, "busy_timeout").await, "5000");
@@ -397,14 +390,19 @@ mod tests {
             ..StoreOptions::default()
         };
         let store = Store::connect_with(&url, options).await.expect("store");
+        for connection in &mut every_connection(&store).await {
+            assert_eq!(pragma(connection, "cache_size").await, "-256");
+            assert_eq!(pragma(connection, "journal_mode").await, "wal");
+        }
+    }
+
+    /// Every pooled connection, held at once so that each one, not just the first, is checked.
+    async fn every_connection(store: &Store) -> Vec<sqlx::pool::PoolConnection<sqlx::Any>> {
         let mut connections = Vec::new();
         for _ in 0..DEFAULT_SQLITE_CONNECTIONS {
             connections.push(store.pool.acquire().await.expect("a pooled connection"));
         }
-        for connection in &mut connections {
-            assert_eq!(pragma(connection, "cache_size").await, "-256");
-            assert_eq!(pragma(connection, "journal_mode").await, "wal");
-        }
+        connections
     }
 
     async fn pragma(connection: &mut sqlx::AnyConnection, name: &str) -> String {

@@ -5,9 +5,8 @@
 //! After each single-shot protocol request the LLM answered (directly, or as a routine's
 //! fallback) the request, its tool calls and the reply are kept as an example. When the
 //! protocol has no active routine and `thresholds.implementation` examples arrived since its
-//! last programmer run, a job is queued. The job
-//! examines a candidate on every kept example with recorded tool results (see
-//! `crate::programmer::exam`). A candidate that answers a valid
+//! last programmer run, a job is queued. The job examines a candidate on every kept example with
+//! recorded tool results (see `crate::programmer::exam`). A candidate that answers a valid
 //! example with an error reply from a check in its code (`if (!r.value) return { error: ... }`,
 //! which rejects a 0) gets that check taken out by the node (`programmer::guard`) and is
 //! examined again; the edit is kept only where more examples pass. A pass is stored as a routine
