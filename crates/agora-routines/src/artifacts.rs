@@ -73,11 +73,15 @@ impl ArtifactCache {
     ///
     /// `deserialize` maps a checked file; `compile` returns the loaded value and its serialized
     /// form. Cache I/O failures are logged and only cost a compile; compile errors are returned.
+    ///
+    /// A value just compiled and stored is mapped again from its file and the compiled one
+    /// dropped: the compiled code sits in anonymous memory, all of it resident for as long as it
+    /// is kept, while a mapped file's pages are read in as they are run.
     pub(crate) fn load_or_compile<T, E>(
         &self,
         kind: &str,
         wasm: &[u8],
-        deserialize: impl FnOnce(&Path) -> wasmtime::Result<T>,
+        deserialize: impl Fn(&Path) -> wasmtime::Result<T>,
         compile: impl FnOnce() -> Result<(T, Vec<u8>), E>,
     ) -> Result<T, E> {
         let Some(dir) = &self.dir else {
@@ -89,7 +93,7 @@ impl ArtifactCache {
         let sidecar = dir.join(format!("{name}.sha256"));
 
         if path.exists() {
-            match self.load_checked(&path, &sidecar, deserialize) {
+            match self.load_checked(&path, &sidecar, &deserialize) {
                 Ok(value) => {
                     self.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(value);
@@ -106,15 +110,22 @@ impl ArtifactCache {
         let (value, serialized) = compile()?;
         if let Err(error) = store(dir, &path, &sidecar, &serialized) {
             tracing::warn!(path = %path.display(), %error, "cannot store a compiled artifact");
+            return Ok(value);
         }
-        Ok(value)
+        match deserialize(&path) {
+            Ok(mapped) => Ok(mapped),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), error = %format!("{error:#}"), "cannot map a stored artifact; keeping the compiled code");
+                Ok(value)
+            }
+        }
     }
 
     fn load_checked<T>(
         &self,
         path: &Path,
         sidecar: &Path,
-        deserialize: impl FnOnce(&Path) -> wasmtime::Result<T>,
+        deserialize: &impl Fn(&Path) -> wasmtime::Result<T>,
     ) -> Result<T, String> {
         let expected = std::fs::read_to_string(sidecar).map_err(|e| format!("no checksum: {e}"))?;
         let bytes = std::fs::read(path).map_err(|e| format!("unreadable: {e}"))?;

@@ -7,8 +7,10 @@
 //! - **builds** routines: JavaScript source into a component (QuickJS-NG, pre-initialized with
 //!   Wizer, all in-process: `js.rs`), a core module into a component (`componentize.rs`), or
 //!   checks a component against the world;
-//! - **loads** them: Cranelift compile, cached as `.cwasm` on disk (`artifacts.rs`), each
-//!   function's code also kept in memory for the next routine of the same engine (`compile_cache.rs`);
+//! - **loads** them: Cranelift compile, cached as `.cwasm` on disk and run from that file's
+//!   mapping (`artifacts.rs`), each function's code also kept in memory for the next routine of
+//!   the same engine (`compile_cache.rs`), the allocator trimmed after each build and compile
+//!   (`heap.rs`);
 //! - **runs** them: a fresh instance per request from a pooled allocator, with a deadline, a
 //!   memory cap, and no capabilities besides the tools the node grants (`routine.rs`), whose
 //!   arguments a JavaScript routine may not leave `undefined` (`arguments.rs`);
@@ -23,6 +25,7 @@ mod artifacts;
 mod compile_cache;
 mod componentize;
 mod config;
+mod heap;
 mod js;
 mod program;
 mod routine;

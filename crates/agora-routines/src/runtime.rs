@@ -29,6 +29,7 @@ use crate::artifacts::{ArtifactCache, ArtifactStats};
 use crate::compile_cache::FunctionCache;
 use crate::componentize::{WasmKind, check_component, componentize_core_module, wasm_kind};
 use crate::config::RuntimeConfig;
+use crate::heap;
 use crate::js::JsBuilder;
 use crate::program::{ProgramEngine, ProgramRoutine};
 use crate::routine::{Loaded, RunState, WasmRoutine, bindings, linker};
@@ -276,7 +277,12 @@ impl WasmRuntime {
             RoutineSource::JavaScript(text) => {
                 let builder = self.js_builder().await?;
                 let text = text.clone();
-                self.offload(move || builder.build(&text)).await
+                self.offload(move || {
+                    let built = builder.build(&text);
+                    heap::give_back_free_memory();
+                    built
+                })
+                .await
             }
             RoutineSource::Component(bytes) => match wasm_kind(bytes) {
                 WasmKind::CoreModule => {
@@ -309,8 +315,10 @@ impl WasmRuntime {
         let component = self
             .offload(move || {
                 let compile = || {
-                    Component::new(&shared.engine, &bytes)
-                        .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")))
+                    let compiled = Component::new(&shared.engine, &bytes)
+                        .map_err(|e| RoutineError::InvalidComponent(format!("{e:#}")));
+                    heap::give_back_free_memory();
+                    compiled
                 };
                 if keep == Keep::Nothing {
                     return compile();

@@ -39,7 +39,7 @@ use super::programming::{
 use super::review::SenderReviewer;
 use crate::config::{Activation, ProgrammerConfig};
 use crate::programmer::{Job, ProgrammerQueue, build, load_program, prompt, unbuilt_load};
-use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits, RoutineSource};
+use crate::routines::{LoadedRoutine, RoutineEngine, RoutineLimits};
 use crate::sender::routine;
 use crate::sender::{self, Answer, SendError, SendOutcome};
 use crate::task::Task;
@@ -356,7 +356,7 @@ impl JobSubject for SenderSubject {
         let pass = if report.passed() {
             let kept = match build(engine, source).await {
                 Ok(component) => engine
-                    .load_program(&RoutineSource::Component(component.clone()))
+                    .load(&component)
                     .await
                     .map(|loaded| (component, loaded))
                     .map_err(|error| unbuilt_load(&error)),

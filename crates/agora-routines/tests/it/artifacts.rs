@@ -1,5 +1,6 @@
-//! The `.cwasm` cache: a second runtime loads compiled code instead of compiling, code loaded
-//! once leaves nothing in it, and a damaged cache file is discarded and rebuilt.
+//! The `.cwasm` cache: a second runtime loads compiled code instead of compiling, a routine just
+//! compiled runs from its stored file, code loaded once leaves nothing in it, and a damaged cache
+//! file is discarded and rebuilt.
 
 use crate::common;
 
@@ -68,6 +69,27 @@ async fn a_second_runtime_loads_from_the_cache() {
     assert_eq!(artifacts_in(dir.path()).len(), 1);
 
     assert_eq!(stats_of_a_run(dir.path(), &component).await, stats(1, 0, 0));
+}
+
+/// A routine just compiled is mapped from the file it was stored in, not kept as compiled code in
+/// the process's own memory (where all of it would stay resident).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_routine_just_compiled_runs_from_its_stored_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let component = componentize_core_module(&weather_c_core()).expect("componentizes");
+    let runtime = runtime_in(dir.path());
+    let routine = runtime.load(&component).await.expect("loads");
+    assert_eq!(runtime.artifact_stats(), stats(0, 1, 0));
+    let [artifact] = artifacts_in(dir.path()).try_into().expect("one artifact");
+
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("the process's mappings");
+    let artifact = artifact.to_str().expect("a UTF-8 path");
+    assert!(
+        maps.lines().any(|line| line.ends_with(artifact)),
+        "{artifact} is not mapped"
+    );
+    answers_the_weather(routine.as_ref()).await;
 }
 
 #[tokio::test]
