@@ -29,7 +29,7 @@ use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::app::AppState;
+use crate::app::{AppState, Shared};
 use crate::edge::Budget;
 use crate::error::ApiError;
 
@@ -39,7 +39,7 @@ const INVALID_REQUEST: i32 = -32600;
 const REFUSED: i32 = -32603;
 
 /// `GET /.well-known/agent-card.json`.
-pub(crate) async fn agent_card(State(state): State<AppState>) -> Result<Response, ApiError> {
+pub(crate) async fn agent_card(State(state): State<Shared>) -> Result<Response, ApiError> {
     let front = front(&state)?;
     let card = front.card().await.map_err(|error| {
         tracing::error!(%error, "could not build the agent card");
@@ -50,7 +50,7 @@ pub(crate) async fn agent_card(State(state): State<AppState>) -> Result<Response
 
 /// `POST /a2a`.
 pub(crate) async fn jsonrpc(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     request: axum::extract::Request,
 ) -> Response {
     let front = match front(&state) {

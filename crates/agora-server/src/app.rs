@@ -63,6 +63,11 @@ pub struct AppState {
     pub task_targets: Arc<agora_mcp::TargetRules>,
 }
 
+/// The state as the router holds it: axum clones the state for every extractor and middleware
+/// of every request, and one `Arc` is one count to bump, where the state's own fields are a few
+/// dozen (and a boxed service to clone).
+pub(crate) type Shared = Arc<AppState>;
+
 /// The MCP service as this crate mounts it: a boxed tower service over axum's bodies, so no
 /// rmcp type is part of this crate's API.
 pub type McpService = tower::util::BoxCloneSyncService<
@@ -160,6 +165,7 @@ where
 /// Builds the router. Crate-private so no axum type leaves the crate;
 /// embedders and tests serve a node through [`serve_state`] or [`crate::serve`].
 pub(crate) fn router(state: AppState) -> Router {
+    let state: Shared = Arc::new(state);
     let limit = state.max_body_bytes;
     let router = Router::new()
         .route("/", post(agora_request))
@@ -202,7 +208,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn agora_request(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+async fn agora_request(State(state): State<Shared>, request: axum::extract::Request) -> Response {
     answer_agora(state, "/", request, |_, value| {
         let request =
             Request::from_json(value).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -212,7 +218,7 @@ async fn agora_request(State(state): State<AppState>, request: axum::extract::Re
 }
 
 async fn follow_up(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(id): Path<String>,
     request: axum::extract::Request,
 ) -> Response {
@@ -235,7 +241,7 @@ enum Answer {
 /// the client named, the request parsed and budgeted, its idempotency key claimed, capacity and
 /// an LLM place taken, the answer within the deadline, the key settled.
 async fn answer_agora(
-    state: AppState,
+    state: Shared,
     path: &str,
     request: axum::extract::Request,
     parse: impl FnOnce(&AppState, &serde_json::Value) -> Result<Answer, ApiError>,
@@ -331,7 +337,7 @@ async fn answer_within_limits(
 }
 
 async fn close_conversation(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     state.node.close_conversation(&id).await.map_err(|error| {
@@ -341,7 +347,7 @@ async fn close_conversation(
     Ok(Json(json!({"status": "success"})).into_response())
 }
 
-async fn wellknown(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn wellknown(State(state): State<Shared>) -> Result<Response, ApiError> {
     let listing = state.node.wellknown().await.map_err(|error| {
         tracing::error!(%error, "could not list protocols");
         ApiError::internal()
@@ -350,7 +356,7 @@ async fn wellknown(State(state): State<AppState>) -> Result<Response, ApiError> 
 }
 
 async fn protocol_document(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(hash): Path<String>,
 ) -> Result<Response, ApiError> {
     let hash = ProtocolHash::parse(&hash).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -369,7 +375,7 @@ async fn protocol_document(
 }
 
 async fn metrics(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let text = state

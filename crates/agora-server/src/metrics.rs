@@ -32,7 +32,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::app::AppState;
+use crate::app::Shared;
 
 /// Why `/metrics` could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -254,11 +254,7 @@ impl NodeMetrics {
 }
 
 /// Middleware counting every response.
-pub async fn count_request(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn count_request(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()

@@ -24,7 +24,7 @@ use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::app::AppState;
+use crate::app::{AppState, Shared};
 use crate::dashboard::session::{self, Credential};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
@@ -33,7 +33,7 @@ pub mod routines;
 pub mod sender_routines;
 
 /// The admin routes, with the token check applied.
-pub fn router(state: AppState) -> Router<AppState> {
+pub fn router(state: Shared) -> Router<Shared> {
     Router::new()
         .route("/protocols", get(list_protocols).post(add_protocol))
         .route(
@@ -46,7 +46,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route_layer(axum::middleware::from_fn_with_state(state, require_token))
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn require_token(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let Some(expected) = state.admin_token.as_deref() else {
         return ApiError::new(
             StatusCode::FORBIDDEN,
@@ -136,7 +136,7 @@ pub(crate) fn presented_sender_token(
 /// are JSON-RPC errors (an MCP client reads those), with 403 when no token is configured and
 /// 401 (and `WWW-Authenticate: Bearer`) when the presented one is missing or wrong.
 pub(crate) async fn require_mcp_token(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -184,7 +184,7 @@ fn parse_hash(text: &str) -> Result<ProtocolHash, ApiError> {
     ProtocolHash::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-async fn list_protocols(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn list_protocols(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     let store = state.node.store();
     let mut out = Vec::new();
     for stored in store.documents().await.map_err(internal)? {
@@ -204,7 +204,7 @@ async fn list_protocols(State(state): State<AppState>) -> Result<Json<Value>, Ap
 }
 
 async fn add_protocol(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     JsonBody(value): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
     let text = value.get("text").and_then(Value::as_str).ok_or_else(|| {
@@ -233,7 +233,7 @@ async fn add_protocol(
 }
 
 async fn set_decision(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(hash): Path<String>,
     JsonBody(value): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
@@ -257,7 +257,7 @@ async fn set_decision(
 }
 
 async fn clear_decision(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(hash): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let hash = parse_hash(&hash)?;
@@ -270,7 +270,7 @@ async fn clear_decision(
     Ok(Json(json!({"status": "success", "cleared": cleared})))
 }
 
-async fn stats(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn stats(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     let store = state.node.store();
     let ledger = store.ledger().ledger_totals().await.map_err(internal)?;
     let usage = store.requests().usage_all().await.map_err(internal)?;

@@ -33,7 +33,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
+use crate::app::Shared;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 
@@ -41,7 +41,7 @@ use crate::extract::JsonBody;
 const MAX_ROUTINE_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// The routine routes (the caller applies the token check).
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<Shared> {
     Router::new()
         .route(
             "/routines",
@@ -68,10 +68,10 @@ pub fn router() -> Router<AppState> {
 
 /// `POST {prefix}/approve`, `{prefix}/reject` and `{prefix}/edit`, each handled by `review` with
 /// its [`Verdict`]; `{prefix}` names the routine in the path as `T`.
-pub(super) fn review_routes<T, F, Fut>(prefix: &str, review: F) -> Router<AppState>
+pub(super) fn review_routes<T, F, Fut>(prefix: &str, review: F) -> Router<Shared>
 where
     T: serde::de::DeserializeOwned + Send + 'static,
-    F: Fn(State<AppState>, Path<T>, JsonBody, Verdict) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(State<Shared>, Path<T>, JsonBody, Verdict) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(StatusCode, Json<Value>), ApiError>> + Send + 'static,
 {
     let mut router = Router::new();
@@ -81,7 +81,7 @@ where
         ("edit", Verdict::Edit),
     ] {
         let review = review.clone();
-        let handler = move |state: State<AppState>, path: Path<T>, body: JsonBody| {
+        let handler = move |state: State<Shared>, path: Path<T>, body: JsonBody| {
             review(state, path, body, verdict)
         };
         router = router.route(&format!("{prefix}/{name}"), post(handler));
@@ -136,7 +136,7 @@ pub(super) fn registry_error(error: RegistryError) -> ApiError {
     ApiError::new(status, ErrorCode::BadRequest, error.to_string())
 }
 
-async fn list_routines(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn list_routines(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     let routines = state.node.routines().list().await.map_err(registry_error)?;
     Ok(Json(routines.iter().map(routine_json).collect()))
 }
@@ -147,7 +147,7 @@ async fn list_routines(State(state): State<AppState>) -> Result<Json<Value>, Api
 /// a `protocolHash` must name a stored document, a `protocolText` is stored. Limits default to
 /// 1 s and 64 MiB; the routine starts active unless `"activate": false`.
 async fn add_routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     JsonBody(value): JsonBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let text = |key: &str| value.get(key).and_then(Value::as_str);
@@ -225,7 +225,7 @@ async fn add_routine(
 }
 
 async fn show_routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let registry = state.node.routines();
@@ -239,7 +239,7 @@ async fn show_routine(
 
 /// `POST /admin/routines/{routine}/enable` (`enable`) or `.../disable`.
 async fn set_status(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
     enable: bool,
 ) -> Result<Json<Value>, ApiError> {
@@ -252,7 +252,7 @@ async fn set_status(
 }
 
 async fn remove_routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let routine = state
@@ -268,7 +268,7 @@ async fn remove_routine(
 /// `POST /admin/routines/{routine}/test` with `{"body": ...}`: the reply the routine would give,
 /// in the protocol's reply shape (a JSON body gets a JSON reply when the routine returns JSON).
 async fn test_routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
     JsonBody(value): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
@@ -334,7 +334,7 @@ impl Verdict {
 /// with `reviewer`. An edit that passes its examination answers `201` with the new pending
 /// routine; the others answer the reviewed routine.
 async fn review(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
     JsonBody(value): JsonBody,
     verdict: Verdict,
@@ -350,7 +350,7 @@ async fn review(
 
 /// `GET /admin/routines/{routine}/review`: see [`review_of`].
 async fn review_page(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(reference): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let routine = state

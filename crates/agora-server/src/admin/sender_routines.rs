@@ -20,12 +20,12 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use super::routines::{Verdict, registry_error, review_routes};
-use crate::app::AppState;
+use crate::app::Shared;
 use crate::error::ApiError;
 use crate::extract::JsonBody;
 
 /// The sender routine routes (the caller applies the token check).
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<Shared> {
     Router::new()
         .route("/sender-routines", get(list))
         .route("/sender-routines/{id}/review", get(review_page))
@@ -62,7 +62,7 @@ fn store_error(error: StoreError) -> ApiError {
     ApiError::internal()
 }
 
-async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn list(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     let store = state.node.store().sender();
     let routines = store.sender_routines().await.map_err(store_error)?;
     let shown = routines.iter().map(routine_json).collect();
@@ -71,7 +71,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
 
 /// `POST /admin/sender-routines/{id}/approve`, `.../reject` or `.../edit`.
 async fn review(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(id): Path<i64>,
     JsonBody(value): JsonBody,
     verdict: Verdict,
@@ -88,7 +88,7 @@ async fn review(
 
 /// `GET /admin/sender-routines/{id}/review`: see [`review_of`].
 async fn review_page(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
     match review_of(&state.node, id).await.map_err(store_error)? {

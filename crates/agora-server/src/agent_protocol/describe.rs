@@ -11,7 +11,7 @@ use serde_json::json;
 use agora_agent_protocol::wire;
 
 use super::{MOUNT, unprocessable};
-use crate::app::AppState;
+use crate::app::{AppState, Shared};
 use crate::error::ApiError;
 
 /// The endpoints `describe` lists, relative to the agent's path.
@@ -53,7 +53,7 @@ pub(super) fn agent(state: &AppState, named: &str) -> Result<String, ApiError> {
     }
 }
 
-pub(super) async fn list_agents(State(state): State<AppState>) -> Response {
+pub(super) async fn list_agents(State(state): State<Shared>) -> Response {
     let name = agent_name(&state);
     Json(json!([[name.clone(), format!("{MOUNT}/{name}")]])).into_response()
 }
@@ -161,7 +161,7 @@ async fn operations(state: &AppState) -> Result<Vec<Operation>, ApiError> {
 }
 
 pub(super) async fn describe(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(named): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = agent(&state, &named)?;

@@ -12,7 +12,7 @@ use futures::Stream;
 use serde_json::{Value, json};
 
 use super::{Params, agent, client};
-use crate::app::AppState;
+use crate::app::Shared;
 use crate::error::ApiError;
 use agora_agent_protocol::runs::Run;
 use agora_agent_protocol::wire::FinishReason;
@@ -81,7 +81,7 @@ fn events_of(run: Arc<Run>, params: &Params) -> Result<Response, ApiError> {
 }
 
 pub(super) async fn get_events(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(named): Path<String>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
@@ -99,7 +99,7 @@ pub(super) async fn get_events(
 }
 
 pub(super) async fn get_events_of(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path((named, id)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
@@ -120,7 +120,7 @@ pub(super) async fn get_events_of(
 }
 
 pub(super) async fn run_status(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path((named, run_id)): Path<(String, String)>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
@@ -134,7 +134,7 @@ pub(super) async fn run_status(
 }
 
 pub(super) async fn threads(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(named): Path<String>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {

@@ -73,7 +73,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::Value;
 
-use crate::app::AppState;
+use crate::app::{AppState, Shared};
 use crate::edge::Budget;
 use crate::error::ApiError;
 use crate::extract::read_json_within;
@@ -89,7 +89,7 @@ pub const MOUNT: &str = "/agent-protocol";
 pub const CHANNEL: &str = "agent_protocol";
 
 /// The Agent Protocol's routes, to merge into the node's router.
-pub(crate) fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route(MOUNT, get(describe::list_agents))
         .route("/agent-protocol/", get(describe::list_agents))
@@ -537,7 +537,7 @@ async fn cancel(
 }
 
 async fn run(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(named): Path<String>,
     request: axum::extract::Request,
 ) -> Response {
@@ -557,7 +557,7 @@ async fn run(
 }
 
 async fn stream_request(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     Path(named): Path<String>,
     request: axum::extract::Request,
 ) -> Response {

@@ -40,7 +40,7 @@ use minijinja::Environment;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
+use crate::app::{AppState, Shared};
 use session::Credential;
 
 /// The header that asks for a page's content block only.
@@ -50,7 +50,7 @@ const POLL_MS: u64 = 3000;
 
 /// The dashboard's routes (mounted at `/dashboard`; crate-private, so no axum type leaves the
 /// crate).
-pub(crate) fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<Shared> {
     Router::new()
         .route("/", get(overview))
         .route("/protocols", get(protocols))
@@ -276,7 +276,7 @@ struct OverviewQuery {
 }
 
 async fn overview(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     Query(query): Query<OverviewQuery>,
 ) -> Response {
@@ -287,18 +287,18 @@ async fn overview(
     .await
 }
 
-async fn protocols(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn protocols(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let data = async { pages::protocols(&state.node).await.map(Some) };
     page(&state, &headers, "protocols.html", "protocols", data).await
 }
 
-async fn routines(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn routines(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let data = async { pages::routines(&state.node).await.map(Some) };
     page(&state, &headers, "routines.html", "routines", data).await
 }
 
 async fn routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -328,7 +328,7 @@ struct LedgerQuery {
 }
 
 async fn ledger(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     Query(query): Query<LedgerQuery>,
 ) -> Response {
@@ -342,13 +342,13 @@ async fn ledger(
     page(&state, &headers, "ledger.html", "ledger", data).await
 }
 
-async fn sender(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn sender(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let data = async { pages::sender(&state.node).await.map(Some) };
     page(&state, &headers, "sender.html", "sender", data).await
 }
 
 async fn sender_routine(
-    State(state): State<AppState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -358,7 +358,7 @@ async fn sender_routine(
     page(&state, &headers, "sender_routine.html", "sender", data).await
 }
 
-async fn conversations(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn conversations(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let data = async { pages::conversations(&state.node, now_ms()).await.map(Some) };
     page(
         &state,
@@ -370,7 +370,7 @@ async fn conversations(State(state): State<AppState>, headers: HeaderMap) -> Res
     .await
 }
 
-async fn login_form(State(state): State<AppState>) -> Response {
+async fn login_form(State(state): State<Shared>) -> Response {
     if state.admin_token.is_none() {
         return disabled();
     }
@@ -382,7 +382,7 @@ struct LoginForm {
     token: String,
 }
 
-async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+async fn login(State(state): State<Shared>, Form(form): Form<LoginForm>) -> Response {
     let Some(token) = state.admin_token.as_deref() else {
         return disabled();
     };
@@ -398,7 +398,7 @@ async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Re
     response
 }
 
-async fn logout(State(state): State<AppState>) -> Response {
+async fn logout(State(state): State<Shared>) -> Response {
     let mut response = Redirect::to("/dashboard/login").into_response();
     if let Ok(value) = HeaderValue::from_str(&session::clear_cookie(over_tls(&state))) {
         response.headers_mut().insert(header::SET_COOKIE, value);
