@@ -5,7 +5,8 @@ leaf joined by `;`, then a sample count) and gives each sample to the stage of i
 frame that names one. The load generators (`wrk`, and the in-process client: reqwest and hyper's) are counted
 apart and left out of the server's shares. Frames are matched by name, so the split is
 approximate where one function serves two stages (hyper's connection task reads requests and
-writes replies); JIT-compiled WebAssembly has no symbols and counts as the routine's run.
+writes replies); compiled WebAssembly (anonymous memory, or a mapped `.cwasm`) has no symbols
+and counts as the routine's run.
 
 Usage: python3 scripts/python/profile_stages.py FOLDED [FOLDED ...]
 """
@@ -25,7 +26,7 @@ STAGES = [
                     r"StoreOpaque|StoreInner|Slab|text_range|store_code|"
                     r"LoadedRoutine>::run"),
     ("run", r"call_handle|wasmtime::runtime::func|wasmtime_wasi|\[unknown\]|wasm-function|"
-            r"wasmtime::runtime::component::func|perf-\d+\.map|trampoline"),
+            r"wasmtime::runtime::component::func|perf-\d+\.map|trampoline|\.cwasm\]"),
     ("PD and routine lookup", r"RoutineTable|routine_table|admission|idempotency_key_in|"
                               r"idempotency_field"),
     ("edge checks", r"agora_server::edge|governor|check_rate|identify|idempotency::claim|"
