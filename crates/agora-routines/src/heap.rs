@@ -3,7 +3,9 @@
 //! Compiling a JavaScript routine (a whole QuickJS engine) takes tens of megabytes of short-lived
 //! allocations on whichever threads Cranelift ran on. glibc keeps freed memory in its per-thread
 //! arenas and returns only what lies at the top of each, so every compile would leave the
-//! process a little larger for good. `malloc_trim` releases the free pages of every arena.
+//! process a little larger for good. `malloc_trim` releases the free pages of every arena. It is
+//! called after builds and compiles only, not after a program's check, which is frequent, frees
+//! little, and would pay for a walk of every arena each time.
 
 /// Releases the allocator's free pages (glibc on Linux; elsewhere nothing).
 pub(crate) fn give_back_free_memory() {
