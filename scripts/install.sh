@@ -109,8 +109,10 @@ step_apt() {
 # ---------------------------------------------------------------- 2. llama-server
 llama_key() {
     if [[ ${AGORA_LLAMA_NATIVE:-1} == 1 ]]; then
-        # GGML_NATIVE tunes for this CPU: key by its flags so another CPU kind rebuilds.
-        { uname -m; grep -m1 -E '^(flags|Features)' /proc/cpuinfo || true; } | sha256sum | cut -c1-12
+        # GGML_NATIVE tunes for this CPU: key by its flags so another CPU kind rebuilds, and by
+        # the recipe (no AMX, below) so a build made before it is not reused.
+        { uname -m; grep -m1 -E '^(flags|Features)' /proc/cpuinfo || true; echo no-amx; } |
+            sha256sum | cut -c1-12
     else
         echo portable
     fi
@@ -137,12 +139,20 @@ build_llama_server() { # runs in a subshell (background); output goes to a log f
     [[ -f $src/tools/server/CMakeLists.txt ]] || die "no llama.cpp server sources in the sdist"
     native=ON
     [[ ${AGORA_LLAMA_NATIVE:-1} == 1 ]] || native=OFF
-    log "llama-server: configuring (GGML_NATIVE=$native)"
+    # AMX off even where the CPU lists it: on virtual machines that list amx_tile without
+    # granting the tile state, ggml's AMX matmul dies on its first `tilezero` (SIGILL, seen on
+    # a Sapphire Rapids guest); the AVX-512 kernels serve this model.
+    local no_amx=""
+    if [[ $native == ON && $(uname -m) == x86_64 ]]; then
+        no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    fi
+    log "llama-server: configuring (GGML_NATIVE=$native${no_amx:+, AMX off})"
     cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
         -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
-        -DGGML_NATIVE=$native -DGGML_CCACHE=OFF
+        -DGGML_NATIVE=$native -DGGML_CCACHE=OFF \
+        -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx"
     log "llama-server: compiling with -j$BUILD_JOBS (about 4-5 min on 2 idle cores)"
     cmake --build "$tmp/build" -j "$BUILD_JOBS" --target llama-server
     local built="$tmp/build/bin/llama-server"
