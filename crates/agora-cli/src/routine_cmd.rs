@@ -254,7 +254,7 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
             if let Some(source) = code.source {
                 println!("source:\n{source}");
             }
-            if routine.origin == RoutineOrigin::Llm {
+            if routine.origin.by_node() {
                 show_attempts(registry, &routine.protocol_hash, Some(routine.id)).await?;
             }
             Ok(())

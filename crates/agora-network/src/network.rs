@@ -33,7 +33,7 @@ use agora_server::protocol_db::{
 };
 use agora_server::runtime::{fetch_policy, open_store_with};
 use agora_server::{AppState, FetchSettings, serve_state};
-use agora_store::{RoutineOrigin, RoutineStatus, StoreOptions};
+use agora_store::{RoutineStatus, StoreOptions};
 
 use crate::service_db::{ServiceDatabase, ServiceTable};
 use anyhow::Context;
@@ -575,7 +575,7 @@ impl Agents {
                 .routines()
                 .await?
                 .iter()
-                .filter(|r| r.status == RoutineStatus::Active && r.origin == RoutineOrigin::Llm)
+                .filter(|r| r.status == RoutineStatus::Active && r.origin.by_node())
                 .count() as u64;
         }
         // Senders' side: active routines, and negotiations from every run's steps, once per

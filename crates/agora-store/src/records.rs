@@ -215,6 +215,16 @@ pub enum RoutineOrigin {
     Human,
     /// The node's LLM.
     Llm,
+    /// The node's programmer, compiled from the LLM's answers with no LLM call.
+    Compiled,
+}
+
+impl RoutineOrigin {
+    /// Whether the node wrote it (the LLM or the compiler): such a routine is examined, may be
+    /// replaced and retired by the node; a human's never is.
+    pub fn by_node(&self) -> bool {
+        !matches!(self, RoutineOrigin::Human)
+    }
 }
 
 /// Whether a [`Routine`] answers requests.
@@ -308,6 +318,9 @@ pub enum JobReason {
     Threshold,
     /// The key's LLM-written routine failed too often and was disabled.
     Failures,
+    /// The key's compiled routine met a request its examples did not cover; the LLM answered
+    /// it, and the routine is compiled again with that answer among the examples.
+    Uncovered,
 }
 
 /// How one attempt of a programmer job ended.
@@ -323,6 +336,9 @@ pub enum AttemptOutcome {
     LlmFailed,
     /// The model wrote a candidate it had already written in this job.
     Repeated,
+    /// The examples contradict each other on what the protocol document names: no candidate,
+    /// and no LLM is asked for one until the examples change.
+    Contradicted,
 }
 
 /// Running counters for one protocol.
@@ -444,7 +460,7 @@ stored_words!(ConversationKind {
     Negotiation => "negotiation",
 });
 stored_words!(RoutineLanguage { JavaScript => "javascript", Wasm => "wasm" });
-stored_words!(RoutineOrigin { Human => "human", Llm => "llm" });
+stored_words!(RoutineOrigin { Human => "human", Llm => "llm", Compiled => "compiled" });
 stored_words!(RoutineStatus {
     Active => "active",
     Disabled => "disabled",
@@ -452,13 +468,18 @@ stored_words!(RoutineStatus {
     Rejected => "rejected",
 });
 stored_words!(ReviewDecision { Approved => "approved", Rejected => "rejected", Edited => "edited" });
-stored_words!(JobReason { Threshold => "threshold", Failures => "failures" });
+stored_words!(JobReason {
+    Threshold => "threshold",
+    Failures => "failures",
+    Uncovered => "uncovered",
+});
 stored_words!(AttemptOutcome {
     Passed => "passed",
     BuildFailed => "build_failed",
     TestsFailed => "tests_failed",
     LlmFailed => "llm_failed",
     Repeated => "repeated",
+    Contradicted => "contradicted",
 });
 stored_words!(RequestPath {
     Llm => "llm",

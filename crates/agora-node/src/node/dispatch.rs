@@ -13,11 +13,12 @@
 //! A share of the requests a routine answered is checked again by the LLM later (see `shadow`).
 
 use agora_protocol::{ErrorCode, ProtocolHash, Reply, Request};
-use agora_store::{RequestPath, RoutineOrigin};
+use agora_store::RequestPath;
 use serde_json::Value;
 
 use std::sync::Arc;
 
+use super::programming::FailedRoutine;
 use super::receiver::{Outcome, Receiver, reply_body};
 use crate::accounting::QueryContext;
 use crate::routine_table::ActiveRoutine;
@@ -58,9 +59,14 @@ impl Receiver {
             Err(error) => error,
         };
         tracing::warn!(routine = %routine.name, origin = routine.origin.as_str(), %error, "routine failed");
-        // An LLM-written routine's failures count toward its retirement (see `receiver_routines`);
-        // a human-written routine's are only counted and reported.
-        let failed_llm_routine = (routine.origin == RoutineOrigin::Llm).then_some(routine.id);
+        // An LLM-written routine's failures count toward its retirement, and a compiled one's
+        // (most often a request its examples did not cover) compile it again with the LLM's
+        // answer (see `receiver_routines`); a human-written routine's are only counted and
+        // reported.
+        let failed_routine = routine.origin.by_node().then_some(FailedRoutine {
+            id: routine.id,
+            origin: routine.origin,
+        });
         let routine_error = Some(error.to_string());
         if !self.core.config.routines.fallback_to_llm {
             // A routine's error can quote its tools' errors: the peer gets a sentence.
@@ -73,7 +79,7 @@ impl Receiver {
             return Outcome {
                 routine_id: Some(routine.id),
                 routine_error,
-                failed_llm_routine,
+                failed_routine,
                 path: RequestPath::Routine,
                 ..failed
             };
@@ -87,7 +93,7 @@ impl Receiver {
             path: RequestPath::Fallback,
             routine_id: Some(routine.id),
             routine_error,
-            failed_llm_routine,
+            failed_routine,
             ..outcome
         }
     }

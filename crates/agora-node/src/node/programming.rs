@@ -62,6 +62,17 @@ pub(super) trait JobSubject: Send + Sync + Sized + 'static {
     /// Whether the key has an active routine (a job is then not wanted).
     fn has_routine(&self, node: &Programmer) -> impl Future<Output = bool> + Send;
 
+    /// A candidate compiled from the examples with no LLM call, examined before any other
+    /// (receiver routines: [`crate::programmer::compile`]); `None` where the kind has none.
+    fn compiled(
+        &self,
+        node: &Programmer,
+        bench: &Self::Bench,
+    ) -> impl Future<Output = Option<Compilation<Self::Bench>>> + Send {
+        let _ = (node, bench);
+        async { None }
+    }
+
     /// A candidate to examine before the model is asked: the program that answered the key's
     /// requests (code as action, see [`crate::acting`]) since the last job, if one did.
     fn answering_program(&self, node: &Programmer) -> Option<String> {
@@ -147,8 +158,15 @@ impl Programmer {
 pub(super) struct Lesson {
     /// The LLM's answer to keep as an example (successful single-shot answers only).
     pub(super) example: Option<PendingExample>,
-    /// The LLM-written routine that failed on this request, if one did.
-    pub(super) failed_llm_routine: Option<i64>,
+    /// The routine the node wrote that failed on this request, if one did.
+    pub(super) failed_routine: Option<FailedRoutine>,
+}
+
+/// A routine the node wrote that failed on a request (the LLM answered it instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FailedRoutine {
+    pub(super) id: i64,
+    pub(super) origin: agora_store::RoutineOrigin,
 }
 
 /// What a sender routine job writes for: the key, and the task itself (tasks may come from a
@@ -220,9 +238,29 @@ pub(super) enum Examination<P> {
     },
 }
 
+/// What compiling the examples gave.
+pub(super) enum Compilation<B> {
+    /// A program, to be examined on the examples it reproduces.
+    Program {
+        source: String,
+        /// The examples it reproduces.
+        bench: B,
+        /// For the attempt's report: what it was compiled from, what the majority left out.
+        summary: String,
+        /// Why it may not serve whatever its examination says (it replies one constant and
+        /// reads nothing; too few distinct examples; the same as the active routine).
+        refused: Option<String>,
+    },
+    /// No program: why, and whether because the examples contradict each other on what the
+    /// document names (then the LLM is not asked either).
+    Nothing { report: String, contradicted: bool },
+}
+
 /// A candidate that passed, for [`JobSubject::keep_routine`].
 pub(super) struct Passed<P> {
     pub(super) source: String,
+    /// Who wrote it: the LLM, or the compiler.
+    pub(super) origin: agora_store::RoutineOrigin,
     pub(super) pass: P,
     pub(super) job_id: String,
     pub(super) attempt: i64,
@@ -302,7 +340,8 @@ impl Programmer {
         }
     }
 
-    /// One job: candidates, examinations, repairs, and storing a pass.
+    /// One job: the compiled candidate, then the LLM's candidates, examinations, repairs, and
+    /// storing a pass.
     async fn program<S: JobSubject>(&self, job: &Job<S>) {
         let config = self.core.config.programmer.clone();
         let Some(engine) = self.core.routines.engine().cloned() else {
@@ -330,6 +369,110 @@ impl Programmer {
         };
         let limits = self.core.programmer_limits();
         let job_id = uuid::Uuid::new_v4().simple().to_string();
+        let mut attempt = 0;
+        let new_attempt = |attempt: i64, source: Option<String>| Attempt {
+            id: 0,
+            key: job.subject.key().clone(),
+            job: job_id.clone(),
+            attempt,
+            reason: job.reason,
+            source,
+            outcome: AttemptOutcome::LlmFailed,
+            report: String::new(),
+            examples_upto,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_usd: 0.0,
+            routine_id: None,
+            created_at_ms: 0,
+        };
+        let context_of = |attempt: i64| {
+            QueryContext::new(
+                format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
+                Some(hash),
+            )
+        };
+
+        // The compiled candidate comes first and costs no LLM call. A contradiction in the
+        // examples ends the job: no candidate can pass them, the LLM's neither.
+        match job.subject.compiled(self, &bench).await {
+            Some(Compilation::Program {
+                source,
+                bench: reproduced,
+                summary,
+                refused,
+            }) => {
+                attempt += 1;
+                let context = context_of(attempt);
+                let mut record = new_attempt(attempt, Some(source.clone()));
+                record.report = summary;
+                if let Some(refused) = refused {
+                    record.outcome = AttemptOutcome::TestsFailed;
+                    record.report.push_str(&format!("; refused: {refused}"));
+                    self.keep_attempt(record, &context).await;
+                    tracing::info!("the compiled candidate was refused; the LLM keeps the work");
+                    return;
+                }
+                match S::examine(&reproduced, engine.as_ref(), &source, limits).await {
+                    Examination::Examined {
+                        source,
+                        report,
+                        pass: Some(pass),
+                        ..
+                    } => {
+                        record.source = Some(source.clone());
+                        record.report.push_str(&format!("; {report}"));
+                        let passed = Passed {
+                            source,
+                            origin: agora_store::RoutineOrigin::Compiled,
+                            pass,
+                            job_id: job_id.clone(),
+                            attempt,
+                            limits,
+                        };
+                        self.keep_pass(job, &reproduced, passed, record, &context)
+                            .await;
+                        return;
+                    }
+                    Examination::Examined { report, .. } => {
+                        record.outcome = AttemptOutcome::TestsFailed;
+                        record.report.push_str(&format!("; {report}"));
+                    }
+                    Examination::Unbuilt(unbuilt) => {
+                        record.outcome = AttemptOutcome::BuildFailed;
+                        record.report.push_str(&format!("; {}", unbuilt.report));
+                    }
+                }
+                tracing::info!(report = %record.report, "the compiled candidate failed");
+                self.keep_attempt(record, &context).await;
+            }
+            Some(Compilation::Nothing {
+                report,
+                contradicted,
+            }) => {
+                attempt += 1;
+                let context = context_of(attempt);
+                let mut record = new_attempt(attempt, None);
+                record.outcome = if contradicted {
+                    AttemptOutcome::Contradicted
+                } else {
+                    AttemptOutcome::TestsFailed
+                };
+                record.report = report;
+                tracing::info!(report = %record.report, "nothing compiled");
+                self.keep_attempt(record, &context).await;
+                if contradicted {
+                    return;
+                }
+            }
+            None => {}
+        }
+        // A request the compiled routine did not cover is the compiler's to learn from; the
+        // routine that covers the rest stays.
+        if job.reason == JobReason::Uncovered {
+            return;
+        }
+
         let mut tried: Vec<String> = Vec::new();
         let first = messages.clone();
         // The last failure, for a fresh prompt after a repeat.
@@ -340,27 +483,10 @@ impl Programmer {
         // the model gets stay as many.
         let mut answering = job.subject.answering_program(self);
         let given = i64::from(answering.is_some());
-        for attempt in 1..=(1 + i64::from(config.repair_attempts) + given) {
-            let context = QueryContext::new(
-                format!("{}-{job_id}-{attempt}", S::QUERY_PREFIX),
-                Some(hash),
-            );
-            let mut record = Attempt {
-                id: 0,
-                key: job.subject.key().clone(),
-                job: job_id.clone(),
-                attempt,
-                reason: job.reason,
-                source: None,
-                outcome: AttemptOutcome::LlmFailed,
-                report: String::new(),
-                examples_upto,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                cost_usd: 0.0,
-                routine_id: None,
-                created_at_ms: 0,
-            };
+        for _ in 0..(1 + i64::from(config.repair_attempts) + given) {
+            attempt += 1;
+            let context = context_of(attempt);
+            let mut record = new_attempt(attempt, None);
             let turn = if let Some(source) = answering.take() {
                 tried.push(source.clone());
                 Turn::Code(source)
@@ -414,38 +540,15 @@ impl Programmer {
                     }
                     record.report = report;
                     if let Some(pass) = pass {
-                        record.outcome = AttemptOutcome::Passed;
                         let passed = Passed {
                             source,
+                            origin: agora_store::RoutineOrigin::Llm,
                             pass,
                             job_id: job_id.clone(),
                             attempt,
                             limits,
                         };
-                        // Fencing: a replica that lost its lease (it stalled, and another took
-                        // the job up) must not store a second routine.
-                        if !self
-                            .renew_job_lease(&lease_name::<S>(job.subject.key()))
-                            .await
-                        {
-                            tracing::warn!(
-                                "the job's lease was lost before its routine was stored; the replica holding it decides"
-                            );
-                            return;
-                        }
-                        match job.subject.keep_routine(self, &bench, passed).await {
-                            Ok(kept) => {
-                                record.routine_id = Some(kept.routine_id);
-                                record.report.push_str(kept.note.unwrap_or_default());
-                            }
-                            Err(error) => {
-                                record
-                                    .report
-                                    .push_str(&format!("; could not be stored: {error}"));
-                            }
-                        }
-                        self.keep_attempt(record, &context).await;
-                        S::passed(self).await;
+                        self.keep_pass(job, &bench, passed, record, &context).await;
                         return;
                     }
                     record.outcome = AttemptOutcome::TestsFailed;
@@ -458,6 +561,42 @@ impl Programmer {
             last_problem = Some((source, problem));
         }
         tracing::warn!("no {} candidate passed; the LLM keeps the work", S::WHAT);
+    }
+
+    /// Stores a candidate that passed, and its attempt.
+    async fn keep_pass<S: JobSubject>(
+        &self,
+        job: &Job<S>,
+        bench: &S::Bench,
+        passed: Passed<S::Pass>,
+        mut record: Attempt<S::Key>,
+        context: &QueryContext,
+    ) {
+        record.outcome = AttemptOutcome::Passed;
+        // Fencing: a replica that lost its lease (it stalled, and another took the job up) must
+        // not store a second routine.
+        if !self
+            .renew_job_lease(&lease_name::<S>(job.subject.key()))
+            .await
+        {
+            tracing::warn!(
+                "the job's lease was lost before its routine was stored; the replica holding it decides"
+            );
+            return;
+        }
+        match job.subject.keep_routine(self, bench, passed).await {
+            Ok(kept) => {
+                record.routine_id = Some(kept.routine_id);
+                record.report.push_str(kept.note.unwrap_or_default());
+            }
+            Err(error) => {
+                record
+                    .report
+                    .push_str(&format!("; could not be stored: {error}"));
+            }
+        }
+        self.keep_attempt(record, context).await;
+        S::passed(self).await;
     }
 
     async fn keep_attempt<K: ProgrammerKey>(&self, mut record: Attempt<K>, context: &QueryContext) {

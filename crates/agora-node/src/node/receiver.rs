@@ -27,6 +27,7 @@ use tracing::Instrument;
 
 use super::core::Core;
 use super::core::FollowUpError;
+use super::programming::FailedRoutine;
 use super::programming::{Lesson, Programmer};
 
 use crate::accounting::QueryContext;
@@ -92,8 +93,9 @@ pub(super) struct Outcome {
     pub(super) routine_error: Option<String>,
     /// The LLM's single-shot protocol answer, for the programmer's examples.
     pub(super) example: Option<PendingExample>,
-    /// The LLM-written routine that failed on this request, if one did.
-    pub(super) failed_llm_routine: Option<i64>,
+    /// The routine the node wrote (the LLM or the compiler) that failed on this request, if one
+    /// did.
+    pub(super) failed_routine: Option<FailedRoutine>,
     /// The full error behind a failure reply, for the log and the request ledger; the reply
     /// itself carries only a sentence the peer can act on.
     pub(super) error_detail: Option<String>,
@@ -108,7 +110,7 @@ impl Outcome {
             routine_id: None,
             routine_error: None,
             example: None,
-            failed_llm_routine: None,
+            failed_routine: None,
             error_detail: None,
         }
     }
@@ -184,14 +186,14 @@ impl Receiver {
             tracing::Span::current().record("path", path_name(outcome.path));
             let mut lesson = Lesson {
                 example: outcome.example.clone(),
-                failed_llm_routine: outcome.failed_llm_routine,
+                failed_routine: outcome.failed_routine,
             };
             let reply = self.finish(&context, channel, outcome, started).await;
             if reply.status != Status::Success {
                 lesson.example = None;
             }
             if let Some(hash) = protocol_hash
-                && (lesson.example.is_some() || lesson.failed_llm_routine.is_some())
+                && (lesson.example.is_some() || lesson.failed_routine.is_some())
             {
                 self.programmer.learn(&context.query_id, hash, lesson).await;
             }
@@ -588,15 +590,25 @@ impl Receiver {
             && !in_conversation
             && history.is_empty()
             && let Some(actor) = self.actor(focus, tools, config.code_as_action)
+            && self.acting_pays(document).await
         {
+            let failures = acting_failures(document);
             match actor.act(context, document, message).await {
                 Ok(acted) => {
+                    if let Err(error) = self.core.store.reset_counter(&failures).await {
+                        tracing::warn!(%error, "could not reset the code-as-action failures");
+                    }
                     return Ok(Answered {
                         answer: acted.answer,
                         program: Some(acted.source),
                     });
                 }
-                Err(error) => tracing::info!(%error, "no program answered; the tool loop answers"),
+                Err(error) => {
+                    tracing::info!(%error, "no program answered; the tool loop answers");
+                    if let Err(error) = self.core.store.bump_counter(&failures).await {
+                        tracing::warn!(%error, "could not count a code-as-action failure");
+                    }
+                }
             }
         }
         let responder = Responder {
@@ -613,6 +625,21 @@ impl Receiver {
             answer,
             program: None,
         })
+    }
+
+    /// Whether code as action is still worth its calls for the protocol: not after it failed on
+    /// the protocol's last [`MAX_ACTING_FAILURES`] requests in a row (the small model writes the
+    /// same wrong program again, about a third of such a request's calls); counting starts anew
+    /// when a routine is stored for the protocol. A new version of a document is another
+    /// protocol, with a count of its own.
+    async fn acting_pays(&self, document: &VerifiedDocument) -> bool {
+        match self.core.store.counter(&acting_failures(document)).await {
+            Ok(failures) => failures < MAX_ACTING_FAILURES,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the code-as-action failures");
+                true
+            }
+        }
     }
 
     /// The actor for code as action on `focus` with `tools`, when `on` and the node has a
@@ -691,6 +718,19 @@ impl Receiver {
             }
         }
     }
+}
+
+/// Failures of code as action in a row after which a protocol goes straight to the tool loop.
+const MAX_ACTING_FAILURES: i64 = 3;
+
+/// The store's counter of `document`'s code-as-action failures in a row.
+pub(super) fn acting_failures(document: &VerifiedDocument) -> String {
+    acting_failures_of(&document.hash())
+}
+
+/// [`acting_failures`] by hash.
+pub(super) fn acting_failures_of(hash: &agora_protocol::ProtocolHash) -> String {
+    format!("acting_failures:{hash}")
 }
 
 fn path_name(path: RequestPath) -> &'static str {

@@ -22,10 +22,14 @@
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::{Example, JobReason, ReviewDecision, RoutineOrigin, RoutineStatus};
 
-use super::programming::{Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on};
-use super::programming::{Lesson, Programmer};
+use super::programming::{
+    Compilation, Examination, JobSubject, Kept, Passed, Prepared, examples_to_work_on,
+};
+use super::programming::{FailedRoutine, Lesson, Programmer};
 use crate::config::{Activation, ProgrammerConfig};
-use crate::programmer::{Job, ProgrammerQueue, Unbuilt, build, exam, guard, load_program, prompt};
+use crate::programmer::{
+    Job, ProgrammerQueue, Unbuilt, build, compile, depends, exam, guard, load_program, prompt,
+};
 use crate::responder::Subject;
 use crate::routine_registry::{ProtocolInput, RoutineSpec};
 use crate::routines::{RoutineEngine, RoutineLimits, RoutineSource};
@@ -64,8 +68,17 @@ impl Programmer {
                 return;
             }
         }
-        match lesson.failed_llm_routine {
-            Some(routine_id) => self.count_routine_failure(routine_id, hash).await,
+        match lesson.failed_routine {
+            // The compiled routine's examples did not cover the request: compile again, now
+            // with the LLM's answer among them (free: no LLM call).
+            Some(FailedRoutine {
+                origin: RoutineOrigin::Compiled,
+                ..
+            }) => self.enqueue(Job {
+                subject: hash,
+                reason: JobReason::Uncovered,
+            }),
+            Some(failed) => self.count_routine_failure(failed.id, hash).await,
             None => {
                 let threshold = self.core.config.thresholds.implementation;
                 self.consider_programming(hash, threshold).await;
@@ -145,7 +158,7 @@ impl Programmer {
 /// What a receiver routine job examines with.
 pub(super) struct ReceiverBench {
     examples: Vec<Example>,
-    reply_schema: Option<jsonschema::Validator>,
+    reply_schema: Option<std::sync::Arc<jsonschema::Validator>>,
     /// The tools a routine is granted: those the responder is offered for the protocol.
     granted: Vec<String>,
     /// The protocol document's text (a value it names is no tool's to hard-code).
@@ -182,6 +195,76 @@ impl JobSubject for ProtocolHash {
         node.core.routines.active(self).is_some() || node.pending_routine(self).await
     }
 
+    async fn compiled(
+        &self,
+        node: &Programmer,
+        bench: &ReceiverBench,
+    ) -> Option<Compilation<ReceiverBench>> {
+        let inputs: Vec<compile::Example<'_>> = bench
+            .examples
+            .iter()
+            .map(|example| compile::Example {
+                body: &example.body,
+                calls: exam::recorded_calls(&example.tool_calls),
+                reply: &example.reply,
+            })
+            .collect();
+        let compiled = match compile::compile(&inputs, &bench.document) {
+            Ok(compiled) => compiled,
+            Err(not) => {
+                return Some(Compilation::Nothing {
+                    contradicted: matches!(not, compile::NotCompiled::Contradiction { .. }),
+                    report: format!("nothing compiled: {not}"),
+                });
+            }
+        };
+        let examples: Vec<Example> = compiled
+            .examined
+            .iter()
+            .map(|&index| bench.examples[index].clone())
+            .collect();
+        let threshold = node.core.config.thresholds.implementation.max(1) as usize;
+        let active_source = match node.core.routines.active(self) {
+            Some(active) if active.routine.origin == RoutineOrigin::Compiled => node
+                .core
+                .store
+                .routine_code(active.routine.id)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|code| code.source),
+            _ => None,
+        };
+        let refused = if compiled.constant {
+            Some(
+                "it replies the same constant to every example and reads neither the request \
+                 nor a tool result: the examples do not show what the reply depends on"
+                    .to_string(),
+            )
+        } else if distinct_bodies(&examples) < threshold {
+            Some(format!(
+                "it reproduces {} distinct requests, fewer than the {threshold} a routine is \
+                 written from",
+                distinct_bodies(&examples)
+            ))
+        } else if active_source.as_deref() == Some(compiled.source.as_str()) {
+            Some("it is the active routine's program".to_string())
+        } else {
+            None
+        };
+        Some(Compilation::Program {
+            summary: compiled.summary(),
+            source: compiled.source,
+            refused,
+            bench: ReceiverBench {
+                examples,
+                reply_schema: bench.reply_schema.clone(),
+                granted: bench.granted.clone(),
+                document: bench.document.clone(),
+            },
+        })
+    }
+
     fn answering_program(&self, node: &Programmer) -> Option<String> {
         node.take_answering_program(self)
     }
@@ -197,6 +280,16 @@ impl JobSubject for ProtocolHash {
             node.core.store.programming().examples(self, limit).await,
             config,
         )?;
+        // No routine from fewer distinct requests than the threshold asks for.
+        let threshold = node.core.config.thresholds.implementation.max(1) as usize;
+        if distinct_bodies(&examples) < threshold {
+            tracing::info!(
+                distinct = distinct_bodies(&examples),
+                threshold,
+                "too few distinct examples to write a routine from"
+            );
+            return None;
+        }
         // The tools the responder was offered for this protocol, so the routine is written
         // (and granted) for what the examples could have called.
         let tools = node.core.focus(Subject::Protocol(document)).tools;
@@ -210,7 +303,8 @@ impl JobSubject for ProtocolHash {
             messages,
             bench: ReceiverBench {
                 reply_schema: exam::reply_schema(document.text())
-                    .and_then(|schema| jsonschema::validator_for(&schema).ok()),
+                    .and_then(|schema| jsonschema::validator_for(&schema).ok())
+                    .map(std::sync::Arc::new),
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
                 document: document.text().to_string(),
                 examples,
@@ -237,11 +331,22 @@ impl JobSubject for ProtocolHash {
         }
         let mut feedback = exam.feedback();
         let mut passed = exam.passed();
-        // Passing every example is not enough for a candidate that hard-codes a tool's value.
+        // Passing every example is not enough for a candidate that hard-codes a tool's value,
+        // nor for one whose reply depends on nothing.
         if passed && let Some(problem) = exam::hard_coded(&source, &bench.examples, &bench.document)
         {
             report.push_str(&format!("; rejected: {problem}"));
             feedback = problem;
+            passed = false;
+        }
+        if passed
+            && let Some(problem) = ignores_everything(engine, &source, bench, &exam, limits).await
+        {
+            report.push_str(&format!("; rejected: {problem}"));
+            feedback = format!(
+                "{problem}. Compute the reply from the request and the tool results, as the \
+                 protocol document says."
+            );
             passed = false;
         }
         // Only a candidate that passed is kept, so only it is built into a component.
@@ -274,10 +379,15 @@ impl JobSubject for ProtocolHash {
             source: RoutineSource::JavaScript(passed.source),
             tools: bench.granted.clone(),
             limits: passed.limits,
-            origin: RoutineOrigin::Llm,
+            origin: passed.origin,
             activate: !node.core.human_routine_active(&hash).await,
         };
         let activate = spec.activate;
+        // A routine for the protocol: code as action gets a fresh start if it is retired.
+        let failures = super::receiver::acting_failures_of(&hash);
+        if let Err(error) = node.core.store.reset_counter(&failures).await {
+            tracing::warn!(%error, "could not reset the code-as-action failures");
+        }
         let review = node.core.config.programmer.activation_for(&hash) == Activation::Review;
         let routine = node
             .core
@@ -300,6 +410,14 @@ impl JobSubject for ProtocolHash {
     async fn passed(node: &Programmer) {
         node.core.sync_after_change().await;
     }
+}
+
+/// How many different request bodies `examples` hold.
+fn distinct_bodies(examples: &[Example]) -> usize {
+    let mut bodies: Vec<&str> = examples.iter().map(|e| e.body.trim()).collect();
+    bodies.sort_unstable();
+    bodies.dedup();
+    bodies.len()
 }
 
 /// Checks the programmer takes out of one candidate at most (see [`guard`]).
@@ -346,6 +464,24 @@ async fn examine_candidate(
     Ok((source, report, checks_removed))
 }
 
+/// [`depends::ignores_everything`] for a candidate that passed its examples.
+async fn ignores_everything(
+    engine: &dyn RoutineEngine,
+    source: &str,
+    bench: &ReceiverBench,
+    exam: &exam::ExamReport,
+    limits: RoutineLimits,
+) -> Option<String> {
+    let replies: Vec<serde_json::Value> = exam
+        .results
+        .iter()
+        .filter_map(|result| result.got.as_ref().ok())
+        .map(|text| serde_json::from_str(text).unwrap_or(serde_json::Value::String(text.clone())))
+        .collect();
+    let loaded = load_program(engine, source).await.ok()?;
+    depends::ignores_everything(loaded.as_ref(), &bench.examples, &replies, limits).await
+}
+
 async fn load_and_examine(
     engine: &dyn RoutineEngine,
     source: &str,
@@ -356,7 +492,7 @@ async fn load_and_examine(
     let report = exam::examine(
         loaded.as_ref(),
         &bench.examples,
-        bench.reply_schema.as_ref(),
+        bench.reply_schema.as_deref(),
         limits,
     )
     .await;

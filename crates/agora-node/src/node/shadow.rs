@@ -16,7 +16,7 @@
 use std::sync::{Arc, Weak};
 
 use agora_protocol::ProtocolHash;
-use agora_store::{RoutineOrigin, RoutineStatus, ShadowCheck};
+use agora_store::{RoutineStatus, ShadowCheck};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -216,7 +216,7 @@ impl Receiver {
     /// the LLM's answer as an example.
     async fn suspend(&self, active: &ActiveRoutine, query_id: &str, example: PendingExample) {
         let routine = &active.routine;
-        if routine.origin != RoutineOrigin::Llm {
+        if !routine.origin.by_node() {
             return;
         }
         let current = self.core.store.routine(routine.id).await;
@@ -237,7 +237,7 @@ impl Receiver {
         self.core.sync_after_change().await;
         let lesson = Lesson {
             example: Some(example),
-            failed_llm_routine: None,
+            failed_routine: None,
         };
         self.programmer
             .learn(query_id, routine.protocol_hash, lesson)

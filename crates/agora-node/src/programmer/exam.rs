@@ -533,6 +533,9 @@ fn pointer<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
 /// same, and is wrong on the next. Returns what the model is told. Small integers (|n| <= 2) are
 /// left out: they are indexes and counts in any code.
 pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> Option<String> {
+    if let Some(problem) = request_value_written(source, examples, document) {
+        return Some(problem);
+    }
     let document = document.to_lowercase();
     for (index, example) in examples.iter().enumerate() {
         let Ok(reply) = serde_json::from_str::<Value>(&example.reply) else {
@@ -578,6 +581,54 @@ pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> 
                         call.tool
                     ));
                 }
+            }
+        }
+    }
+    None
+}
+
+/// A value of a request that the candidate `source` writes as a literal although the example
+/// passed it on (in a tool call's arguments or the reply): a date or a price that was the
+/// request's is the next request's too. Only values that are data (a date, a number above 2,
+/// a text with a digit) count, so that a routine may still compare the request with a word the
+/// protocol allows; values the protocol document names are left out.
+fn request_value_written(source: &str, examples: &[Example], document: &str) -> Option<String> {
+    let document = document.to_lowercase();
+    for (index, example) in examples.iter().enumerate() {
+        let Ok(request) = serde_json::from_str::<Value>(&example.body) else {
+            continue;
+        };
+        let mut request_leaves = Vec::new();
+        leaves("", &request, &mut request_leaves);
+        let mut passed_on = example.reply.clone();
+        for call in recorded_calls(&example.tool_calls) {
+            passed_on.push_str(&call.arguments.to_string());
+        }
+        for (_, value) in &request_leaves {
+            let literal = match value {
+                Value::String(text)
+                    if text.chars().count() >= 3
+                        && text.chars().any(|c| c.is_ascii_digit())
+                        && !document.contains(&text.to_lowercase())
+                        && passed_on.contains(text.as_str()) =>
+                {
+                    writes_string(source, text).then(|| format!("{text:?}"))
+                }
+                Value::Number(number) => {
+                    let Some(n) = number.as_f64() else { continue };
+                    if n.abs() <= 2.0 || !passed_on.contains(&number.to_string()) {
+                        continue;
+                    }
+                    writes_number(source, n).then(|| number.to_string())
+                }
+                _ => None,
+            };
+            if let Some(literal) = literal {
+                return Some(format!(
+                    "Your code writes {literal} as a literal, but in example {} that value came \
+                     from the request. Read it from the request instead of writing it in the code.",
+                    index + 1
+                ));
             }
         }
     }

@@ -8,7 +8,9 @@
 //! memory: what a job needs (the examples) is in the store, so a job lost to a restart is asked
 //! for again by the protocol's next LLM-answered request.
 
+pub(crate) mod compile;
 pub(crate) mod dataflow;
+pub(crate) mod depends;
 pub(crate) mod exam;
 pub(crate) mod grounding;
 pub(crate) mod guard;

@@ -281,12 +281,33 @@ fn assert_report(attempt: &RoutineAttempt, holds: impl FnOnce(&str) -> bool) {
     assert!(holds(&attempt.report), "{}", attempt.report);
 }
 
-/// The outcome of every attempt, in order.
-/// The programmer's attempts for the weather protocol, oldest first.
+/// The LLM's attempts for the weather protocol, oldest first: see [`llm_attempts`].
 pub(crate) async fn attempts_of(node: &Node) -> Vec<RoutineAttempt> {
-    agora_testkit::attempts(node, &hash()).await
+    llm_attempts(agora_testkit::attempts(node, &hash()).await)
 }
 
+/// The attempts after each job's first, which is always the compiler's (the scripted engine
+/// cannot build a compiled program, so here it is recorded as not built and the LLM is asked;
+/// agora-server's `compiled_routines` runs compiled programs on the real engine).
+pub(crate) fn llm_attempts(all: Vec<RoutineAttempt>) -> Vec<RoutineAttempt> {
+    let mut jobs = std::collections::HashSet::new();
+    all.into_iter()
+        .filter(|attempt| {
+            if !jobs.insert(attempt.job.clone()) {
+                return true;
+            }
+            assert!(
+                attempt.report.starts_with("compiled from")
+                    || attempt.report.starts_with("nothing compiled"),
+                "a job opens with the compiler's attempt: {}",
+                attempt.report
+            );
+            false
+        })
+        .collect()
+}
+
+/// The outcome of every attempt, in order.
 pub(crate) fn outcomes(attempts: &[RoutineAttempt]) -> Vec<&str> {
     attempts.iter().map(|a| a.outcome.as_str()).collect()
 }
@@ -736,8 +757,8 @@ fn forecast_of(location: &str, day: u32) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
     let dir = temp_dir();
-    // A day whose forecast is no small number, asked twice: both examples carry the same
-    // temperature, so a routine returning it as a constant passes every example.
+    // A day whose forecast is no small number: a routine returning its temperature as a
+    // constant passes the one example.
     let day = (1..=28)
         .find(|day| {
             forecast_of("Paris", *day)["temperature_c"]
@@ -758,21 +779,44 @@ async fn the_examination_rejects_a_candidate_that_hard_codes_a_tool_value() {
         engine().routine(constant, good),
         dir.path(),
         |c| {
-            c.thresholds.implementation = 2;
+            c.thresholds.implementation = 1;
         },
     )
     .await;
-    ask(&node, "Paris", day).await;
     ask(&node, "Paris", day).await;
     node.programmer_idle().await;
     let attempts = attempts_of(&node).await;
     assert_eq!(outcomes(&attempts), ["tests_failed", "passed"]);
     assert_report(&attempts[0], |report| {
-        report.starts_with("2/2 examples passed; rejected: Your code writes")
+        report.starts_with("1/1 examples passed; rejected: Your code writes")
             && report.contains(&temperature.to_string())
             && report.contains("weather_forecast")
     });
     assert_eq!(attempts[1].source.as_deref(), Some("good"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_routine_is_written_from_fewer_distinct_requests_than_the_threshold() {
+    let dir = temp_dir();
+    let programmer = Programmer::with(&["good"]);
+    let node = node_with(
+        llm(&programmer),
+        engine().routine("good", good),
+        dir.path(),
+        |c| {
+            c.thresholds.implementation = 2;
+        },
+    )
+    .await;
+    // The same request twice is one distinct example: no job writes anything from it.
+    ask(&node, "Paris", 3).await;
+    ask(&node, "Paris", 3).await;
+    node.programmer_idle().await;
+    assert!(agora_testkit::attempts(&node, &hash()).await.is_empty());
+    // A different request makes two: now the programmer writes one.
+    ask(&node, "Paris", 4).await;
+    node.programmer_idle().await;
+    assert_eq!(outcomes(&attempts_of(&node).await), ["passed"]);
 }
 
 /// A weather agent that looks the forecast up and then answers with a temperature of its own,
@@ -967,14 +1011,18 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     ask(&b, "Oslo", 3).await;
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 0, "B ran no second job");
-    assert!(agora_testkit::attempts(&b, &hash()).await.is_empty());
+    assert!(llm_attempts(agora_testkit::attempts(&b, &hash()).await).is_empty());
 
-    // A stops renewing; past the lease, B's next job takes it up.
+    // A stops renewing; past the lease, B's next job takes it up. A's job already counts as
+    // one that found nothing (its compiled candidate failed), so the threshold has doubled: four
+    // examples since its attempt.
     clock.advance(std::time::Duration::from_secs(61));
-    ask(&b, "Rome", 4).await;
+    for (location, day) in [("Rome", 4), ("Cairo", 5), ("Quito", 6)] {
+        ask(&b, location, day).await;
+    }
     b.programmer_idle().await;
     assert_eq!(programmer_calls(&llm_b), 1);
-    let attempts = agora_testkit::attempts(&b, &hash()).await;
+    let attempts = llm_attempts(agora_testkit::attempts(&b, &hash()).await);
     assert_eq!(outcomes(&attempts), ["passed"]);
 
     // A wakes and adds nothing.
@@ -982,7 +1030,10 @@ async fn replicas_share_one_programmer_job(store_url: Option<&str>) {
     a.programmer_idle().await;
     let routines = a.store().routines().await.unwrap();
     assert_eq!(routines.len(), 1, "{routines:?}");
-    assert_eq!(agora_testkit::attempts(&a, &hash()).await.len(), 1);
+    assert_eq!(
+        llm_attempts(agora_testkit::attempts(&a, &hash()).await).len(),
+        1
+    );
 }
 
 /// A replica: a node with the weather tool on the store at `store_url` (else in `dir`),
