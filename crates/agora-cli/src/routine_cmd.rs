@@ -237,6 +237,7 @@ async fn execute(registry: &RoutineRegistry, command: RoutineCommand) -> anyhow:
                 println!("{}", serde_json::to_string_pretty(&listed)?);
             } else {
                 print_table(&routines);
+                print_contradicted(registry).await?;
             }
             Ok(())
         }
@@ -543,7 +544,7 @@ fn default_name(file: &Path) -> String {
 fn print_table(routines: &[Routine]) {
     let now = crate::pd_cmd::now_ms();
     println!(
-        "{:>4}  {:<24} {:<12} {:<9} {:<6} {:<10} {:>6} {:>8}  last error",
+        "{:>4}  {:<24} {:<12} {:<9} {:<8} {:<10} {:>6} {:>8}  last error",
         "id", "name", "protocol", "status", "origin", "language", "runs", "failures"
     );
     for r in routines {
@@ -554,7 +555,7 @@ fn print_table(routines: &[Routine]) {
             _ => "-".into(),
         };
         println!(
-            "{:>4}  {:<24} {:<12} {:<9} {:<6} {:<10} {:>6} {:>8}  {}",
+            "{:>4}  {:<24} {:<12} {:<9} {:<8} {:<10} {:>6} {:>8}  {}",
             r.id,
             r.name,
             &hash[..12],
@@ -566,6 +567,37 @@ fn print_table(routines: &[Routine]) {
             last_error
         );
     }
+}
+
+/// The protocols the programmer stopped on because their examples contradict each other on
+/// what the document names: each one's latest job ended so, and no LLM is asked until the
+/// examples change.
+async fn print_contradicted(registry: &RoutineRegistry) -> anyhow::Result<()> {
+    let attempts = registry
+        .store()
+        .programming()
+        .attempts::<ProtocolHash>(None)
+        .await
+        .context("reading the programmer's attempts")?;
+    let mut latest: Vec<&agora_store::Attempt<ProtocolHash>> = Vec::new();
+    for attempt in &attempts {
+        match latest.iter_mut().find(|a| a.key == attempt.key) {
+            Some(slot) if slot.id < attempt.id => *slot = attempt,
+            Some(_) => {}
+            None => latest.push(attempt),
+        }
+    }
+    for attempt in latest
+        .into_iter()
+        .filter(|a| a.outcome == agora_store::AttemptOutcome::Contradicted)
+    {
+        println!(
+            "protocol {}: not programmed, its examples contradict each other ({})",
+            &attempt.key.to_hex()[..12],
+            attempt.report
+        );
+    }
+    Ok(())
 }
 
 /// A duration in milliseconds, roughly, in words.

@@ -244,6 +244,62 @@ fn pending_routines_are_approved_or_rejected_with_a_reviewer() {
     );
 }
 
+/// A protocol whose latest programmer job found its examples contradicting each other is listed
+/// under the routines, with the report; a later job that got further takes it off.
+#[test]
+fn a_protocol_with_contradicting_examples_is_listed_as_not_programmed() {
+    let cli = Cli::new();
+    cli.ok(&ADD_WEATHER_JS);
+    let hash =
+        ProtocolHash::of(&std::fs::read(repo().join("protocols/weather-forecast.md")).unwrap());
+    let url = format!("sqlite://{}", cli.dir.path().join("node.db").display());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let add = |job: &str, outcome: agora_store::AttemptOutcome, report: &str| {
+        let attempt = agora_store::Attempt {
+            id: 0,
+            key: hash,
+            job: job.into(),
+            attempt: 1,
+            reason: agora_store::JobReason::Threshold,
+            source: None,
+            outcome,
+            report: report.into(),
+            examples_upto: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_usd: 0.0,
+            routine_id: None,
+            created_at_ms: 1,
+        };
+        runtime.block_on(async {
+            let store = agora_store::Store::connect(&url).await.unwrap();
+            store.programming().add_attempt(&attempt).await.unwrap();
+            store.close().await;
+        });
+    };
+    let report = "nothing compiled: examples 1, 2 reply differently on `temperature`";
+    add(
+        "a",
+        agora_store::AttemptOutcome::TestsFailed,
+        "compiled from examples 1-2",
+    );
+    add("b", agora_store::AttemptOutcome::Contradicted, report);
+    let table = cli.ok(&["routine", "list"]);
+    let line = format!(
+        "protocol {}: not programmed, its examples contradict each other ({report})",
+        &hash.to_hex()[..12]
+    );
+    assert!(table.contains(&line), "{table}");
+
+    add(
+        "c",
+        agora_store::AttemptOutcome::TestsFailed,
+        "compiled from examples 1-3",
+    );
+    let table = cli.ok(&["routine", "list"]);
+    assert!(!table.contains("not programmed"), "{table}");
+}
+
 /// `--sender` decides the node's sender routines waiting for review the same way, by id.
 #[test]
 fn pending_sender_routines_are_decided_by_id_with_a_reviewer() {

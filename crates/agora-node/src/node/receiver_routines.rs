@@ -374,7 +374,12 @@ impl JobSubject for ProtocolHash {
     ) -> Result<Kept, String> {
         let hash = *self;
         let spec = RoutineSpec {
-            name: format!("llm-{}-{}", &hash.to_hex()[..8], &passed.job_id[..8]),
+            name: format!(
+                "{}-{}-{}",
+                passed.origin.as_str(),
+                &hash.to_hex()[..8],
+                &passed.job_id[..8]
+            ),
             protocol: ProtocolInput::Hash(hash),
             source: RoutineSource::JavaScript(passed.source),
             tools: bench.granted.clone(),

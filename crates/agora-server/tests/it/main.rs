@@ -7,6 +7,7 @@ mod a2a;
 mod a2a_sender;
 mod agent_protocol;
 mod browser;
+mod compiled_routines;
 mod dashboard;
 mod dashboard_browser;
 mod edge;

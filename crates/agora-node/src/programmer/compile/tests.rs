@@ -265,3 +265,26 @@ fn a_constant_reply_that_reads_nothing_is_marked() {
     )];
     assert!(!run(&case.document, &reading).unwrap().constant);
 }
+
+#[test]
+fn a_result_value_that_echoes_an_argument_is_not_guarded() {
+    let forecast = |location: &str, date: &str, temperature: f64| {
+        example(
+            json!({"location": location, "date": date}),
+            json!([{"tool": "weather_forecast", "arguments": {"location": location, "date": date},
+                "result": {"location": location, "date": date, "temperature_c": temperature, "condition": "sunny", "model": "gfs"}}]),
+            json!({"temperature": temperature, "weatherCondition": "sunny"}),
+        )
+    };
+    let examples = [
+        forecast("Paris", "2024-09-01", 21.5),
+        forecast("Lima", "2024-09-02", 17.0),
+    ];
+    let compiled = run("A forecast: temperature and weatherCondition.", &examples).unwrap();
+    let source = &compiled.source;
+    // The location follows the request: a guard on it would cover Paris and Lima only.
+    assert!(!source.contains("r1?.location ==="), "{source}");
+    // What the examples' results had on their own, and the program does not read, is still
+    // checked.
+    assert!(source.contains("r1?.model === \"gfs\""), "{source}");
+}

@@ -464,6 +464,8 @@ pub(crate) struct Step {
     /// The tool and the shape of its arguments: calls of one signature are the same step.
     pub(crate) signature: String,
     pub(crate) arguments: Traced,
+    /// The arguments as the example called with them.
+    pub(crate) called_with: Value,
     pub(crate) result: Result<Value, String>,
 }
 
@@ -503,6 +505,7 @@ impl Trace {
                 tool: call.tool.clone(),
                 signature: signature(&call.tool, &call.arguments),
                 arguments,
+                called_with: call.arguments.clone(),
                 result: call.result.clone(),
             });
             if let Ok(result) = &call.result {

@@ -864,6 +864,27 @@ fn uses(node: &Node, reads: &mut Vec<Path>, tested: &mut Vec<Feature>) {
     }
 }
 
+/// Whether, in every example in `ok`, the feature's value is one the call at `at` was given
+/// as an argument.
+fn echoes(traces: &[Trace], ok: &[usize], at: usize, feature: &Feature) -> bool {
+    ok.iter().all(|&e| {
+        let trace = &traces[e];
+        match (feature.of(trace), trace.steps.get(at)) {
+            (Some(value), Some(step)) => contains_leaf(&step.called_with, &value),
+            _ => false,
+        }
+    })
+}
+
+/// Whether `value` is `needle` or holds it as a member or element, at any depth.
+fn contains_leaf(value: &Value, needle: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.values().any(|v| contains_leaf(v, needle)),
+        Value::Array(items) => items.iter().any(|v| contains_leaf(v, needle)),
+        scalar => scalar == needle,
+    }
+}
+
 fn guards_for(
     traces: &[Trace],
     ok: &[usize],
@@ -903,8 +924,11 @@ fn guards_for(
             }
         }
         // A value some example's result did not have is no fact about the protocol; a guard
-        // allowing both booleans checks nothing.
+        // allowing both booleans checks nothing; a value the call was given back (the location
+        // a forecast names) follows the request, and a guard on it would cover only the
+        // examples' requests.
         if !complete
+            || matches!(feature, Feature::Value(_)) && echoes(traces, ok, at, &feature)
             || allowed.len() > MAX_FEATURE_VALUES
             || allowed.len() == 2 && allowed.iter().all(Value::is_boolean)
         {
