@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 //! `agora demo network` replays the first queries of the committed agora-mode cassette offline
-//! (`agora-compiled-60`: the baseline's cassette with the calls the compiler's defaults added,
-//! recorded for the first 60 queries; see demo/network/RESULTS.md),
+//! (`agora-compiled-500`: the baseline's cassette with the calls the compiler's defaults added,
+//! recorded for the first 500 queries; see demo/network/RESULTS.md),
 //! writes its run record, and `agora demo network-report` turns it into a report; a cassette
 //! that lacks a call fails the run loudly.
 //!
@@ -19,7 +19,7 @@ fn agora() -> Command {
 
 fn cassette() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../demo/network/cassettes/agora-compiled-60.jsonl.gz")
+        .join("../../demo/network/cassettes/agora-compiled-500.jsonl.gz")
 }
 
 /// Replays the first `queries` of the committed agora cassette with `extra` arguments, in
@@ -149,7 +149,7 @@ fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
     let committed: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../demo/network/runs/agora-compiled-60.json"),
+                .join("../../demo/network/runs/agora-compiled-500.json"),
         )
         .unwrap(),
     )
@@ -217,7 +217,7 @@ fn a_generated_screenplay_and_the_judge_from_the_command_line() {
     assert_eq!(queries.count(), 300);
     assert_eq!(entries.len(), 330);
     let record = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../demo/network/runs/agora-compiled-60.json");
+        .join("../../demo/network/runs/agora-compiled-500.json");
     let output = agora()
         .args(["demo", "network-report", "--judge"])
         .arg(&record)
