@@ -136,7 +136,8 @@ fn member(path: &str, key: &str) -> String {
     }
 }
 
-fn is_identifier(key: &str) -> bool {
+/// Whether `key` can be written bare in JavaScript (`a.key`, `{ key: … }`).
+pub(crate) fn is_identifier(key: &str) -> bool {
     let mut chars = key.chars();
     chars
         .next()
@@ -144,7 +145,8 @@ fn is_identifier(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
-fn object_key(key: &str) -> String {
+/// `key` as a JavaScript object literal's key: bare where it can be, else quoted.
+pub(crate) fn object_key(key: &str) -> String {
     if is_identifier(key) {
         key.to_string()
     } else {

@@ -1,6 +1,7 @@
 //! The expressions a compiled routine computes its values with, and how each is written in
 //! JavaScript.
 
+use crate::programmer::dataflow::{is_identifier, object_key};
 use serde_json::Value;
 
 /// What a path starts from.
@@ -266,22 +267,6 @@ fn number(x: f64) -> String {
     serde_json::Number::from_f64(x)
         .map(|n| n.to_string())
         .unwrap_or_else(|| "0".to_string())
-}
-
-fn is_identifier(key: &str) -> bool {
-    let mut chars = key.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-}
-
-fn object_key(key: &str) -> String {
-    if is_identifier(key) {
-        key.to_string()
-    } else {
-        Value::String(key.to_string()).to_string()
-    }
 }
 
 #[cfg(test)]
