@@ -1,9 +1,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 //! `agora demo network` replays the first queries of the committed agora-mode cassette offline
-//! (`agora-compiled-500`: the baseline's cassette with the calls the compiler's defaults added,
-//! recorded for the first 500 queries; see demo/network/RESULTS.md),
-//! writes its run record, and `agora demo network-report` turns it into a report; a cassette
+//! (the baseline's, see demo/network/RESULTS.md), writes its run record, and `agora demo network-report` turns it into a report; a cassette
 //! that lacks a call fails the run loudly.
 //!
 //! The same replay with the agents split over worker processes gives the same queries.
@@ -18,8 +16,7 @@ fn agora() -> Command {
 }
 
 fn cassette() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../demo/network/cassettes/agora-compiled-500.jsonl.gz")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/cassettes/agora.jsonl.gz")
 }
 
 /// Replays the first `queries` of the committed agora cassette with `extra` arguments, in
@@ -148,8 +145,7 @@ fn with_its_agents_in_worker_processes_the_network_replays_the_committed_run() {
     );
     let committed: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../demo/network/runs/agora-compiled-500.json"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/agora.json"),
         )
         .unwrap(),
     )
@@ -216,8 +212,7 @@ fn a_generated_screenplay_and_the_judge_from_the_command_line() {
         .filter(|e| !e[0].as_str().unwrap().starts_with("protocolDb"));
     assert_eq!(queries.count(), 300);
     assert_eq!(entries.len(), 330);
-    let record = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../demo/network/runs/agora-compiled-500.json");
+    let record = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/network/runs/agora.json");
     let output = agora()
         .args(["demo", "network-report", "--judge"])
         .arg(&record)

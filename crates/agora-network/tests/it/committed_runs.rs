@@ -116,15 +116,6 @@ async fn the_committed_agora_baseline_replays_to_its_numbers() {
     replay("agora").await;
 }
 
-/// The first 500 queries with the compiler's defaults (issue 58): the baseline's cassette with the
-/// calls the new defaults made live added. The baseline above was recorded before the compiler
-/// and misses calls from query 53 on until it is recorded again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "replays the recorded queries and runs every routine candidate: scripts/test.sh runs it in the slow phase"]
-async fn the_committed_compiled_prefix_replays_to_its_numbers() {
-    replay("agora-compiled-500").await;
-}
-
 /// The NL-only stratified sample (`--mode nl-only --sample-per-pair 20 --sample-seed 1`), as far
 /// as it is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

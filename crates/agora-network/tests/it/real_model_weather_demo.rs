@@ -57,7 +57,8 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     assert!(std::path::Path::new(&dir.path().join("report.json")).is_file());
 
     // The agents still serve: Bob's dashboard shows the negotiated protocol with the routine his
-    // programmer wrote, and routine-answered requests; without the token it shows nothing.
+    // programmer compiled from his LLM's tool calls, and routine-answered requests; without the
+    // token it shows nothing.
     let client = reqwest::Client::new();
     let page = |path: &str, token: Option<&str>| {
         let mut request = client.get(format!("{}{path}", run.bob_dashboard));
@@ -75,8 +76,8 @@ async fn real_model_weather_demo_ends_with_queries_that_use_no_llm() {
     assert!(protocols.contains(hash), "{protocols}");
     let (_, routines) = page("/routines", Some(&run.admin_token)).await;
     assert!(
-        routines.contains("data-status=\"active\"") && routines.contains("<td>llm</td>"),
-        "an active LLM-written routine: {routines}"
+        routines.contains("data-status=\"active\"") && routines.contains("<td>compiled</td>"),
+        "an active compiled routine: {routines}"
     );
     let (_, overview) = page("", Some(&run.admin_token)).await;
     assert!(!overview.contains("· 0 routine ·"), "{overview}");

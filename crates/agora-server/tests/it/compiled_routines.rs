@@ -27,7 +27,7 @@ const BAD_DATE: &str = "the date must be YYYY-MM-DD";
 
 /// A weather agent's tool loop: the tool for the request's place and date, then its values
 /// under the protocol's names (or an error when the tool refused). It never writes code.
-fn agent() -> Arc<ScriptedLlm> {
+pub(crate) fn agent() -> Arc<ScriptedLlm> {
     ScriptedLlm::new(|request: &ChatRequest| {
         assert!(
             !system_prompt(request).contains("handle(body)"),

@@ -519,3 +519,64 @@ async fn an_operator_approves_rejects_and_edits_pending_sender_routines_in_the_b
         "console errors: {errors:?}"
     );
 }
+
+/// A routine the node compiled from its LLM's tool loop, under review: its page says it was
+/// compiled, shows the examples it agrees with, and its source carries the comments that say
+/// which examples each step came from, as the operator approves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium, chromedriver and the JavaScript engine: scripts/test.sh"]
+async fn the_review_page_shows_a_compiled_routine_with_its_provenance() {
+    let dir = temp_dir();
+    let server = NodeBuilder::new(crate::compiled_routines::agent(), dir.path())
+        .config(|c| {
+            c.tools = vec![weather_tool()];
+            c.thresholds.implementation = 3;
+            c.programmer.activation = agora_node::Activation::Review;
+        })
+        .routine_engine(Arc::new(crate::fixtures::js_runtime()))
+        .admin_token(TOKEN)
+        .spawn()
+        .await;
+    server.node.add_document(WEATHER_PD, &[]).await.unwrap();
+    for place in ["London, UK", "Paris, France", "Lima, Peru"] {
+        ask(&server, place).await;
+    }
+    server.node.programmer_idle().await;
+    let routines = server.node.store().routines().await.unwrap();
+    assert_eq!(routines.len(), 1, "{routines:?}");
+    let routine = &routines[0];
+    assert_eq!(
+        (routine.origin, routine.status),
+        (
+            agora_store::RoutineOrigin::Compiled,
+            agora_store::RoutineStatus::Pending
+        )
+    );
+
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    browser::log_in(c, &format!("{}/dashboard/login", server.url), TOKEN).await;
+    c.goto(&format!("{}/dashboard/routines/{}", server.url, routine.id))
+        .await
+        .unwrap();
+    wait_text(c, "#routine-summary", |t| t.contains("compiled")).await;
+    let examples = wait_text(c, "#review-examples", |t| t.contains("Lima")).await;
+    assert_eq!(
+        examples.matches("agrees").count(),
+        3,
+        "the routine agrees with the three answers it was compiled from: {examples}"
+    );
+    browser::click(c, "#review-edit summary").await;
+    let source = c.find(Locator::Css("#review-source")).await.unwrap();
+    let source = source.prop("value").await.unwrap().unwrap_or_default();
+    for line in [
+        "// Compiled by the node, with no LLM, from 3 examples",
+        "// Step 1: weather_forecast, as in examples 1-3.",
+        "// The reply, as in examples 1-3.",
+    ] {
+        assert!(source.contains(line), "{line:?} in\n{source}");
+    }
+    screenshot(c, "review-compiled").await;
+    let errors = console_errors(c).await;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
