@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 //! `agora demo network` replays the first queries of the committed agora-mode cassette offline
-//! (the baseline's, see demo/network/RESULTS.md), writes its run record, and `agora demo network-report` turns it into a report; a cassette
-//! that lacks a call fails the run loudly.
+//! (the baseline's, see demo/network/RESULTS.md), writes its run record, and `agora demo
+//! network-report` turns it into a report; a cassette that lacks a call fails the run loudly.
 //!
 //! The same replay with the agents split over worker processes gives the same queries.
 //!

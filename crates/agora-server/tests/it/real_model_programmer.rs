@@ -1,11 +1,11 @@
 //! The node writing its own routine with the real local model, end to end over loopback HTTP,
-//! under the `review` activation policy: five requests answered by the LLM with the weather
-//! tool, then a JavaScript routine built by the real WebAssembly runtime and examined on those
-//! requests, waiting while the LLM answers, then approved through the admin API and answering
-//! the next requests with no LLM call at all; the node compiles that routine from the LLM's
-//! tool calls with no LLM call. (The `auto` policy's real-model path is `real_model_acting`'s.)
-//! And a shadow check: the model answering again what the shipped weather routine answered, off
-//! the request path.
+//! under the `review` activation policy: five weather-protocol requests answered by the LLM with
+//! the weather tool, a JavaScript routine the node compiles from the LLM's tool calls with no LLM
+//! call, built by the real WebAssembly runtime and examined on those requests, waiting while the
+//! LLM answers, then approved through the admin API and answering the next requests with no LLM
+//! call at all. (The `auto` policy's real-model path is `real_model_acting`'s.) And a shadow
+//! check: the model answering again what the shipped weather routine answered, off the request
+//! path.
 //!
 //! Ignored by plain `cargo test`: `scripts/test.sh` starts llama-server (temperature 0, fixed
 //! seed, one slot) and runs it with `AGORA_TEST_LLM_URL` and `AGORA_JS_ENGINE` set.
@@ -25,18 +25,13 @@ use agora_testkit::{TestServer, temp_dir};
 use serde_json::{Value, json};
 
 const WEATHER_PD: &str = include_str!("../../../../protocols/weather-forecast.md");
-/// A request of protocol `document` over HTTP for `location` on `date`.
-fn request_of(document: &str, location: &str, date: &str) -> Value {
-    json!({
-        "protocolHash": ProtocolHash::of(document.as_bytes()).to_hex(),
-        "protocolSources": [data_uri::encode(document)],
-        "body": json!({"location": location, "date": date}).to_string(),
-    })
-}
-
 /// A weather request over HTTP for `location` on `date`.
 fn request(location: &str, date: &str) -> Value {
-    request_of(WEATHER_PD, location, date)
+    json!({
+        "protocolHash": ProtocolHash::of(WEATHER_PD.as_bytes()).to_hex(),
+        "protocolSources": [data_uri::encode(WEATHER_PD)],
+        "body": json!({"location": location, "date": date}).to_string(),
+    })
 }
 
 /// Bob with the real model and the real routine runtime, writing routines after five
@@ -53,10 +48,9 @@ async fn bob(dir: &std::path::Path) -> TestServer {
         .await
 }
 
-/// Five requests of `document` answered by the LLM, then the programmer's job: the routine it
-/// made.
-async fn five_answers_and_a_routine(server: &TestServer, document: &str) -> Routine {
-    let hash = ProtocolHash::of(document.as_bytes());
+/// Five requests answered by the LLM, then the programmer's job: the routine it wrote.
+async fn five_answers_and_a_routine(server: &TestServer) -> Routine {
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
     // `AGORA_TEST_TRIAL=n` picks other places (other forecasts, so other examples) for measuring
     // the pass rate over several runs; the default run is the same every time.
     let places = [
@@ -76,9 +70,7 @@ async fn five_answers_and_a_routine(server: &TestServer, document: &str) -> Rout
     for i in 0..5 {
         let location = places[(i + trial * 3) % places.len()];
         let date = format!("2025-{:02}-{:02}", 1 + (i + trial) % 12, 3 + 5 * i);
-        let (status, reply) = server
-            .post("/", &request_of(document, location, &date))
-            .await;
+        let (status, reply) = server.post("/", &request(location, &date)).await;
         assert_eq!(status, 200);
         assert_eq!(reply["status"], "success", "{reply}");
         eprintln!("LLM reply for {location} {date}: {}", reply["body"]);
@@ -100,15 +92,13 @@ async fn five_answers_and_a_routine(server: &TestServer, document: &str) -> Rout
 }
 
 /// The next two requests are answered by the routine with the tool's data, with no LLM call.
-async fn the_routine_answers_without_the_llm(server: &TestServer, document: &str) {
+async fn the_routine_answers_without_the_llm(server: &TestServer) {
     let calls_before = agora_testkit::llm_calls(&server.node).await.len();
     for (location, date) in [
         ("Berlin, Germany", "2025-03-10"),
         ("Cairo, Egypt", "2025-07-04"),
     ] {
-        let (status, reply) = server
-            .post("/", &request_of(document, location, date))
-            .await;
+        let (status, reply) = server.post("/", &request(location, date)).await;
         assert_eq!(status, 200);
         assert_eq!(reply["status"], "success", "{reply}");
         let body: Value = serde_json::from_str(reply["body"].as_str().unwrap()).unwrap();
@@ -131,13 +121,26 @@ async fn the_routine_answers_without_the_llm(server: &TestServer, document: &str
     );
 }
 
-/// Under review: the routine waits while the LLM answers, then, approved over the admin API,
-/// answers alone.
-async fn review_then_approve(server: &TestServer, document: &str, routine: &Routine) {
-    assert_eq!(routine.status, RoutineStatus::Pending);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_routine_under_review_answers_once_approved_over_the_admin_api() {
+    let dir = temp_dir();
+    let server = bob(dir.path()).await;
+    let routine = five_answers_and_a_routine(&server).await;
+    assert_eq!(
+        (routine.origin, routine.status),
+        (RoutineOrigin::Compiled, RoutineStatus::Pending),
+        "compiled from the LLM's tool calls"
+    );
+    let categories = agora_testkit::llm_categories(&server.node).await;
+    assert!(
+        !categories.iter().any(|c| c == "implementing"),
+        "no programmer call: {categories:?}"
+    );
+    // Waiting: the LLM answers.
     let calls = agora_testkit::llm_calls(&server.node).await.len();
     let (_, reply) = server
-        .post("/", &request_of(document, "Rome, Italy", "2025-05-05"))
+        .post("/", &request("Rome, Italy", "2025-05-05"))
         .await;
     assert_eq!(reply["status"], "success", "{reply}");
     assert!(agora_testkit::llm_calls(&server.node).await.len() > calls);
@@ -151,31 +154,7 @@ async fn review_then_approve(server: &TestServer, document: &str, routine: &Rout
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    the_routine_answers_without_the_llm(server, document).await;
-}
-
-/// The programmer's LLM calls so far.
-async fn programmer_calls(server: &TestServer) -> usize {
-    agora_testkit::llm_calls(&server.node)
-        .await
-        .iter()
-        .filter(|c| c.category == "implementing")
-        .count()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local model: run by scripts/test.sh"]
-async fn real_model_routine_under_review_answers_once_approved_over_the_admin_api() {
-    let dir = temp_dir();
-    let server = bob(dir.path()).await;
-    let routine = five_answers_and_a_routine(&server, WEATHER_PD).await;
-    assert_eq!(
-        routine.origin,
-        RoutineOrigin::Compiled,
-        "compiled from the LLM's tool calls"
-    );
-    assert_eq!(programmer_calls(&server).await, 0);
-    review_then_approve(&server, WEATHER_PD, &routine).await;
+    the_routine_answers_without_the_llm(&server).await;
 }
 
 /// A shadow check with the real model: the shipped weather routine answers, and the model,
