@@ -12,7 +12,8 @@
 //! replies outside the protocol (not a JSON object where the exchange is JSON, or against the
 //! document's reply schema), loses a value (a `null` the document never mentions: JavaScript's
 //! `NaN`), or, with `responder.check_answers`, leaves the request's envelope or uses member names
-//! the document never mentions ([`crate::envelope`]) gets the error back (with a hint for the JavaScript errors a small model does not
+//! the document never mentions ([`crate::envelope`]), or, with `responder.require_effects`,
+//! says the request was done while its tool calls only read ([`PROGRAM_NOT_DONE`]) gets the error back (with a hint for the JavaScript errors a small model does not
 //! understand alone: a tool called as a function, a `const` changed), up to `program_attempts` programs; a program the model repeats
 //! starts the conversation over once. When every attempt fails, the tool loop
 //! ([`crate::responder`]) answers as before.
@@ -51,6 +52,16 @@ use crate::routine_table::{GrantedTools, run_within};
 use crate::routines::{RoutineEngine, RoutineLimits, ToolHost};
 use crate::text::clip_to;
 use crate::tools::{ToolRegistry, ToolSpec};
+
+/// What a program is told, with `responder.require_effects`, when its reply says the request
+/// was done while every tool call it made only read (the tool loop's [`crate::responder::NOT_DONE`]).
+/// The local model's first booking programs looked the table up, found it free and replied
+/// `success` without inserting anything.
+pub const PROGRAM_NOT_DONE: &str = "Your code's reply says the request was done, but none of \
+its tool calls changed anything: they only read. A request to do something is done only by a \
+tool call that does it (in a database, a statement that writes it). If the request asks for \
+something to be done, make the code do it with a tool call, then reply; if it cannot be done, \
+reply that it failed and why.";
 
 /// Characters of a PD shown; longer documents are cut.
 const MAX_PD_CHARS: usize = 6000;
@@ -137,12 +148,22 @@ impl Actor<'_> {
         let reply_schema = exam::reply_schema(document.text())
             .and_then(|schema| jsonschema::validator_for(&schema).ok());
         let json_reply = crate::responder::json_exchange(document, body);
-        let check = |reply: &str, _calls: &[ToolCall]| {
+        let check = |reply: &str, calls: &[ToolCall]| {
             check_reply(reply, json_reply, reply_schema.as_ref())
                 .and_then(|value| no_lost_value(value, document.text()))
                 .and_then(|value| {
                     if self.config.check_answers {
                         in_the_documents_terms(value, body, document.text(), json_reply)
+                    } else {
+                        Ok(value)
+                    }
+                })
+                .and_then(|value| {
+                    if self.config.require_effects
+                        && crate::responder::claims_done(&value)
+                        && crate::responder::only_read(self.tools, calls)
+                    {
+                        Err(PROGRAM_NOT_DONE.to_string())
                     } else {
                         Ok(value)
                     }

@@ -169,6 +169,11 @@ pub struct RoutineConfig {
     /// Shadow checks: the LLM answering again, off the request path and on scratch copies of
     /// the tools' state, a share of the requests routines answered.
     pub shadow: ShadowConfig,
+    /// Protocols the operator declares questions (by hash): their routines may only read, so
+    /// a tool call not known to only read ([`crate::tools::Tool::changes_state`]) fails, and
+    /// no routine is written from examples that acted. A document saying `read_only: true` in
+    /// its front matter is a question too.
+    pub read_only_protocols: std::collections::BTreeSet<ProtocolHash>,
 }
 
 impl Default for RoutineConfig {
@@ -176,6 +181,7 @@ impl Default for RoutineConfig {
         Self {
             fallback_to_llm: true,
             shadow: ShadowConfig::default(),
+            read_only_protocols: std::collections::BTreeSet::new(),
         }
     }
 }

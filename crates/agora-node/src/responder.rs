@@ -374,14 +374,9 @@ impl Responder<'_> {
         None
     }
 
-    /// Some tool was called, and every call that succeeded is known only to have read
-    /// ([`crate::tools::Tool::changes_state`]): nothing was done.
+    /// Some tool was called, and every call that succeeded only read ([`only_read`]).
     fn only_read(&self, calls: &[ToolCall]) -> bool {
-        !calls.is_empty()
-            && calls
-                .iter()
-                .filter(|call| call.result.is_ok())
-                .all(|call| self.tools.changes_state(&call.tool, &call.arguments) == Some(false))
+        only_read(self.tools, calls)
     }
 
     /// The texts of `document` and the documents it references, as one string to search.
@@ -530,7 +525,18 @@ struct Reminded {
 
 /// Whether a protocol answer says the request was done: a top-level `status` of `success`, or a
 /// `success` or `done` member that is `true`.
-fn claims_done(answer: &Value) -> bool {
+/// Some tool was called, and every call that succeeded is known only to have read
+/// ([`crate::tools::Tool::changes_state`]): nothing was done.
+pub(crate) fn only_read(tools: &ToolRegistry, calls: &[ToolCall]) -> bool {
+    !calls.is_empty()
+        && calls
+            .iter()
+            .filter(|call| call.result.is_ok())
+            .all(|call| tools.changes_state(&call.tool, &call.arguments) == Some(false))
+}
+
+/// The answer says the request was done: `"status": "success"`, or `success`/`done` true.
+pub(crate) fn claims_done(answer: &Value) -> bool {
     let status = answer.get("status").and_then(Value::as_str).map(str::trim);
     status.is_some_and(|s| s.eq_ignore_ascii_case("success"))
         || ["success", "done"]

@@ -10,7 +10,8 @@
 //! background, never on the request path.
 //!
 //! A routine reaches the outside world only through [`GrantedTools`]: the node's tools, with
-//! their argument validation, restricted to the ones its manifest grants.
+//! their argument validation, restricted to the ones its manifest grants, and for a question
+//! (a protocol declared read-only, [`answers_a_question`]) to calls known only to read.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -36,11 +37,23 @@ pub(crate) fn limits_of(routine: &Routine) -> RoutineLimits {
     }
 }
 
+/// Whether `hash`'s requests are questions: the operator lists it in
+/// `routines.read_only_protocols`, or its document says `read_only: true`. A routine answering
+/// a question may only read.
+pub(crate) fn answers_a_question(
+    read_only: &BTreeSet<ProtocolHash>,
+    hash: &ProtocolHash,
+    document: Option<&agora_protocol::VerifiedDocument>,
+) -> bool {
+    read_only.contains(hash) || document.is_some_and(|d| d.metadata().read_only())
+}
+
 /// The tools a routine may call: the node's registry, restricted to the granted names.
 #[derive(Debug, Clone)]
 pub struct GrantedTools {
     tools: ToolRegistry,
     granted: BTreeSet<String>,
+    only_reads: bool,
 }
 
 impl GrantedTools {
@@ -49,7 +62,15 @@ impl GrantedTools {
         Self {
             tools,
             granted: granted.iter().cloned().collect(),
+            only_reads: false,
         }
+    }
+
+    /// For a routine answering a question: only calls known to read
+    /// ([`crate::tools::Tool::changes_state`] `Some(false)`) go through.
+    pub fn only_reading(mut self, only_reads: bool) -> Self {
+        self.only_reads = only_reads;
+        self
     }
 }
 
@@ -61,6 +82,12 @@ impl ToolHost for GrantedTools {
         }
         let arguments: Value = serde_json::from_str(arguments)
             .map_err(|error| format!("the arguments for {name} are not JSON: {error}"))?;
+        if self.only_reads && self.tools.changes_state(name, &arguments) != Some(false) {
+            return Err(format!(
+                "this call of {name} may change something, and this routine answers a question \
+                 (its protocol is read-only): it may only read"
+            ));
+        }
         let result = self.tools.call(name, arguments).await;
         tracing::debug!(tool = name, ok = result.is_ok(), "routine tool call");
         result
@@ -76,22 +103,28 @@ pub(crate) struct ActiveRoutine {
     loaded: Arc<dyn LoadedRoutine>,
     tools: Arc<dyn ToolHost>,
     limits: RoutineLimits,
+    /// It answers a question: its tool calls may only read.
+    question: bool,
 }
 
 impl ActiveRoutine {
-    /// Prepares a loaded routine to run with its granted tools and limits.
+    /// Prepares a loaded routine to run with its granted tools and limits; for a `question`,
+    /// calls that may change something fail.
     pub(crate) fn new(
         routine: Routine,
         loaded: Arc<dyn LoadedRoutine>,
         tools: &ToolRegistry,
+        question: bool,
     ) -> Self {
         let limits = limits_of(&routine);
-        let tools = Arc::new(GrantedTools::new(tools.clone(), &routine.tools));
+        let tools =
+            Arc::new(GrantedTools::new(tools.clone(), &routine.tools).only_reading(question));
         Self {
             routine,
             loaded,
             tools,
             limits,
+            question,
         }
     }
 
@@ -118,7 +151,9 @@ impl ActiveRoutine {
         body: &str,
         tools: &ToolRegistry,
     ) -> Result<String, RoutineError> {
-        let tools = Arc::new(GrantedTools::new(tools.clone(), &self.routine.tools));
+        let tools = Arc::new(
+            GrantedTools::new(tools.clone(), &self.routine.tools).only_reading(self.question),
+        );
         run_within(self.loaded.as_ref(), body, tools, self.limits).await
     }
 }
@@ -266,16 +301,23 @@ type Table = HashMap<ProtocolHash, Arc<ActiveRoutine>>;
 pub(crate) struct RoutineTable {
     engine: Option<Arc<dyn RoutineEngine>>,
     tools: ToolRegistry,
+    /// `routines.read_only_protocols`: the operator's questions.
+    read_only: BTreeSet<ProtocolHash>,
     table: RwLock<Arc<Table>>,
     /// The version last loaded; the lock also makes syncs one at a time.
     synced: tokio::sync::Mutex<Option<i64>>,
 }
 
 impl RoutineTable {
-    pub(crate) fn new(engine: Option<Arc<dyn RoutineEngine>>, tools: ToolRegistry) -> Self {
+    pub(crate) fn new(
+        engine: Option<Arc<dyn RoutineEngine>>,
+        tools: ToolRegistry,
+        read_only: BTreeSet<ProtocolHash>,
+    ) -> Self {
         Self {
             engine,
             tools,
+            read_only,
             table: RwLock::new(Arc::new(Table::new())),
             synced: tokio::sync::Mutex::new(None),
         }
@@ -288,6 +330,11 @@ impl RoutineTable {
     /// The node's tools, as routines are granted them.
     pub(crate) fn tools(&self) -> &ToolRegistry {
         &self.tools
+    }
+
+    /// The operator's questions (`routines.read_only_protocols`).
+    pub(crate) fn read_only(&self) -> &BTreeSet<ProtocolHash> {
+        &self.read_only
     }
 
     /// The active routine for a protocol, if one is loaded.
@@ -335,12 +382,18 @@ impl RoutineTable {
             if routine.status != RoutineStatus::Active {
                 continue;
             }
-            let loaded = match by_id.get(&routine.id) {
-                Some(active) => active.loaded.clone(),
+            let (loaded, question) = match by_id.get(&routine.id) {
+                Some(active) => (active.loaded.clone(), active.question),
                 None => match self.load(store, &routine).await {
                     Ok(loaded) => {
                         report.loaded += 1;
-                        loaded
+                        let document = store.document(&routine.protocol_hash).await?;
+                        let question = answers_a_question(
+                            &self.read_only,
+                            &routine.protocol_hash,
+                            document.as_ref().map(|stored| &stored.document),
+                        );
+                        (loaded, question)
                     }
                     Err(reason) => {
                         tracing::error!(routine = %routine.name, %reason, "could not load a routine");
@@ -351,7 +404,7 @@ impl RoutineTable {
             };
             next.insert(
                 routine.protocol_hash,
-                Arc::new(ActiveRoutine::new(routine, loaded, &self.tools)),
+                Arc::new(ActiveRoutine::new(routine, loaded, &self.tools, question)),
             );
         }
         report.active = next.len();

@@ -34,6 +34,20 @@ impl Metadata {
     /// The front-matter key naming the body field that carries a message's idempotency key.
     pub const IDEMPOTENCY_KEY_FIELD: &'static str = "idempotency_key_field";
 
+    /// The front-matter key by which a document says its requests change nothing.
+    pub const READ_ONLY: &'static str = "read_only";
+
+    /// Whether the document says its requests change nothing (`read_only: true`): they are
+    /// questions, and a routine answering them may only read. A peer's document can only
+    /// take capabilities away with it, never grant one.
+    pub fn read_only(&self) -> bool {
+        match self.extra.get(Self::READ_ONLY) {
+            Some(serde_json::Value::Bool(read_only)) => *read_only,
+            Some(serde_json::Value::String(text)) => text.trim().eq_ignore_ascii_case("true"),
+            _ => false,
+        }
+    }
+
     /// The top-level field of a JSON message body that carries its idempotency key, when the
     /// document declares one (`idempotency_key_field: <field>`): a receiver answers a message
     /// whose key it has seen from the same sender with its first reply (see the HTTP edge's
@@ -247,6 +261,20 @@ impl VerifiedDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_says_it_changes_nothing_with_read_only() {
+        let read_only = |front: &str| {
+            ProtocolDocument::parse(&format!("---\nname: Q\n{front}---\n\nBody\n"))
+                .metadata
+                .read_only()
+        };
+        assert!(read_only("read_only: true\n"));
+        assert!(read_only("read_only: \"true\"\n"));
+        assert!(!read_only("read_only: false\n"));
+        assert!(!read_only("read_only: maybe\n"));
+        assert!(!read_only(""));
+    }
 
     #[test]
     fn python_front_matter() {

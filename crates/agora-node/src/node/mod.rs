@@ -134,7 +134,11 @@ impl Node {
                 clock: parts.clock.clone(),
                 routines: table.clone(),
             });
-            RoutineTable::new(engine, tools)
+            RoutineTable::new(
+                engine,
+                tools,
+                parts.config.routines.read_only_protocols.clone(),
+            )
         });
         let tools = routines.tools().clone();
         let core = Arc::new(Core {

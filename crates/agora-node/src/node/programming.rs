@@ -254,6 +254,9 @@ pub(super) enum Compilation<B> {
     /// No program: why, and whether because the examples contradict each other on what the
     /// document names (then the LLM is not asked either).
     Nothing { report: String, contradicted: bool },
+    /// No routine may be written from these examples at all (a question's examples that act):
+    /// the LLM keeps answering and is not asked for a routine either.
+    Refused { report: String },
 }
 
 /// A candidate that passed, for [`JobSubject::keep_routine`].
@@ -464,6 +467,16 @@ impl Programmer {
                 if contradicted {
                     return;
                 }
+            }
+            Some(Compilation::Refused { report }) => {
+                attempt += 1;
+                let context = context_of(attempt);
+                let mut record = new_attempt(attempt, None);
+                record.outcome = AttemptOutcome::TestsFailed;
+                record.report = report;
+                tracing::info!(report = %record.report, "no routine may be written");
+                self.keep_attempt(record, &context).await;
+                return;
             }
             None => {}
         }

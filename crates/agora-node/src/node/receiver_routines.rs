@@ -163,6 +163,9 @@ pub(super) struct ReceiverBench {
     granted: Vec<String>,
     /// The protocol document's text (a value it names is no tool's to hard-code).
     document: String,
+    /// The protocol is a question ([`crate::routine_table::answers_a_question`]): its routine
+    /// may only read.
+    question: bool,
 }
 
 /// A receiver routine is written for a protocol.
@@ -200,6 +203,16 @@ impl JobSubject for ProtocolHash {
         node: &Programmer,
         bench: &ReceiverBench,
     ) -> Option<Compilation<ReceiverBench>> {
+        if bench.question
+            && let Some(acting) = acting_call(node.core.routines.tools(), &bench.examples)
+        {
+            return Some(Compilation::Refused {
+                report: format!(
+                    "refused: the protocol is a question (read-only), and {acting}: a routine \
+                     written from these examples would act"
+                ),
+            });
+        }
         let inputs: Vec<compile::Example<'_>> = bench
             .examples
             .iter()
@@ -261,6 +274,7 @@ impl JobSubject for ProtocolHash {
                 reply_schema: bench.reply_schema.clone(),
                 granted: bench.granted.clone(),
                 document: bench.document.clone(),
+                question: bench.question,
             },
         })
     }
@@ -307,6 +321,11 @@ impl JobSubject for ProtocolHash {
                     .map(std::sync::Arc::new),
                 granted: tools.iter().map(|t| t.name.clone()).collect(),
                 document: document.text().to_string(),
+                question: crate::routine_table::answers_a_question(
+                    node.core.routines.read_only(),
+                    self,
+                    Some(document),
+                ),
                 examples,
             },
         })
@@ -502,4 +521,21 @@ async fn load_and_examine(
     )
     .await;
     Ok(report)
+}
+
+/// The first tool call of `examples` not known only to read, described for a report.
+fn acting_call(tools: &crate::tools::ToolRegistry, examples: &[Example]) -> Option<String> {
+    examples.iter().enumerate().find_map(|(index, example)| {
+        exam::recorded_calls(&example.tool_calls)
+            .into_iter()
+            .find(|call| tools.changes_state(&call.tool, &call.arguments) != Some(false))
+            .map(|call| {
+                format!(
+                    "example {} called {} with {}, which may change something",
+                    index + 1,
+                    call.tool,
+                    crate::text::clip_to(&call.arguments.to_string(), 160)
+                )
+            })
+    })
 }

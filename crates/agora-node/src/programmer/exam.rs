@@ -533,7 +533,13 @@ fn pointer<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
 /// same, and is wrong on the next. Returns what the model is told. Small integers (|n| <= 2) are
 /// left out: they are indexes and counts in any code.
 pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> Option<String> {
-    if let Some(problem) = request_value_written(source, examples, document) {
+    // A comment writes nothing: the compiler's say which examples a step came from ("examples
+    // 1-3"), and a request's 3 people is not written by them.
+    let code = Code {
+        strings: without_comments(source, false),
+        numbers: without_comments(source, true),
+    };
+    if let Some(problem) = request_value_written(&code, examples, document) {
         return Some(problem);
     }
     let document = document.to_lowercase();
@@ -561,14 +567,14 @@ pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> 
                         if body.contains(&lower) || document.contains(&lower) {
                             continue;
                         }
-                        writes_string(source, text).then(|| format!("{text:?}"))
+                        writes_string(&code.strings, text).then(|| format!("{text:?}"))
                     }
                     Value::Number(number) => {
                         let Some(n) = number.as_f64() else { continue };
                         if n.abs() <= 2.0 || body.contains(&number.to_string()) {
                             continue;
                         }
-                        writes_number(source, n).then(|| number.to_string())
+                        writes_number(&code.numbers, n).then(|| number.to_string())
                     }
                     _ => None,
                 };
@@ -592,7 +598,7 @@ pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> 
 /// request's is the next request's too. Only values that are data (a date, a number above 2,
 /// a text with a digit) count, so that a routine may still compare the request with a word the
 /// protocol allows; values the protocol document names are left out.
-fn request_value_written(source: &str, examples: &[Example], document: &str) -> Option<String> {
+fn request_value_written(source: &Code, examples: &[Example], document: &str) -> Option<String> {
     let document = document.to_lowercase();
     for (index, example) in examples.iter().enumerate() {
         let Ok(request) = serde_json::from_str::<Value>(&example.body) else {
@@ -612,14 +618,14 @@ fn request_value_written(source: &str, examples: &[Example], document: &str) -> 
                         && !document.contains(&text.to_lowercase())
                         && passed_on.contains(text.as_str()) =>
                 {
-                    writes_string(source, text).then(|| format!("{text:?}"))
+                    writes_string(&source.strings, text).then(|| format!("{text:?}"))
                 }
                 Value::Number(number) => {
                     let Some(n) = number.as_f64() else { continue };
                     if n.abs() <= 2.0 || !passed_on.contains(&number.to_string()) {
                         continue;
                     }
-                    writes_number(source, n).then(|| number.to_string())
+                    writes_number(&source.numbers, n).then(|| number.to_string())
                 }
                 _ => None,
             };
@@ -633,6 +639,65 @@ fn request_value_written(source: &str, examples: &[Example], document: &str) -> 
         }
     }
     None
+}
+
+/// `source` with its JavaScript comments (`// ...` and `/* ... */`) blanked out; with
+/// `strings`, the contents of its string and template literals too (quotes kept), so that only
+/// number literals of the code are left to find.
+fn without_comments(source: &str, strings: bool) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut chars = source.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            let keep = !strings || c == q;
+            if keep {
+                out.push(c);
+            }
+            if c == '\\' {
+                if let Some(next) = chars.next()
+                    && !strings
+                {
+                    out.push(next);
+                }
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('/', Some('/')) => {
+                while chars.peek().is_some_and(|&next| next != '\n') {
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for next in chars.by_ref() {
+                    if last == '*' && next == '/' {
+                        break;
+                    }
+                    last = next;
+                }
+                out.push(' ');
+            }
+            ('"' | '\'' | '`', _) => {
+                quote = Some(c);
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A candidate's source as the literal checks read it: with its comments blanked for strings,
+/// and its strings blanked too for numbers.
+struct Code {
+    strings: String,
+    numbers: String,
 }
 
 /// Whether `source` has `text` as a quoted string literal.
@@ -953,6 +1018,36 @@ mod tests {
         // Part of a longer number, or a word: not the literal.
         assert!(!writes_number("x = 450; y = a45; z = 4.5", 45.0));
         assert!(writes_number("return [45];", 45.0));
+    }
+
+    /// The compiler's provenance comments ("as in examples 1-3") name no value: a booking for
+    /// 3 people compiled from 3 examples is not refused for writing 3.
+    #[test]
+    fn a_number_in_a_comment_is_not_a_literal() {
+        let examples = [example(
+            r#"{"fullName": "Nina Jones", "numPeople": 3, "date": "2024-10-02"}"#,
+            json!([{"tool": "sql", "arguments": {"params": ["Nina Jones", 3]}, "result": []}]),
+            r#"{"status": "success"}"#,
+        )];
+        let document = "reply: status (success or failure)";
+        let compiled = "// Compiled from 3 examples.\nfunction handle(b) {\n  /* examples 1-3 */\n  \
+                        // Step 1: sql, as in examples 1-3.\n  \
+                        callTool('sql', {params: [r.fullName, r.numPeople]});\n}";
+        assert_eq!(hard_coded(compiled, &examples, document), None);
+        let written = "// from the request\nfunction handle(b) { callTool('sql', {params: [r.fullName, 3]}); }";
+        assert!(
+            hard_coded(written, &examples, document)
+                .unwrap()
+                .contains("writes 3 as a literal")
+        );
+        let message = "function handle(b) { uncovered('step 3 found nothing'); }";
+        assert_eq!(hard_coded(message, &examples, document), None);
+        let source = "a // 3\nb /* 4 */ c 'd // 5' `e /* 6 */`";
+        assert_eq!(
+            without_comments(source, false),
+            "a  \nb   c 'd // 5' `e /* 6 */`"
+        );
+        assert_eq!(without_comments(source, true), "a  \nb   c '' ``");
     }
 
     #[tokio::test]

@@ -759,3 +759,201 @@ async fn a_success_that_only_read_is_sent_back_once_when_effects_are_required() 
         }
     }
 }
+
+/// Code as action under `responder.require_effects`: a program whose reply says the rental was
+/// done while its only tool call read is sent back with [`agora_node::acting::PROGRAM_NOT_DONE`]
+/// (the local model's first booking programs looked the table up, found it free and replied
+/// `success`); the repaired program rents, and its answer is the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_whose_success_only_read_is_sent_back_when_effects_are_required() {
+    async fn desk(tools: &Arc<dyn agora_node::ToolHost>, statement: &str) {
+        let arguments = json!({ "statement": statement }).to_string();
+        tools.call_tool("desk", &arguments).await.unwrap();
+    }
+    let engine = agora_testkit::ScriptedRoutineEngine::new()
+        .routine("looks only", |_body, tools| async move {
+            desk(&tools, "SELECT SkiId FROM Skis").await;
+            Ok(json!({"status": "success"}).to_string())
+        })
+        .routine("rents", |_body, tools| async move {
+            desk(&tools, "SELECT SkiId FROM Skis").await;
+            desk(&tools, "INSERT INTO SkiRentals VALUES ('A321')").await;
+            Ok(json!({"status": "success"}).to_string())
+        });
+    let llm = ScriptedLlm::new(|request: &ChatRequest| -> Turn {
+        if schema_name(request) == Some("suitability") {
+            return Ok(r#"{"reason": "rentals", "suitable": "yes"}"#.into());
+        }
+        let last = last_user_message(request);
+        if last.starts_with(agora_node::acting::PROGRAM_NOT_DONE) {
+            Ok("```javascript\nrents\n```".into())
+        } else {
+            Ok("```javascript\nlooks only\n```".into())
+        }
+    });
+    let desk_tool = Desk::new();
+    let dir = temp_dir();
+    let node = NodeBuilder::new(llm.clone(), dir.path())
+        .connected_tools(vec![desk_tool.clone()])
+        .routine_engine(Arc::new(engine))
+        .config(|c| c.responder.code_as_action = true)
+        .build()
+        .await;
+    let reply = node
+        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    assert_eq!(
+        desk_tool.statements.lock().unwrap().clone(),
+        [
+            "SELECT SkiId FROM Skis",
+            "SELECT SkiId FROM Skis",
+            "INSERT INTO SkiRentals VALUES ('A321')"
+        ]
+    );
+    let programs: Vec<String> = llm
+        .calls()
+        .iter()
+        .filter(|r| schema_name(r) != Some("suitability"))
+        .map(|r| last_user_message(r).to_string())
+        .collect();
+    assert_eq!(
+        programs.len(),
+        2,
+        "a program, then its repair: {programs:?}"
+    );
+    assert!(programs[1].starts_with(agora_node::acting::PROGRAM_NOT_DONE));
+}
+
+/// [`RENT_PD`] saying in its front matter that its requests change nothing: a question.
+const SKIS_PD: &str = "---\nname: skis\nread_only: true\n---\n\nThe request is a JSON object \
+with `type`, the kind of ski. The reply is a JSON object with `status`: `success` if such a ski \
+is free, `failure` if not.\n";
+
+/// A routine that looks a ski up, then rents it.
+fn looks_up_and_rents() -> agora_testkit::ScriptedRoutineEngine {
+    agora_testkit::ScriptedRoutineEngine::new().routine(
+        "looks up and rents",
+        |_body, tools| async move {
+            let call = |statement: &str| json!({ "statement": statement }).to_string();
+            tools
+                .call_tool("desk", &call("SELECT SkiId FROM Skis"))
+                .await
+                .map_err(agora_node::RoutineError::Failed)?;
+            tools
+                .call_tool("desk", &call("INSERT INTO SkiRentals VALUES ('A321')"))
+                .await
+                .map_err(agora_node::RoutineError::Failed)?;
+            Ok(json!({"status": "success"}).to_string())
+        },
+    )
+}
+
+/// A routine answering a question may only read: under a document that says `read_only: true`
+/// (or one the operator lists in `routines.read_only_protocols`) its INSERT fails before it
+/// reaches the tool, and the routine fails; under one that does not, the same
+/// routine rents.
+#[tokio::test]
+async fn a_routine_for_a_question_may_not_call_a_tool_that_acts() {
+    let cases = [
+        (SKIS_PD, false, false),
+        (RENT_PD, true, false),
+        (RENT_PD, false, true),
+    ];
+    for (document, declared, acts) in cases {
+        let desk = Desk::new();
+        let dir = temp_dir();
+        let node = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
+            .connected_tools(vec![desk.clone()])
+            .routine_engine(Arc::new(looks_up_and_rents()))
+            .config(|c| {
+                c.routines.fallback_to_llm = false;
+                if declared {
+                    c.routines
+                        .read_only_protocols
+                        .insert(ProtocolHash::of(document.as_bytes()));
+                }
+            })
+            .build()
+            .await;
+        let spec = agora_testkit::human_routine("rent", document, "looks up and rents", &["desk"]);
+        node.add_routine(spec).await.unwrap();
+        let reply = node
+            .handle(inline(document, Body::Json(json!({"type": "carving"}))))
+            .await;
+        let statements = desk.statements.lock().unwrap().clone();
+        if acts {
+            assert_eq!(reply.status, Status::Success, "{reply:?}");
+            assert_eq!(statements.len(), 2);
+        } else {
+            // The peer is told the routine failed; the operator's record says why.
+            assert_eq!(reply.status, Status::Failure, "{reply:?}");
+            let routine = node.store().routines().await.unwrap().remove(0);
+            let error = routine.last_error.unwrap_or_default();
+            assert!(error.contains("answers a question"), "{error}");
+            assert_eq!(
+                statements,
+                ["SELECT SkiId FROM Skis"],
+                "declared: {declared}"
+            );
+        }
+    }
+}
+
+/// No routine is written for a question from examples that acted: the LLM's tool loop rented a
+/// ski while answering a protocol the operator declared read-only, and the programmer refuses
+/// with no LLM call, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_routine_is_written_for_a_question_from_examples_that_acted() {
+    let llm = ScriptedLlm::new(|request: &ChatRequest| -> Turn {
+        if schema_name(request) == Some("suitability") {
+            return Ok(r#"{"reason": "rentals", "suitable": "yes"}"#.into());
+        }
+        assert_eq!(schema_name(request), Some("step"), "no programmer call");
+        let results = request
+            .messages
+            .iter()
+            .filter(|m| m.content.starts_with("Result of desk"))
+            .count();
+        Ok(match results {
+            0 => json!({"tool": "desk", "arguments": {"statement": "SELECT SkiId FROM Skis"}}),
+            1 => json!({"tool": "desk", "arguments": {"statement": "INSERT INTO SkiRentals VALUES ('A321')"}}),
+            _ => json!({"tool": "final_answer", "answer": {"status": "success"}}),
+        }
+        .to_string())
+    });
+    let desk = Desk::new();
+    let dir = temp_dir();
+    let hash = ProtocolHash::of(RENT_PD.as_bytes());
+    let node = NodeBuilder::new(llm, dir.path())
+        .connected_tools(vec![desk.clone()])
+        .routine_engine(Arc::new(looks_up_and_rents()))
+        .config(|c| {
+            c.thresholds.implementation = 1;
+            c.routines.read_only_protocols.insert(hash);
+        })
+        .build()
+        .await;
+    let reply = node
+        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
+        .await;
+    assert_eq!(reply.status, Status::Success, "{reply:?}");
+    node.programmer_idle().await;
+    let attempts = agora_testkit::attempts(&node, &hash).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0].outcome.as_str(), "tests_failed");
+    assert!(
+        attempts[0].report.starts_with(
+            "refused: the protocol is a question (read-only), and example 1 called desk"
+        ),
+        "{}",
+        attempts[0].report
+    );
+    assert!(node.store().routines().await.unwrap().is_empty());
+    assert!(
+        !llm_categories(&node)
+            .await
+            .iter()
+            .any(|c| c == "implementing")
+    );
+}
