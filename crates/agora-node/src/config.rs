@@ -173,6 +173,7 @@ pub struct RoutineConfig {
     /// a tool call not known to only read ([`crate::tools::Tool::changes_state`]) fails, and
     /// no routine is written from examples that acted. A document saying `read_only: true` in
     /// its front matter is a question too.
+    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub read_only_protocols: std::collections::BTreeSet<ProtocolHash>,
 }
 

@@ -533,8 +533,9 @@ fn pointer<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
 /// same, and is wrong on the next. Returns what the model is told. Small integers (|n| <= 2) are
 /// left out: they are indexes and counts in any code.
 pub(crate) fn hard_coded(source: &str, examples: &[Example], document: &str) -> Option<String> {
-    // A comment writes nothing: the compiler's say which examples a step came from ("examples
-    // 1-3"), and a request's 3 people is not written by them.
+    // A comment writes nothing, nor does a message of the compiler's `uncovered`: they say which
+    // examples a step came from ("examples 1-3", "step 3"), and a request's 3 people is not
+    // written by them. Numbers in other strings are (an hour in an SQL text).
     let code = Code {
         strings: without_comments(source, false),
         numbers: without_comments(source, true),
@@ -642,21 +643,21 @@ fn request_value_written(source: &Code, examples: &[Example], document: &str) ->
 }
 
 /// `source` with its JavaScript comments (`// ...` and `/* ... */`) blanked out; with
-/// `strings`, the contents of its string and template literals too (quotes kept), so that only
-/// number literals of the code are left to find.
-fn without_comments(source: &str, strings: bool) -> String {
+/// `messages`, the contents of the strings given to the compiler's `uncovered(...)` too (quotes
+/// kept). Numbers in other strings stay: a request's hour written into an SQL text is written.
+fn without_comments(source: &str, messages: bool) -> String {
     let mut out = String::with_capacity(source.len());
     let mut chars = source.chars().peekable();
-    let mut quote: Option<char> = None;
+    // The open quote, and whether its contents are blanked.
+    let mut quote: Option<(char, bool)> = None;
     while let Some(c) = chars.next() {
-        if let Some(q) = quote {
-            let keep = !strings || c == q;
-            if keep {
+        if let Some((q, blank)) = quote {
+            if !blank || c == q {
                 out.push(c);
             }
             if c == '\\' {
                 if let Some(next) = chars.next()
-                    && !strings
+                    && !blank
                 {
                     out.push(next);
                 }
@@ -684,7 +685,7 @@ fn without_comments(source: &str, strings: bool) -> String {
                 out.push(' ');
             }
             ('"' | '\'' | '`', _) => {
-                quote = Some(c);
+                quote = Some((c, messages && out.trim_end().ends_with("uncovered(")));
                 out.push(c);
             }
             _ => out.push(c),
@@ -694,7 +695,7 @@ fn without_comments(source: &str, strings: bool) -> String {
 }
 
 /// A candidate's source as the literal checks read it: with its comments blanked for strings,
-/// and its strings blanked too for numbers.
+/// and the compiler's `uncovered` messages blanked too for numbers.
 struct Code {
     strings: String,
     numbers: String,
@@ -1020,8 +1021,9 @@ mod tests {
         assert!(writes_number("return [45];", 45.0));
     }
 
-    /// The compiler's provenance comments ("as in examples 1-3") name no value: a booking for
-    /// 3 people compiled from 3 examples is not refused for writing 3.
+    /// The compiler's provenance comments ("as in examples 1-3") and `uncovered` messages
+    /// ("step 3") name no value: a booking for 3 people compiled from 3 examples is not refused
+    /// for writing 3. Written into an SQL text, 3 is written.
     #[test]
     fn a_number_in_a_comment_is_not_a_literal() {
         let examples = [example(
@@ -1042,12 +1044,18 @@ mod tests {
         );
         let message = "function handle(b) { uncovered('step 3 found nothing'); }";
         assert_eq!(hard_coded(message, &examples, document), None);
-        let source = "a // 3\nb /* 4 */ c 'd // 5' `e /* 6 */`";
+        // In an SQL text it is written.
+        let sql = "function handle(b) { callTool('sql', {query: 'INSERT INTO T VALUES (3)'}); }";
+        assert!(hard_coded(sql, &examples, document).is_some());
+        let source = "a // 3\nb /* 4 */ c 'd // 5' uncovered( `e /* 6 */`)";
         assert_eq!(
             without_comments(source, false),
-            "a  \nb   c 'd // 5' `e /* 6 */`"
+            "a  \nb   c 'd // 5' uncovered( `e /* 6 */`)"
         );
-        assert_eq!(without_comments(source, true), "a  \nb   c '' ``");
+        assert_eq!(
+            without_comments(source, true),
+            "a  \nb   c 'd // 5' uncovered( ``)"
+        );
     }
 
     #[tokio::test]
