@@ -5,7 +5,6 @@
 
 mod committed_runs;
 mod defaults;
-mod real_model_booking;
 mod real_model_weather_demo;
 mod report;
 mod scaled_network;

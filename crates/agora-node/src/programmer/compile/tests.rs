@@ -172,6 +172,40 @@ fn calls_that_differ_after_an_empty_result_become_a_branch() {
     );
 }
 
+/// A member every example replied with the same empty value stays in the reply: restaurant3's
+/// `bookTable` answers `{"status": "success", "error": ""}`, and its routine does too.
+#[test]
+fn a_member_empty_in_every_example_stays_in_the_reply() {
+    let insert = |name: &str| json!({"tool": "sql", "arguments": {"query": format!("INSERT INTO Bookings VALUES ('{name}')")}, "result": [{"changes": 1}]});
+    let examples: Vec<(String, Value, String)> = ["Ada", "Bob", "Cy"]
+        .iter()
+        .map(|name| {
+            example(
+                json!({"name": name}),
+                json!([insert(name)]),
+                json!({"status": "success", "error": ""}),
+            )
+        })
+        .collect();
+    let compiled = run(BOOKING, &examples).unwrap();
+    assert!(
+        compiled
+            .source
+            .contains("return { status: \"success\", error: \"\" };"),
+        "{}",
+        compiled.source
+    );
+    // One example without it: the member is not every example's, and is left out as before.
+    let mut fewer = examples.clone();
+    fewer[1].2 = json!({"status": "success"}).to_string();
+    let compiled = run(BOOKING, &fewer).unwrap();
+    assert!(
+        compiled.source.contains("return { status: \"success\" };"),
+        "{}",
+        compiled.source
+    );
+}
+
 #[test]
 fn the_majority_decides_what_the_document_does_not_name_and_is_reported() {
     let case = case("rent-ski");

@@ -411,11 +411,23 @@ impl<'a> Builder<'a> {
     /// The reply object the examples share: members most of them have, each as most of them
     /// compute it; an example that differs in a member is left out of the examination.
     fn object_reply(&mut self, examples: &[usize]) -> Expr {
+        // A member every example has with the same empty value (`"error": ""`) is kept as it
+        // is: the protocol's reply has it, though nothing shows where it would come from.
+        let blank = |key: &str| -> Option<Value> {
+            let mut values = examples.iter().map(|&e| match &self.traces[e].reply.value {
+                Value::Object(map) => map.get(key).filter(|v| is_empty(v)).cloned(),
+                _ => None,
+            });
+            let first = values.next()??;
+            values
+                .all(|value| value.as_ref() == Some(&first))
+                .then_some(first)
+        };
         let mut keys: Vec<String> = Vec::new();
         for &e in examples {
             if let Value::Object(map) = &self.traces[e].reply.value {
                 for (key, value) in map {
-                    if !is_empty(value) && !keys.contains(key) {
+                    if (!is_empty(value) || blank(key).is_some()) && !keys.contains(key) {
                         keys.push(key.clone());
                     }
                 }
@@ -423,6 +435,10 @@ impl<'a> Builder<'a> {
         }
         let mut members = Vec::new();
         for key in keys {
+            if let Some(value) = blank(&key) {
+                members.push((key, Expr::Literal(value)));
+                continue;
+            }
             let having: Vec<(usize, &Traced, &Value)> = examples
                 .iter()
                 .filter_map(|&e| {

@@ -34,7 +34,7 @@ function handle(body) {
   } else if (r2?.status === "success") {
     // Examples 3, 6-10, 12, 15, 16, 18, 20: r2.status was "success".
     // The reply, as in examples 3, 6-10, 12, 15, 16, 18, 20.
-    return { status: r2.status };
+    return { status: r2.status, error: "" };
   } else {
     uncovered("r2.status is a value no example had");
   }
