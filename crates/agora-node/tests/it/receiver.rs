@@ -697,6 +697,31 @@ const RENT_PD: &str = "---\nname: rent\n---\n\nThe request is a JSON object with
 kind of ski to rent. The reply is a JSON object with `status`: `success` if the ski was rented, \
 `failure` if not.\n";
 
+/// A node with `desk`, `llm` and, when given, a routine `engine`, configured by `configure`, in
+/// a new temporary folder.
+async fn desk_node(
+    llm: Arc<ScriptedLlm>,
+    desk: &Arc<Desk>,
+    engine: Option<agora_testkit::ScriptedRoutineEngine>,
+    configure: impl FnOnce(&mut agora_node::NodeConfig),
+) -> (tempfile::TempDir, Node) {
+    let dir = temp_dir();
+    let mut builder = NodeBuilder::new(llm, dir.path())
+        .connected_tools(vec![desk.clone()])
+        .config(configure);
+    if let Some(engine) = engine {
+        builder = builder.routine_engine(Arc::new(engine));
+    }
+    let node = builder.build().await;
+    (dir, node)
+}
+
+/// A carving ski asked for under `document`.
+async fn ask_for_carving(node: &Node, document: &str) -> agora_protocol::Reply {
+    node.handle(inline(document, Body::Json(json!({"type": "carving"}))))
+        .await
+}
+
 /// A carving ski rented under [`RENT_PD`] from a node with `desk` and `llm`, configured by
 /// `configure`; the request must be answered.
 async fn rent_carving(
@@ -704,15 +729,8 @@ async fn rent_carving(
     desk: &Arc<Desk>,
     configure: impl FnOnce(&mut agora_node::NodeConfig),
 ) {
-    let dir = temp_dir();
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .connected_tools(vec![desk.clone()])
-        .config(configure)
-        .build()
-        .await;
-    let reply = node
-        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
-        .await;
+    let (_dir, node) = desk_node(llm.clone(), desk, None, configure).await;
+    let reply = ask_for_carving(&node, RENT_PD).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
 }
 
@@ -792,16 +810,11 @@ async fn a_program_whose_success_only_read_is_sent_back_when_effects_are_require
         }
     });
     let desk_tool = Desk::new();
-    let dir = temp_dir();
-    let node = NodeBuilder::new(llm.clone(), dir.path())
-        .connected_tools(vec![desk_tool.clone()])
-        .routine_engine(Arc::new(engine))
-        .config(|c| c.responder.code_as_action = true)
-        .build()
-        .await;
-    let reply = node
-        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
-        .await;
+    let (_dir, node) = desk_node(llm.clone(), &desk_tool, Some(engine), |c| {
+        c.responder.code_as_action = true
+    })
+    .await;
+    let reply = ask_for_carving(&node, RENT_PD).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
     assert_eq!(
         desk_tool.statements.lock().unwrap().clone(),
@@ -862,25 +875,19 @@ async fn a_routine_for_a_question_may_not_call_a_tool_that_acts() {
     ];
     for (document, declared, acts) in cases {
         let desk = Desk::new();
-        let dir = temp_dir();
-        let node = NodeBuilder::new(ScriptedLlm::unreachable(), dir.path())
-            .connected_tools(vec![desk.clone()])
-            .routine_engine(Arc::new(looks_up_and_rents()))
-            .config(|c| {
-                c.routines.fallback_to_llm = false;
-                if declared {
-                    c.routines
-                        .read_only_protocols
-                        .insert(ProtocolHash::of(document.as_bytes()));
-                }
-            })
-            .build()
-            .await;
+        let engine = Some(looks_up_and_rents());
+        let (_dir, node) = desk_node(ScriptedLlm::unreachable(), &desk, engine, |c| {
+            c.routines.fallback_to_llm = false;
+            if declared {
+                c.routines
+                    .read_only_protocols
+                    .insert(ProtocolHash::of(document.as_bytes()));
+            }
+        })
+        .await;
         let spec = agora_testkit::human_routine("rent", document, "looks up and rents", &["desk"]);
         node.add_routine(spec).await.unwrap();
-        let reply = node
-            .handle(inline(document, Body::Json(json!({"type": "carving"}))))
-            .await;
+        let reply = ask_for_carving(&node, document).await;
         let statements = desk.statements.lock().unwrap().clone();
         if acts {
             assert_eq!(reply.status, Status::Success, "{reply:?}");
@@ -923,20 +930,13 @@ async fn no_routine_is_written_for_a_question_from_examples_that_acted() {
         .to_string())
     });
     let desk = Desk::new();
-    let dir = temp_dir();
     let hash = ProtocolHash::of(RENT_PD.as_bytes());
-    let node = NodeBuilder::new(llm, dir.path())
-        .connected_tools(vec![desk.clone()])
-        .routine_engine(Arc::new(looks_up_and_rents()))
-        .config(|c| {
-            c.thresholds.implementation = 1;
-            c.routines.read_only_protocols.insert(hash);
-        })
-        .build()
-        .await;
-    let reply = node
-        .handle(inline(RENT_PD, Body::Json(json!({"type": "carving"}))))
-        .await;
+    let (_dir, node) = desk_node(llm, &desk, Some(looks_up_and_rents()), |c| {
+        c.thresholds.implementation = 1;
+        c.routines.read_only_protocols.insert(hash);
+    })
+    .await;
+    let reply = ask_for_carving(&node, RENT_PD).await;
     assert_eq!(reply.status, Status::Success, "{reply:?}");
     node.programmer_idle().await;
     let attempts = agora_testkit::attempts(&node, &hash).await;
