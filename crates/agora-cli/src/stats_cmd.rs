@@ -21,7 +21,7 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
         let sender_routines = store.sender().sender_routines().await?;
         let sender_attempts = store.sender().sender_attempts().await?;
         let value = json!({
-            "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
+            "ledger": ledger.iter().map(|t| json!({"node": t.node, "category": t.category, "model": t.model, "calls": t.calls, "promptTokens": t.prompt_tokens, "cachedPromptTokens": t.cached_prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd})).collect::<Vec<_>>(),
             "protocols": usage.iter().map(|(h, u)| json!({"hash": h.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine, "fallback": u.fallback, "rejected": u.rejected, "failed": u.failed, "llmTokens": u.llm_prompt_tokens + u.llm_completion_tokens, "llmCostUsd": u.llm_cost_usd, "tokensSavedEstimate": u.tokens_saved_estimate(), "routineAttempts": programmed(h).attempts, "routineAttemptsPassed": programmed(h).passed, "implementingTokens": programmed(h).tokens})).collect::<Vec<_>>(),
             "sender": sent.iter().map(|t| json!({"target": t.target, "task": t.task, "rung": t.rung, "runs": t.runs, "successes": t.successes, "llmCalls": t.llm_calls, "tokens": t.tokens})).collect::<Vec<_>>(),
             "senderRoutines": sender_routines.iter().map(|r| json!({"id": r.id, "target": r.key.target, "task": r.key.task, "protocol": r.key.protocol_hash.to_hex(), "status": r.status.as_str(), "runs": r.runs, "failures": r.failures, "lastError": r.last_error, "source": r.source})).collect::<Vec<_>>(),
@@ -32,13 +32,20 @@ pub async fn run(config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
     }
     println!("LLM ledger");
     println!(
-        "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10}",
-        "node", "category", "model", "calls", "prompt", "completion", "cost $"
+        "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10} {:>10}",
+        "node", "category", "model", "calls", "prompt", "cached", "completion", "cost $"
     );
     for t in &ledger {
         println!(
-            "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10.4}",
-            t.node, t.category, t.model, t.calls, t.prompt_tokens, t.completion_tokens, t.cost_usd
+            "{:<16} {:<14} {:<36} {:>6} {:>10} {:>10} {:>10} {:>10.4}",
+            t.node,
+            t.category,
+            t.model,
+            t.calls,
+            t.prompt_tokens,
+            t.cached_prompt_tokens,
+            t.completion_tokens,
+            t.cost_usd
         );
     }
     println!();

@@ -280,6 +280,11 @@ fn to_chat_response(
         Some(usage) => Usage {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
+            cached_prompt_tokens: usage
+                .prompt_tokens_details
+                .and_then(|details| details.cached_tokens)
+                .unwrap_or(0)
+                .min(usage.prompt_tokens),
         },
         None => estimate_usage(request, &content),
     };
@@ -309,6 +314,7 @@ fn estimate_usage(request: &ChatRequest, content: &str) -> Usage {
     Usage {
         prompt_tokens: tokens(prompt_chars),
         completion_tokens: tokens(content.chars().count()),
+        cached_prompt_tokens: 0,
     }
 }
 

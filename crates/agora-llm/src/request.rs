@@ -163,12 +163,21 @@ impl ChatRequest {
 }
 
 /// Token counts of one call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens in the prompt (all messages, as the endpoint counted them).
     pub prompt_tokens: u32,
     /// Tokens generated.
     pub completion_tokens: u32,
+    /// Of the prompt tokens, those the endpoint took from its prompt cache rather than
+    /// evaluated (llama-server's `cache_n`, a hosted API's `cached_tokens`); 0 when it did not
+    /// say, as in cassettes recorded before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u32,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 /// The completion of one call.
@@ -271,6 +280,7 @@ mod tests {
             usage: Usage {
                 prompt_tokens: 1,
                 completion_tokens: 1,
+                cached_prompt_tokens: 0,
             },
             model: "m".into(),
             latency_ms: 1,

@@ -66,6 +66,7 @@ pub fn price_of(model: &str) -> PriceTable {
     PriceTable {
         prompt_usd_per_million: prompt,
         completion_usd_per_million: completion,
+        cached_prompt_usd_per_million: None,
     }
 }
 
@@ -533,6 +534,7 @@ impl Agents {
                 let one = CallTotals {
                     calls: 1,
                     prompt_tokens: call.prompt_tokens.max(0) as u64,
+                    cached_prompt_tokens: call.cached_prompt_tokens.max(0) as u64,
                     completion_tokens: call.completion_tokens.max(0) as u64,
                     cost_usd: call.cost_usd,
                     latency_ms: call.latency_ms.max(0) as u64,

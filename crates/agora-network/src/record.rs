@@ -40,6 +40,10 @@ pub struct CallTotals {
     pub calls: u64,
     /// Prompt tokens.
     pub prompt_tokens: u64,
+    /// Of those, the ones the endpoint read from its prompt cache (absent: none, or a cassette
+    /// recorded before they were kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
     /// Cost at the price table's rates (each agent priced as its model in the paper).
@@ -48,11 +52,16 @@ pub struct CallTotals {
     pub latency_ms: u64,
 }
 
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 impl CallTotals {
     /// Adds `other` into `self`.
     pub fn add(&mut self, other: &CallTotals) {
         self.calls += other.calls;
         self.prompt_tokens += other.prompt_tokens;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cost_usd += other.cost_usd;
         self.latency_ms += other.latency_ms;

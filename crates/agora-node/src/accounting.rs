@@ -160,6 +160,7 @@ impl Accountant {
             category: category.as_str().to_string(),
             model: response.model.clone(),
             prompt_tokens: response.usage.prompt_tokens as i64,
+            cached_prompt_tokens: response.usage.cached_prompt_tokens as i64,
             completion_tokens: response.usage.completion_tokens as i64,
             latency_ms: response.latency_ms as i64,
             cost_usd,
@@ -179,6 +180,7 @@ impl Accountant {
         tracing::debug!(
             category = category.as_str(),
             prompt_tokens = record.prompt_tokens,
+            cached_prompt_tokens = record.cached_prompt_tokens,
             completion_tokens = record.completion_tokens,
             latency_ms = record.latency_ms,
             "llm call"

@@ -325,6 +325,14 @@ impl Figures for NodeFigures {
         )?;
         family(
             encoder,
+            "agora_llm_cached_prompt_tokens",
+            "Of the prompt tokens, those the endpoint read from its prompt cache.",
+            self.ledger
+                .iter()
+                .map(|t| (model(t), count(t.cached_prompt_tokens))),
+        )?;
+        family(
+            encoder,
             "agora_llm_cost_usd",
             "LLM cost at the price table's rates, in US dollars.",
             self.ledger

@@ -12,7 +12,7 @@ use crate::sql::{Columns, execute, fetch_all, from_columns};
 use crate::{LedgerTotals, LlmCallRecord, Store, StoreError};
 
 const CALL_COLUMNS: &str = "node, category, model, prompt_tokens, completion_tokens, latency_ms, \
-     cost_usd, query_id, protocol_hash, created_at";
+     cost_usd, query_id, protocol_hash, created_at, cached_prompt_tokens";
 
 impl Ledger<'_> {
     /// Appends one LLM call to the ledger.
@@ -20,7 +20,7 @@ impl Ledger<'_> {
         let _writer = self.store.writer().await;
         let sql = format!(
             "INSERT INTO llm_calls ({CALL_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
         );
         let statement = sqlx::query(&sql)
             .bind(&call.node)
@@ -32,7 +32,8 @@ impl Ledger<'_> {
             .bind(call.cost_usd)
             .bind(call.query_id.clone())
             .bind(call.protocol_hash.map(|hash| hash.to_hex()))
-            .bind(call.created_at_ms);
+            .bind(call.created_at_ms)
+            .bind(call.cached_prompt_tokens);
         execute(&self.store.pool, statement, "record_llm_call").await?;
         Ok(())
     }
@@ -114,6 +115,7 @@ impl Ledger<'_> {
             "SELECT node, category, model, COUNT(*) AS calls, \
              CAST(SUM(prompt_tokens) AS BIGINT) AS prompt_tokens, \
              CAST(SUM(completion_tokens) AS BIGINT) AS completion_tokens, \
+             CAST(SUM(cached_prompt_tokens) AS BIGINT) AS cached_prompt_tokens, \
              SUM(cost_usd) AS cost_usd \
              FROM llm_calls GROUP BY node, category, model",
         );
@@ -136,7 +138,8 @@ fn call_from_row(row: &AnyRow) -> Result<LlmCallRecord, StoreError> {
     let columns = Columns::new(row, "llm_calls: read column");
     let hash = columns.get("protocol_hash")?;
     Ok(from_columns!(columns => LlmCallRecord {
-        node, category, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, query_id,
+        node, category, model, prompt_tokens, cached_prompt_tokens, completion_tokens, latency_ms,
+        cost_usd, query_id,
         protocol_hash: parse_optional_hash("llm_calls.protocol_hash", hash)?,
         created_at_ms: columns.get("created_at")?,
     }))
@@ -145,7 +148,8 @@ fn call_from_row(row: &AnyRow) -> Result<LlmCallRecord, StoreError> {
 fn totals_from_row(row: &AnyRow) -> Result<LedgerTotals, StoreError> {
     let columns = Columns::new(row, "ledger_totals: read column");
     Ok(from_columns!(columns => LedgerTotals {
-        node, category, model, calls, prompt_tokens, completion_tokens, cost_usd,
+        node, category, model, calls, prompt_tokens, cached_prompt_tokens, completion_tokens,
+        cost_usd,
     }))
 }
 

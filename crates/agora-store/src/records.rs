@@ -382,6 +382,8 @@ pub struct LlmCallRecord {
     pub model: String,
     /// Tokens in the prompt.
     pub prompt_tokens: i64,
+    /// Of `prompt_tokens`, those the endpoint read from its prompt cache (0: none, or unknown).
+    pub cached_prompt_tokens: i64,
     /// Tokens in the completion.
     pub completion_tokens: i64,
     /// Wall time of the call, in milliseconds.
@@ -409,6 +411,8 @@ pub struct LedgerTotals {
     pub calls: i64,
     /// Prompt tokens over the calls.
     pub prompt_tokens: i64,
+    /// Of those, the ones read from the endpoint's prompt cache.
+    pub cached_prompt_tokens: i64,
     /// Completion tokens over the calls.
     pub completion_tokens: i64,
     /// Cost over the calls, in US dollars.

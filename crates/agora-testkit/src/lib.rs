@@ -190,6 +190,8 @@ pub struct NodeBuilder {
     pub connected_tools: Vec<Arc<dyn agora_node::Tool>>,
     /// The store's URL, when it is not the SQLite file in `store_dir` (a PostgreSQL schema).
     pub store_url: Option<String>,
+    /// The ledger's prices (the paper's GPT-4o prices by default).
+    pub prices: PriceTable,
 }
 
 impl NodeBuilder {
@@ -215,7 +217,14 @@ impl NodeBuilder {
             routine_engine: None,
             connected_tools: Vec::new(),
             store_url: None,
+            prices: PriceTable::default(),
         }
+    }
+
+    /// Prices the ledger's calls with this table.
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// Stores in the database at `url` instead of the SQLite file in the store folder.
@@ -286,7 +295,7 @@ impl NodeBuilder {
             fetcher: Fetcher::new(self.fetch.clone()).expect("the fetcher builds"),
             targets,
             tools,
-            prices: PriceTable::default(),
+            prices: self.prices.clone(),
             clock: self.clock.clone(),
             routine_engine: self.routine_engine.clone(),
         });

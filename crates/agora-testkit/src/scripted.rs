@@ -69,7 +69,13 @@ impl ScriptedLlm {
 #[async_trait::async_trait]
 impl Llm for ScriptedLlm {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        // As a server with one slot that keeps its prompt cache: the prompt's beginning shared
+        // with the previous call's counts as read from the cache.
+        let mut cached_chars = 0;
         if let Ok(mut calls) = self.calls.lock() {
+            if let Some(previous) = calls.last() {
+                cached_chars = shared_prefix_chars(previous, request);
+            }
             calls.push(request.clone());
         }
         // A script may block (a test's gate holding the model "busy"). On a multi-thread runtime
@@ -89,6 +95,7 @@ impl Llm for ScriptedLlm {
             usage: Usage {
                 prompt_tokens: (prompt_chars / 4) as u32,
                 completion_tokens: (content.len() / 4).max(1) as u32,
+                cached_prompt_tokens: (cached_chars / 4) as u32,
             },
             content,
             model: "scripted".into(),
@@ -129,4 +136,17 @@ pub fn system_prompt(request: &ChatRequest) -> &str {
         .find(|m| m.role == Role::System)
         .map(|m| m.content.as_str())
         .unwrap_or("")
+}
+
+/// How many characters the prompts of `a` and `b` (their messages' contents, in order) share
+/// from the start.
+fn shared_prefix_chars(a: &ChatRequest, b: &ChatRequest) -> usize {
+    let text = |r: &ChatRequest| -> Vec<u8> {
+        r.messages
+            .iter()
+            .flat_map(|m| m.content.as_bytes().iter().copied())
+            .collect()
+    };
+    let (a, b) = (text(a), text(b));
+    a.iter().zip(&b).take_while(|(x, y)| x == y).count()
 }

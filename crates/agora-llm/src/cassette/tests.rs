@@ -22,6 +22,7 @@ impl Llm for CountingLlm {
             usage: Usage {
                 prompt_tokens: 10 * n,
                 completion_tokens: u32::try_from(request.messages.len()).unwrap_or(0),
+                cached_prompt_tokens: 0,
             },
             model: "counting".into(),
             latency_ms: u64::from(n),
@@ -68,6 +69,7 @@ fn response(content: &str) -> ChatResponse {
         usage: Usage {
             prompt_tokens: 7,
             completion_tokens: 3,
+            cached_prompt_tokens: 2,
         },
         model: "recorded-model".into(),
         latency_ms: 1234,

@@ -95,7 +95,8 @@ fn completion(content: &str, with_usage: bool) -> Value {
         }]
     });
     if with_usage {
-        body["usage"] = json!({"prompt_tokens": 31, "completion_tokens": 5, "total_tokens": 36});
+        body["usage"] = json!({"prompt_tokens": 31, "completion_tokens": 5, "total_tokens": 36,
+            "prompt_tokens_details": {"cached_tokens": 24}});
     }
     body
 }
@@ -165,7 +166,8 @@ async fn json_schema_request_goes_out_strict_with_temperature_and_seed() {
         response.usage,
         Usage {
             prompt_tokens: 31,
-            completion_tokens: 5
+            completion_tokens: 5,
+            cached_prompt_tokens: 24,
         }
     );
     assert_eq!(response.model, "fake-model.gguf");
@@ -206,7 +208,8 @@ async fn missing_usage_is_estimated() {
         response.usage,
         Usage {
             prompt_tokens: 3,
-            completion_tokens: 2
+            completion_tokens: 2,
+            cached_prompt_tokens: 0,
         }
     );
 }

@@ -83,6 +83,14 @@ pub(super) fn totals_section(md: &mut String, summary: &ReportSummary) -> Result
     row(md, "prompt tokens", &|t| {
         t.llm_totals.prompt_tokens.to_string()
     })?;
+    if modes.iter().any(|t| {
+        t.as_ref()
+            .is_some_and(|t| t.llm_totals.cached_prompt_tokens > 0)
+    }) {
+        row(md, "of them read from the model's prompt cache", &|t| {
+            t.llm_totals.cached_prompt_tokens.to_string()
+        })?;
+    }
     row(md, "completion tokens", &|t| {
         t.llm_totals.completion_tokens.to_string()
     })?;
@@ -117,7 +125,8 @@ pub(super) fn totals_section(md: &mut String, summary: &ReportSummary) -> Result
         md,
         "Costs are the runs' recorded costs: every agent is priced as the model it plays in \
          the paper, whatever model actually answered. The rates are **assumed** (list prices, \
-         USD per 1M tokens), not taken from the paper:\n\n| model | prompt | completion |\n|---|---|---|"
+         USD per 1M tokens), not taken from the paper; none names a cached-input price, so \
+         prompt tokens read from the model's cache are charged in full:\n\n| model | prompt | completion |\n|---|---|---|"
     )?;
     for (model, prompt, completion) in PRICE_TABLE {
         writeln!(md, "| {model} | ${prompt:.2} | ${completion:.2} |")?;

@@ -10,6 +10,7 @@ fn usage(calls: u64, cost_usd: f64) -> CallTotals {
     CallTotals {
         calls,
         prompt_tokens: calls * 100,
+        cached_prompt_tokens: 0,
         completion_tokens: calls * 10,
         cost_usd,
         latency_ms: calls * 50,
@@ -742,4 +743,32 @@ fn shadow_checks_are_shown_next_to_the_judges_verdicts() {
     .unwrap();
     let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(!report.contains("Shadow checks"));
+}
+
+/// The prompt tokens read from the model's cache get a row once a run has them; the old runs'
+/// reports (no cached counts) stay as they were.
+#[test]
+fn cached_prompt_tokens_get_a_row_when_a_run_has_them() {
+    let label = "| of them read from the model's prompt cache |";
+    let report = |agora: &RunRecord| {
+        let dir = tempfile::tempdir().unwrap();
+        let input = ReportInput {
+            name: "cache".to_owned(),
+            agora: Some(agora),
+            nl_only: None,
+            screenplay_counts: counts(),
+        };
+        write_report(dir.path(), &input).unwrap();
+        std::fs::read_to_string(dir.path().join("report.md")).unwrap()
+    };
+    let mut agora = agora_run();
+    assert!(!report(&agora).contains(label));
+    agora.queries[0].llm.cached_prompt_tokens = 60;
+    agora.queries[1].llm.cached_prompt_tokens = 15;
+    agora.recompute_totals();
+    let markdown = report(&agora);
+    assert!(
+        markdown.contains(&format!("{label} 75 | — |")),
+        "{markdown}"
+    );
 }

@@ -277,7 +277,7 @@ async fn stats(State(state): State<Shared>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({
         "ledger": ledger.iter().map(|t| json!({
             "node": t.node, "category": t.category, "model": t.model, "calls": t.calls,
-            "promptTokens": t.prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd,
+            "promptTokens": t.prompt_tokens, "cachedPromptTokens": t.cached_prompt_tokens, "completionTokens": t.completion_tokens, "costUsd": t.cost_usd,
         })).collect::<Vec<_>>(),
         "protocols": usage.iter().map(|(hash, u)| json!({
             "hash": hash.to_hex(), "requests": u.requests, "llm": u.llm, "routine": u.routine,

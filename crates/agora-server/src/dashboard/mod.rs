@@ -486,7 +486,7 @@ mod tests {
             (
                 "ledger.html",
                 json!({"calls": [{"id": 1, "at": 1, "node": "n", "category": evil, "model": "m",
-                "protocolHash": "ab", "protocol": evil, "promptTokens": 1, "completionTokens": 1, "latencyMs": 1,
+                "protocolHash": "ab", "protocol": evil, "promptTokens": 1, "cachedPromptTokens": 0, "completionTokens": 1, "latencyMs": 1,
                 "costUsd": 0.0, "queryId": evil}], "shownCostUsd": 0.0, "limit": 200, "categories": [evil],
                 "protocols": [{"hash": "ab", "name": evil}], "category": null, "protocol": null}),
             ),

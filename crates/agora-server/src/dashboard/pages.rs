@@ -105,7 +105,8 @@ pub async fn overview(node: &Node, window: Option<&str>, now_ms: i64) -> Result<
         },
         "ledger": ledger.iter().map(|t| json!({
             "node": t.node, "category": t.category, "model": t.model, "calls": t.calls,
-            "tokens": t.prompt_tokens + t.completion_tokens, "costUsd": t.cost_usd,
+            "tokens": t.prompt_tokens + t.completion_tokens,
+            "cachedPromptTokens": t.cached_prompt_tokens, "costUsd": t.cost_usd,
         })).collect::<Vec<_>>(),
         "window": window,
         "windows": WINDOWS.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
@@ -324,7 +325,8 @@ pub async fn ledger(
                 "id": id, "at": c.created_at_ms, "node": c.node, "category": c.category,
                 "model": c.model, "protocolHash": c.protocol_hash.map(|h| h.to_hex()),
                 "protocol": c.protocol_hash.and_then(|h| names.get(&h)),
-                "promptTokens": c.prompt_tokens, "completionTokens": c.completion_tokens,
+                "promptTokens": c.prompt_tokens, "cachedPromptTokens": c.cached_prompt_tokens,
+                "completionTokens": c.completion_tokens,
                 "latencyMs": c.latency_ms, "costUsd": c.cost_usd, "queryId": c.query_id,
             })
         })

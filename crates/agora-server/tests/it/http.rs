@@ -276,6 +276,58 @@ async fn metrics_report_the_ledger() {
     assert!(text.contains("agora_http_requests_total{node=\"test-node\",method=\"POST\",route=\"/\",status=\"200\"} 1"), "{text}");
 }
 
+/// Prompt tokens the endpoint read from its cache (the scripted model counts the prompt's
+/// beginning shared with its previous call) are kept in the ledger, charged at the table's
+/// cached-input price, and exported.
+#[tokio::test]
+async fn cached_prompt_tokens_are_kept_priced_and_exported() {
+    let dir = temp_dir();
+    let prices = agora_llm::PriceTable {
+        prompt_usd_per_million: 5.0,
+        completion_usd_per_million: 15.0,
+        cached_prompt_usd_per_million: Some(0.5),
+    };
+    let server = NodeBuilder::new(answering(), dir.path())
+        .prices(prices.clone())
+        .spawn()
+        .await;
+    for body in ["hello there", "hello again"] {
+        let (status, _) = server
+            .post(
+                "/",
+                &json!({"protocolHash": null, "protocolSources": [], "body": body}),
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
+    let calls = agora_testkit::llm_calls(&server.node).await;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].cached_prompt_tokens, 0);
+    let cached = calls[1].cached_prompt_tokens;
+    assert!(
+        cached > 0 && cached < calls[1].prompt_tokens,
+        "the second call shares the node's rules, not the message: {calls:?}"
+    );
+    for call in &calls {
+        let usage = agora_llm::Usage {
+            prompt_tokens: call.prompt_tokens as u32,
+            completion_tokens: call.completion_tokens as u32,
+            cached_prompt_tokens: call.cached_prompt_tokens as u32,
+        };
+        let expected = ((call.prompt_tokens - call.cached_prompt_tokens) as f64 * 5.0
+            + call.cached_prompt_tokens as f64 * 0.5
+            + call.completion_tokens as f64 * 15.0)
+            / 1e6;
+        assert!((call.cost_usd - expected).abs() < 1e-12, "{call:?}");
+        assert!((prices.cost(&usage) - expected).abs() < 1e-12);
+    }
+    let metrics = server.get_text("/metrics").await;
+    let line = format!(
+        "agora_llm_cached_prompt_tokens_total{{node=\"test-node\",category=\"conversation\",model=\"scripted\"}} {cached}"
+    );
+    assert!(metrics.contains(&line), "{line} in {metrics}");
+}
+
 fn routine_engine() -> std::sync::Arc<agora_testkit::ScriptedRoutineEngine> {
     std::sync::Arc::new(agora_testkit::ScriptedRoutineEngine::new().routine(
         "shout",

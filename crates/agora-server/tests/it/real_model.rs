@@ -164,3 +164,107 @@ async fn real_model_answers_an_osnap_task_request_with_no_routine() {
         "{answer}"
     );
 }
+
+/// The llama-server behind `$AGORA_TEST_LLM_URL` renders `messages` with the model's chat
+/// template and tokenizes the text: the tokens the model reads.
+async fn prompt_tokens(messages: &Value) -> Vec<i64> {
+    let url = std::env::var("AGORA_TEST_LLM_URL").unwrap();
+    let server = url
+        .trim_end_matches('/')
+        .trim_end_matches("/v1")
+        .to_string();
+    let client = reqwest::Client::new();
+    let rendered: Value = client
+        .post(format!("{server}/apply-template"))
+        .json(&json!({"messages": messages}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tokens: Value = client
+        .post(format!("{server}/tokenize"))
+        .json(&json!({"content": rendered["prompt"], "add_special": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_i64().unwrap())
+        .collect()
+}
+
+/// Two weather requests in a row on one node: the tool loop's first prompt of the second shares
+/// its beginning (the node's rules, tools and the protocol) with the first's, and llama-server
+/// reads that much of it from its prompt cache. The count comes from the server's reply, through
+/// the node's backend, into the ledger.
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_second_request_reads_the_shared_prefix_from_the_cache() {
+    let dir = temp_dir();
+    let cassette = dir.path().join("calls.jsonl");
+    let llm = agora_llm::RecordingLlm::open(&cassette, agora_testkit::local_llm()).unwrap();
+    let server = NodeBuilder::new(std::sync::Arc::new(llm), dir.path())
+        .config(|c| {
+            c.description = crate::fixtures::BOB.into();
+            c.tools = vec![agora_testkit::weather_tool()];
+        })
+        .spawn()
+        .await;
+    let hash = ProtocolHash::of(WEATHER_PD.as_bytes());
+    for body in [
+        json!({"location": "London, UK", "date": "2024-09-27"}),
+        json!({"location": "Lima, Peru", "date": "2024-10-03"}),
+    ] {
+        let (status, reply) = server
+            .post("/", &json!({"protocolHash": hash.to_base64(), "protocolSources": [data_uri::encode(WEATHER_PD)], "body": body.to_string()}))
+            .await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    // The tool loop's first step of each request: a system prompt and the request alone.
+    let firsts: Vec<Value> = std::fs::read_to_string(&cassette)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|entry| {
+            let messages = entry["request"]["messages"].as_array().unwrap();
+            messages.len() == 2
+                && messages[0]["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Requests to you follow the protocol document below")
+        })
+        .collect();
+    assert_eq!(firsts.len(), 2, "one first tool-loop step per request");
+    let first = prompt_tokens(&firsts[0]["request"]["messages"]).await;
+    let second = prompt_tokens(&firsts[1]["request"]["messages"]).await;
+    let shared = first
+        .iter()
+        .zip(&second)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let usage = &firsts[1]["response"]["usage"];
+    let cached = usage["cached_prompt_tokens"].as_u64().unwrap_or(0) as i64;
+    eprintln!(
+        "prompts of {} and {} tokens share {shared}; the second read {cached} from the cache ({usage})",
+        first.len(),
+        second.len()
+    );
+    assert!(shared > 200, "the prompts share the node's rules and tools");
+    assert!(
+        cached as f64 >= 0.8 * shared as f64,
+        "{cached} cached of a {shared}-token shared prefix"
+    );
+    let calls = agora_testkit::llm_calls(&server.node).await;
+    assert!(
+        calls.iter().any(|c| c.cached_prompt_tokens == cached
+            && c.prompt_tokens == usage["prompt_tokens"].as_i64().unwrap()),
+        "the ledger keeps the cached count: {calls:?}"
+    );
+}

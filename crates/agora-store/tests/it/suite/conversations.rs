@@ -159,6 +159,7 @@ pub async fn data_survives_a_restart(fixture: Fixture) {
             model: "qwen".to_string(),
             calls: 1,
             prompt_tokens: 1000,
+            cached_prompt_tokens: 600,
             completion_tokens: 50,
             cost_usd: 0.125,
         }]

@@ -125,6 +125,7 @@ pub fn llm_call(
         category: category.to_string(),
         model: model.to_string(),
         prompt_tokens: 1000,
+        cached_prompt_tokens: 600,
         completion_tokens: 50,
         latency_ms: 300,
         cost_usd: 0.125,

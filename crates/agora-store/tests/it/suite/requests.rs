@@ -464,6 +464,7 @@ pub async fn ledger_totals_are_grouped_and_sorted(fixture: Fixture) {
         model: model.to_string(),
         calls: n,
         prompt_tokens: 1000 * n,
+        cached_prompt_tokens: 600 * n,
         completion_tokens: 50 * n,
         cost_usd: 0.125 * n as f64,
     };
