@@ -16,6 +16,7 @@ pub mod a2a;
 pub mod admin;
 pub mod agent_protocol;
 pub mod app;
+mod auth;
 pub mod config;
 pub mod dashboard;
 pub mod edge;

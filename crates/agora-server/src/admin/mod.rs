@@ -94,15 +94,11 @@ fn sender_token(state: &AppState, headers: &header::HeaderMap) -> SenderToken {
     if accepted.is_empty() {
         return SenderToken::Disabled;
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
+    match crate::auth::bearer(headers) {
         Some(token)
             if accepted
                 .iter()
-                .any(|expected| constant_time_eq(token.as_bytes(), expected.as_bytes())) =>
+                .any(|expected| crate::auth::same_secret(token, expected)) =>
         {
             SenderToken::Accepted
         }
@@ -167,12 +163,6 @@ pub(crate) async fn require_mcp_token(
             "missing bearer token: send Authorization: Bearer <mcp.token or admin_token>",
         ),
     }
-}
-
-/// Compares secrets in time that depends only on their length (also used by the protocol
-/// database's write token).
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn internal(error: impl std::fmt::Display) -> ApiError {

@@ -386,7 +386,7 @@ async fn login(State(state): State<Shared>, Form(form): Form<LoginForm>) -> Resp
     let Some(token) = state.admin_token.as_deref() else {
         return disabled();
     };
-    if !crate::admin::constant_time_eq(form.token.as_bytes(), token.as_bytes()) {
+    if !crate::auth::same_secret(&form.token, token) {
         let wrong = json!({"wrong": true});
         return html_page(StatusCode::UNAUTHORIZED, "login.html", &wrong, false);
     }

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::admin::constant_time_eq;
+use crate::auth::same_secret;
 
 /// The cookie's name.
 pub const COOKIE: &str = "agora_dashboard";
@@ -37,11 +37,7 @@ pub enum Credential {
 
 /// What `headers` present, checked against `token` at `now_ms`.
 pub fn credential(headers: &HeaderMap, token: &str, now_ms: i64) -> Credential {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if bearer.is_some_and(|presented| constant_time_eq(presented.as_bytes(), token.as_bytes())) {
+    if crate::auth::bearer(headers).is_some_and(|presented| same_secret(presented, token)) {
         return Credential::Bearer;
     }
     let valid_cookie = cookies(headers)
@@ -90,7 +86,7 @@ fn session_is_valid(value: &str, token: &str, now_ms: i64) -> bool {
     let Ok(expires) = expires.parse::<i64>() else {
         return false;
     };
-    expires > now_ms && constant_time_eq(presented.as_bytes(), hex(&tag(token, expires)).as_bytes())
+    expires > now_ms && same_secret(presented, &hex(&tag(token, expires)))
 }
 
 fn tag(token: &str, expires: i64) -> Vec<u8> {

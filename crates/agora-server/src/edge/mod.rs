@@ -172,11 +172,11 @@ impl Edge {
     ) -> Result<Client, ApiError> {
         let address = self.client_address(headers, peer);
         let clients = &self.settings.clients;
-        if let Some(token) = bearer(headers)
+        if let Some(token) = crate::auth::bearer(headers)
             && let Some((name, _)) = clients
                 .tokens
                 .iter()
-                .find(|(_, expected)| constant_time_eq(expected.as_bytes(), token.as_bytes()))
+                .find(|(_, expected)| crate::auth::same_secret(token, expected))
         {
             return Ok(Client(format!("token:{name}")));
         }
@@ -317,20 +317,6 @@ fn canonical(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,
     }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-}
-
-/// Compares secrets in time independent of where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -91,14 +91,8 @@ fn authorize(state: &ProtocolDbState, headers: &HeaderMap) -> Result<(), ApiErro
              or open_writes = true",
         ));
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if crate::admin::constant_time_eq(token.as_bytes(), expected.as_bytes()) => {
-            Ok(())
-        }
+    match crate::auth::bearer(headers) {
+        Some(token) if crate::auth::same_secret(token, expected) => Ok(()),
         _ => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             ErrorCode::Unauthorized,
