@@ -47,16 +47,6 @@ impl PriceTable {
             + f64::from(usage.completion_tokens) * self.completion_usd_per_million)
             / 1_000_000.0
     }
-
-    /// What the cached-input price saved on one call against charging every prompt token at
-    /// the prompt price (0 when the table names no cached price).
-    pub fn cache_saving(&self, usage: &Usage) -> f64 {
-        let full = Self {
-            cached_prompt_usd_per_million: None,
-            ..self.clone()
-        };
-        full.cost(usage) - self.cost(usage)
-    }
 }
 
 #[cfg(test)]
@@ -120,7 +110,11 @@ mod tests {
             cached_prompt_tokens: 600_000,
         };
         assert!((table.cost(&call) - (0.4 * 2.5 + 0.6 * 1.25)).abs() < 1e-12);
-        assert!((table.cache_saving(&call) - 0.6 * 1.25).abs() < 1e-12);
+        let uncached = PriceTable {
+            cached_prompt_usd_per_million: None,
+            ..table.clone()
+        };
+        assert!((uncached.cost(&call) - table.cost(&call) - 0.6 * 1.25).abs() < 1e-12);
     }
 
     #[test]
@@ -132,7 +126,6 @@ mod tests {
             cached_prompt_tokens: 900,
         };
         assert_eq!(table.cost(&call), table.cost(&usage(1000, 200)));
-        assert_eq!(table.cache_saving(&call), 0.0);
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl ChatRequest {
 }
 
 /// Token counts of one call.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens in the prompt (all messages, as the endpoint counted them).
     pub prompt_tokens: u32,

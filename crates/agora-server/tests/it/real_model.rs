@@ -174,24 +174,16 @@ async fn prompt_tokens(messages: &Value) -> Vec<i64> {
         .trim_end_matches("/v1")
         .to_string();
     let client = reqwest::Client::new();
-    let rendered: Value = client
-        .post(format!("{server}/apply-template"))
-        .json(&json!({"messages": messages}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let tokens: Value = client
-        .post(format!("{server}/tokenize"))
-        .json(&json!({"content": rendered["prompt"], "add_special": false}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let post = |path: &str, body: Value| {
+        let request = client.post(format!("{server}/{path}")).json(&body);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let rendered = post("apply-template", json!({"messages": messages})).await;
+    let tokens = post(
+        "tokenize",
+        json!({"content": rendered["prompt"], "add_special": false}),
+    )
+    .await;
     tokens["tokens"]
         .as_array()
         .unwrap()
