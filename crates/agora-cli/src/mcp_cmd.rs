@@ -25,8 +25,10 @@ pub enum McpCommand {
 pub async fn run(command: McpCommand) -> anyhow::Result<()> {
     match command {
         McpCommand::Serve { config } => {
-            agora_server::telemetry::init("warn,agora=info");
             let config = Config::load(config.as_deref()).context("loading the configuration")?;
+            let _telemetry =
+                agora_telemetry::init("warn,agora=info", &config.telemetry, &config.node.name)
+                    .context("starting telemetry")?;
             let running = agora_server::runtime::build_node(config).await?;
             let front = agora_server::runtime::mcp_front(&running.node, &running.config)?;
             tracing::info!(node = %running.config.node.name, "serving MCP over stdio");

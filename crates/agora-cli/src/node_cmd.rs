@@ -63,8 +63,13 @@ pub async fn run(command: NodeCommand) -> anyhow::Result<()> {
         llm,
         llm_url,
     } = command;
-    agora_server::telemetry::init("info,agora=info,tower_http=warn");
     let mut config = Config::load(config.as_deref()).context("loading the configuration")?;
+    let _telemetry = agora_telemetry::init(
+        "info,agora=info,tower_http=warn",
+        &config.telemetry,
+        &config.node.name,
+    )
+    .context("starting telemetry")?;
     if let Some(listen) = listen {
         if config.node.public_url == format!("http://{}", config.listen) {
             config.node.public_url = format!("http://{listen}");

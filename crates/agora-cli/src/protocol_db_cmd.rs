@@ -36,7 +36,8 @@ pub async fn run(command: ProtocolDbCommand) -> anyhow::Result<()> {
         public_url,
         peers,
     } = command;
-    agora_server::telemetry::init("info,agora=info,tower_http=warn");
+    let _telemetry = agora_server::telemetry::init("info,agora=info,tower_http=warn")
+        .context("starting telemetry")?;
     let mut config =
         ProtocolDbServerConfig::load(config.as_deref()).context("loading the configuration")?;
     if let Some(listen) = listen {

@@ -76,7 +76,11 @@ impl Fetcher {
     /// deadline, size limit and address rules.
     pub async fn fetch_text(&self, url: &str) -> Result<Fetched, FetchError> {
         let url = Url::parse(url).map_err(|error| FetchError::BadUrl(error.to_string()))?;
-        let span = tracing::debug_span!("agora.fetch.fetch_text", url = %redacted(&url));
+        let span = tracing::info_span!(
+            "agora.fetch.fetch_text",
+            otel.kind = "client",
+            url = %redacted(&url)
+        );
         let fetch = self.follow_redirects(url).instrument(span);
         tokio::time::timeout(self.policy.timeout, fetch)
             .await
@@ -89,7 +93,11 @@ impl Fetcher {
     /// and the response body is read under the size limit and dropped.
     pub async fn post_empty(&self, url: &str) -> Result<(), FetchError> {
         let url = Url::parse(url).map_err(|error| FetchError::BadUrl(error.to_string()))?;
-        let span = tracing::debug_span!("agora.fetch.post_empty", url = %redacted(&url));
+        let span = tracing::info_span!(
+            "agora.fetch.post_empty",
+            otel.kind = "client",
+            url = %redacted(&url)
+        );
         let post = async {
             let request = self.client.post(url.clone()).header(CONTENT_LENGTH, 0);
             let response = self.send_checked(&url, request).await?;
@@ -113,7 +121,11 @@ impl Fetcher {
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, FetchError> {
         let host = self.check_before_sending(url)?;
-        let response = request.send().await.map_err(transport_error)?;
+        let response = request
+            .headers(agora_telemetry::propagation::outgoing_headers())
+            .send()
+            .await
+            .map_err(transport_error)?;
         if let Some(remote) = response.remote_addr() {
             self.check_address(&host, remote.ip())?;
         }

@@ -149,9 +149,17 @@ impl TargetRequest {
     /// Sends the request and waits for the response's head. The deadline keeps running while
     /// the body is read with [`TargetResponse::bytes`].
     pub async fn send(self) -> Result<TargetResponse, FetchError> {
-        let span = tracing::debug_span!("agora.fetch.target", method = self.method);
+        let span = tracing::info_span!(
+            "agora.fetch.target",
+            otel.name = self.method,
+            otel.kind = "client",
+            method = self.method
+        );
+        // The peer's spans are children of this client span.
+        let context = span.in_scope(agora_telemetry::propagation::outgoing_headers);
         let response = self
             .builder
+            .headers(context)
             .timeout(self.timeout)
             .send()
             .instrument(span)

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use agora_llm::{ChatRequest, ChatResponse, Llm, LlmError, PriceTable};
 use agora_protocol::ProtocolHash;
 use agora_store::{LlmCallRecord, Store};
+use agora_telemetry::conventions as conv;
+use tracing::Instrument as _;
 
 use crate::clock::Clock;
 use crate::observer::{Observer, RequestHooks, Step};
@@ -147,14 +149,68 @@ impl Accountant {
             category
         };
         context.observe(|| Step::LlmCall { category });
-        let response = match self.llm.chat(request).await {
+        let model = self.llm.model();
+        let span = tracing::info_span!(
+            "agora.llm.chat",
+            { conv::OTEL_NAME } = conv::chat_name(&model),
+            { conv::OTEL_KIND } = "client",
+            { conv::OPERATION_NAME } = conv::CHAT,
+            { conv::PROVIDER_NAME } = "openai",
+            { conv::REQUEST_MODEL } = %model,
+            { conv::REQUEST_TEMPERATURE } = f64::from(request.temperature),
+            { conv::REQUEST_SEED } = request.seed,
+            // Integers as i64: `tracing-opentelemetry` exports a u64 as a string.
+            { conv::REQUEST_MAX_TOKENS } = request.max_tokens.map(i64::from),
+            { conv::LLM_CATEGORY } = category.as_str(),
+            { conv::RESPONSE_MODEL } = tracing::field::Empty,
+            { conv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
+            { conv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
+            { conv::USAGE_CACHE_READ_INPUT_TOKENS } = tracing::field::Empty,
+            { conv::RESPONSE_FINISH_REASONS } = tracing::field::Empty,
+            { conv::LLM_COST_USD } = tracing::field::Empty,
+            { conv::INPUT_MESSAGES } = tracing::field::Empty,
+            { conv::OUTPUT_MESSAGES } = tracing::field::Empty,
+            { conv::ERROR_TYPE } = tracing::field::Empty,
+            { conv::OTEL_STATUS } = tracing::field::Empty,
+        );
+        if agora_telemetry::capture_content() {
+            span.record(conv::INPUT_MESSAGES, input_messages(request));
+        }
+        let response = match self.llm.chat(request).instrument(span.clone()).await {
             Ok(response) => response,
             Err(error) => {
+                span.record(conv::ERROR_TYPE, error_type(&error));
+                span.record(conv::OTEL_STATUS, "error");
                 context.observe(|| Step::LlmFailed { category });
                 return Err(error);
             }
         };
         let cost_usd = self.prices.cost(&response.usage);
+        span.record(conv::RESPONSE_MODEL, response.model.as_str());
+        span.record(
+            conv::USAGE_INPUT_TOKENS,
+            response.usage.prompt_tokens as i64,
+        );
+        span.record(
+            conv::USAGE_OUTPUT_TOKENS,
+            response.usage.completion_tokens as i64,
+        );
+        if response.usage.cached_prompt_tokens > 0 {
+            span.record(
+                conv::USAGE_CACHE_READ_INPUT_TOKENS,
+                response.usage.cached_prompt_tokens as i64,
+            );
+        }
+        let finish = if response.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        span.record(conv::RESPONSE_FINISH_REASONS, finish);
+        span.record(conv::LLM_COST_USD, cost_usd);
+        if agora_telemetry::capture_content() {
+            span.record(conv::OUTPUT_MESSAGES, response.content.as_str());
+        }
         let record = LlmCallRecord {
             node: self.node.clone(),
             category: category.as_str().to_string(),
@@ -195,5 +251,38 @@ impl Accountant {
             latency_ms: record.latency_ms,
         });
         Ok(response)
+    }
+}
+
+/// The prompt as `gen_ai.input.messages` holds it: `[{"role": ..., "content": ...}]`.
+fn input_messages(request: &ChatRequest) -> String {
+    let messages: Vec<serde_json::Value> = request
+        .messages
+        .iter()
+        .map(|message| {
+            serde_json::json!({
+                "role": match message.role {
+                    agora_llm::Role::System => "system",
+                    agora_llm::Role::User => "user",
+                    agora_llm::Role::Assistant => "assistant",
+                },
+                "content": message.content,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(messages).to_string()
+}
+
+/// The `error.type` of a failed call: the error's variant, never its text.
+fn error_type(error: &LlmError) -> &'static str {
+    match error {
+        LlmError::Unavailable(_) => "unavailable",
+        LlmError::Timeout => "timeout",
+        LlmError::Api { .. } => "api",
+        LlmError::BadResponse(_) => "bad_response",
+        LlmError::NotRecorded { .. } => "not_recorded",
+        LlmError::Cassette(_) => "cassette",
+        #[allow(unreachable_patterns)]
+        _ => "llm_error",
     }
 }

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use agora_protocol::ProtocolHash;
 use agora_store::{Routine, RoutineStatus, Store, StoreError};
+use agora_telemetry::conventions as conv;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::observer::{Observer, Step, ToolCaller};
 use crate::routines::{LoadedRoutine, RoutineEngine, RoutineError, RoutineLimits, ToolHost};
@@ -141,7 +143,23 @@ impl ActiveRoutine {
             }) as Arc<dyn ToolHost>,
             None => self.tools.clone(),
         };
-        run_within(self.loaded.as_ref(), body, tools, self.limits).await
+        let span = tracing::info_span!(
+            "agora.routine.run",
+            { conv::OTEL_NAME } = format!("run_routine {}", self.routine.name),
+            { conv::ROUTINE } = %self.routine.name,
+            { conv::ROUTINE_ID } = self.routine.id,
+            { conv::ROUTINE_ORIGIN } = ?self.routine.origin,
+            { conv::ERROR_TYPE } = tracing::field::Empty,
+            { conv::OTEL_STATUS } = tracing::field::Empty,
+        );
+        let result = run_within(self.loaded.as_ref(), body, tools, self.limits)
+            .instrument(span.clone())
+            .await;
+        if result.is_err() {
+            span.record(conv::ERROR_TYPE, "routine_error");
+            span.record(conv::OTEL_STATUS, "error");
+        }
+        result
     }
 
     /// Runs the routine once with `tools` instead of the node's (a shadow check's copies),

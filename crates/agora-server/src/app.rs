@@ -204,7 +204,7 @@ pub(crate) fn router(state: AppState) -> Router {
             crate::metrics::count_request,
         ))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::server_span))
         .with_state(state)
 }
 

@@ -49,6 +49,8 @@ pub struct Config {
     /// The HTTP edge: timeouts, connection and rate limits, client authentication, the LLM work
     /// bound, idempotency and the shutdown deadline (see `crate::edge`).
     pub edge: EdgeSettings,
+    /// Span export over OTLP (`docs/tracing.md`); the standard `OTEL_*` variables override it.
+    pub telemetry: agora_telemetry::TelemetrySettings,
 }
 
 impl Default for Config {
@@ -68,6 +70,7 @@ impl Default for Config {
             mcp: McpSettings::default(),
             a2a: A2aSettings::default(),
             edge: EdgeSettings::default(),
+            telemetry: agora_telemetry::TelemetrySettings::default(),
         }
     }
 }
@@ -96,6 +99,7 @@ impl Config {
             "mcp",
             "a2a",
             "edge",
+            "telemetry",
         ];
         // `UncasedStr::as_str` keeps the variable's case, so compare uncased.
         figment = figment.merge(Env::prefixed("AGORA_").split("__").filter(move |key| {

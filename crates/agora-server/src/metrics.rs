@@ -339,6 +339,26 @@ impl Figures for NodeFigures {
                 .iter()
                 .map(|t| (model(t), ConstCounter::new(t.cost_usd))),
         )?;
+        if let Some(spans) = agora_telemetry::installed_counts() {
+            // The exporter is the process's: every node it serves reports the same figures.
+            family(
+                encoder,
+                "agora_telemetry_spans",
+                "Spans handed to the OTLP exporter, by fate: exported, dropped_queue_full (the \
+                 queue was at its bound), dropped_export_failed (the receiver was down or slow).",
+                [
+                    ("exported", spans.exported),
+                    ("dropped_queue_full", spans.dropped_queue_full),
+                    ("dropped_export_failed", spans.dropped_export_failed),
+                ]
+                .map(|(fate, n)| {
+                    (
+                        [("node", node.to_string()), ("fate", fate.to_string())],
+                        ConstCounter::new(n),
+                    )
+                }),
+            )?;
+        }
         let protocol =
             |hash: &ProtocolHash| [("node", node.to_string()), ("protocol", hash.to_hex())];
         family(

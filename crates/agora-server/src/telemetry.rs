@@ -1,15 +1,28 @@
-//! Tracing set-up for binaries: `RUST_LOG`-style filtering, compact output
-//! on stderr. Spans are named `agora.<area>.<op>`.
+//! Tracing at the HTTP edge: the server span every request is answered in, a child of the
+//! caller's trace when the request carries W3C `traceparent` (see `agora_telemetry`). Spans are
+//! named `agora.<area>.<op>` in logs and by the GenAI conventions when exported.
 
-use tracing_subscriber::EnvFilter;
+use agora_telemetry::conventions as conv;
+use axum::extract::Request;
 
-/// Installs the global subscriber once; later calls do nothing.
-pub fn init(default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .compact()
-        .try_init();
+pub use agora_telemetry::{Telemetry, TelemetryError, TelemetrySettings};
+
+/// Installs the process's subscriber with no exporter configured but the `OTEL_*` variables
+/// (for commands without a node configuration); see [`agora_telemetry::init`].
+pub fn init(default_filter: &str) -> Result<Telemetry, TelemetryError> {
+    agora_telemetry::init(default_filter, &TelemetrySettings::default(), "agora")
+}
+
+/// The span an incoming request is answered in: `otel.kind = server`, named by its method, its
+/// parent the caller's span when `traceparent` names one.
+pub(crate) fn server_span(request: &Request) -> tracing::Span {
+    let span = tracing::info_span!(
+        "agora.http.server",
+        { conv::OTEL_NAME } = %request.method(),
+        { conv::OTEL_KIND } = "server",
+        "http.request.method" = %request.method(),
+        "url.path" = %request.uri().path(),
+    );
+    agora_telemetry::propagation::adopt_parent(&span, request.headers());
+    span
 }

@@ -99,6 +99,10 @@ fn each_framework_is_named_by_its_owners_only() {
         ("wasmtime", &["agora-routines"]),
         ("async-openai", &["agora-llm"]),
         ("sqlx", &["agora-network", "agora-store"]),
+        ("opentelemetry", &["agora-telemetry"]),
+        ("opentelemetry_sdk", &["agora-telemetry"]),
+        ("opentelemetry-otlp", &["agora-telemetry"]),
+        ("tracing-opentelemetry", &["agora-telemetry"]),
     ] {
         let mut named_by: Vec<&str> = metadata["packages"]
             .as_array()

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use agora_protocol::{ProtocolHash, VerifiedDocument};
 use agora_store::SenderRun;
+use agora_telemetry::conventions as conv;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::ladder::MAX_LISTING_BYTES;
 use super::ladder::Sender;
@@ -61,11 +63,23 @@ impl Sender {
         message: &str,
     ) -> Result<MessageReply, SendError> {
         let envelope = sender::envelope(protocol, sources, message);
+        let span = tracing::info_span!(
+            "agora.node.post_message",
+            { conv::OTEL_NAME } = conv::INVOKE_AGENT,
+            { conv::OTEL_KIND } = "client",
+            { conv::OPERATION_NAME } = conv::INVOKE_AGENT,
+            { conv::SERVER_ADDRESS } = target,
+            { conv::PROTOCOL_HASH } = protocol.map(|p| tracing::field::display(p.hash())),
+        );
         // A natural-language message may go to a foreign agent (A2A); a protocol message is
         // Agora's own.
         let answer = match protocol {
-            None => self.post_natural(target, &envelope, message).await,
-            Some(_) => self.post_agora(target, &envelope).await,
+            None => {
+                self.post_natural(target, &envelope, message)
+                    .instrument(span)
+                    .await
+            }
+            Some(_) => self.post_agora(target, &envelope).instrument(span).await,
         };
         let result = answer.and_then(|answer| match answer {
             Answer::Success(body, negotiation_requested) => Ok(MessageReply {

@@ -22,6 +22,7 @@ use agora_protocol::{
 use agora_store::{
     Conversation, ConversationKind, Decision, DecisionOrigin, RequestPath, RequestRecord,
 };
+use agora_telemetry::conventions as conv;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -161,10 +162,15 @@ impl Receiver {
         };
         let span = tracing::info_span!(
             "agora.node.handle",
+            { conv::OTEL_NAME } = conv::invoke_agent_name(&self.core.config.name),
+            { conv::OPERATION_NAME } = conv::INVOKE_AGENT,
+            { conv::AGENT_NAME } = %self.core.config.name,
             query_id = %query_id,
             // Formatted only if a subscriber records the span.
             protocol_hash = protocol_hash.map(tracing::field::display),
+            { conv::PROTOCOL_HASH } = protocol_hash.map(tracing::field::display),
             path = tracing::field::Empty,
+            { conv::PATH } = tracing::field::Empty,
             routine = tracing::field::Empty,
         );
         async move {
@@ -183,7 +189,9 @@ impl Receiver {
                 ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
-            tracing::Span::current().record("path", path_name(outcome.path));
+            let span = tracing::Span::current();
+            span.record("path", path_name(outcome.path));
+            span.record(conv::PATH, path_name(outcome.path));
             let mut lesson = Lesson {
                 example: outcome.example.clone(),
                 failed_routine: outcome.failed_routine,
@@ -235,7 +243,16 @@ impl Receiver {
         }
         let channel = channel.unwrap_or("follow_up");
         let query_id = crate::accounting::new_query_id();
-        let span = tracing::info_span!("agora.node.follow_up", query_id = %query_id, conversation_id = %id);
+        let span = tracing::info_span!(
+            "agora.node.follow_up",
+            { conv::OTEL_NAME } = conv::invoke_agent_name(&self.core.config.name),
+            { conv::OPERATION_NAME } = conv::INVOKE_AGENT,
+            { conv::AGENT_NAME } = %self.core.config.name,
+            { conv::CONVERSATION_ID } = %id,
+            { conv::PROTOCOL_HASH } = stored.protocol_hash.map(tracing::field::display),
+            query_id = %query_id,
+            conversation_id = %id,
+        );
         async move {
             let started = Instant::now();
             let context = QueryContext::new(query_id, stored.protocol_hash)

@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agora_fetch::TargetClient;
+use agora_telemetry::conventions as conv;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 pub use builtin::WeatherForecastTool;
 pub use http::HttpTool;
@@ -344,17 +346,35 @@ impl ToolRegistry {
 
     /// Validates the arguments and calls the tool.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ToolError> {
-        let registered = self
-            .tools
-            .get(name)
-            .ok_or_else(|| ToolError::Unknown(name.to_string()))?;
-        if let Some(reason) = schema_problems(&registered.validator, &arguments) {
-            return Err(ToolError::InvalidArguments {
-                tool: name.to_string(),
-                reason,
-            });
+        let span = tracing::info_span!(
+            "agora.tool.call",
+            { conv::OTEL_NAME } = conv::execute_tool_name(name),
+            { conv::OPERATION_NAME } = conv::EXECUTE_TOOL,
+            { conv::TOOL_NAME } = name,
+            { conv::TOOL_TYPE } = "function",
+            { conv::ERROR_TYPE } = tracing::field::Empty,
+            { conv::OTEL_STATUS } = tracing::field::Empty,
+        );
+        let result = async {
+            let registered = self
+                .tools
+                .get(name)
+                .ok_or_else(|| ToolError::Unknown(name.to_string()))?;
+            if let Some(reason) = schema_problems(&registered.validator, &arguments) {
+                return Err(ToolError::InvalidArguments {
+                    tool: name.to_string(),
+                    reason,
+                });
+            }
+            registered.tool.call(arguments).await
         }
-        registered.tool.call(arguments).await
+        .instrument(span.clone())
+        .await;
+        if result.is_err() {
+            span.record(conv::ERROR_TYPE, "tool_error");
+            span.record(conv::OTEL_STATUS, "error");
+        }
+        result
     }
 }
 

@@ -67,11 +67,15 @@ pub(crate) fn router(state: ProtocolDbState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                tracing::info_span!(
+                let span = tracing::info_span!(
                     "agora.protocol_db.request",
+                    otel.name = %request.method(),
+                    otel.kind = "server",
                     method = %request.method(),
                     path = %request.uri().path(),
-                )
+                );
+                agora_telemetry::propagation::adopt_parent(&span, request.headers());
+                span
             }),
         )
         .with_state(state)

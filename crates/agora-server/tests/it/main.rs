@@ -29,4 +29,5 @@ mod seed_protocols;
 mod sender;
 mod sender_routines;
 mod support;
+mod tracing;
 mod wasm_routines;
