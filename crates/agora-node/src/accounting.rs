@@ -179,8 +179,7 @@ impl Accountant {
         let response = match self.llm.chat(request).instrument(span.clone()).await {
             Ok(response) => response,
             Err(error) => {
-                span.record(conv::ERROR_TYPE, error_type(&error));
-                span.record(conv::OTEL_STATUS, "error");
+                agora_telemetry::record_error(&span, error_type(&error));
                 context.observe(|| Step::LlmFailed { category });
                 return Err(error);
             }

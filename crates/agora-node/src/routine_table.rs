@@ -156,8 +156,7 @@ impl ActiveRoutine {
             .instrument(span.clone())
             .await;
         if result.is_err() {
-            span.record(conv::ERROR_TYPE, "routine_error");
-            span.record(conv::OTEL_STATUS, "error");
+            agora_telemetry::record_error(&span, "routine_error");
         }
         result
     }

@@ -51,8 +51,6 @@ pub struct TelemetrySettings {
     pub max_queue_size: usize,
     /// Seconds one export may take before it counts as failed.
     pub export_timeout_secs: u64,
-    /// A trace viewer's URL with `{trace_id}` in it; the dashboard links each trace id there.
-    pub trace_viewer_url: Option<String>,
 }
 
 impl Default for TelemetrySettings {
@@ -67,7 +65,6 @@ impl Default for TelemetrySettings {
             capture_content: false,
             max_queue_size: 2048,
             export_timeout_secs: 10,
-            trace_viewer_url: None,
         }
     }
 }

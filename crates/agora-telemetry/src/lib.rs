@@ -26,13 +26,6 @@ pub struct Telemetry {
     exporter: Option<Exporter>,
 }
 
-impl Telemetry {
-    /// The running exporter, if spans are exported.
-    pub fn exporter(&self) -> Option<&Exporter> {
-        self.exporter.as_ref()
-    }
-}
-
 impl Drop for Telemetry {
     fn drop(&mut self) {
         if let Some(exporter) = &self.exporter {
@@ -83,9 +76,15 @@ pub fn capture_content() -> bool {
     CAPTURE_CONTENT.load(Ordering::Relaxed)
 }
 
-/// Turns content capture on or off for this process (set by [`init`] from the settings).
-pub fn set_capture_content(on: bool) {
+fn set_capture_content(on: bool) {
     CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+/// Marks `span` failed: `error.type` (a class of failure, never a peer's or the OS's text) and
+/// the error status.
+pub fn record_error(span: &tracing::Span, error_type: &str) {
+    span.record(conventions::ERROR_TYPE, error_type);
+    span.record(conventions::OTEL_STATUS, "error");
 }
 
 /// The current span's trace id as 32 hex digits, if it is exported.

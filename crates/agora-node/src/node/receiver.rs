@@ -167,9 +167,7 @@ impl Receiver {
             { conv::AGENT_NAME } = %self.core.config.name,
             query_id = %query_id,
             // Formatted only if a subscriber records the span.
-            protocol_hash = protocol_hash.map(tracing::field::display),
             { conv::PROTOCOL_HASH } = protocol_hash.map(tracing::field::display),
-            path = tracing::field::Empty,
             { conv::PATH } = tracing::field::Empty,
             routine = tracing::field::Empty,
         );
@@ -189,9 +187,7 @@ impl Receiver {
                 ProtocolRef::Negotiation => self.open_negotiation(&context, &request).await,
                 ProtocolRef::Protocol(hash) => self.answer_protocol(&context, &request, hash).await,
             };
-            let span = tracing::Span::current();
-            span.record("path", path_name(outcome.path));
-            span.record(conv::PATH, path_name(outcome.path));
+            tracing::Span::current().record(conv::PATH, path_name(outcome.path));
             let mut lesson = Lesson {
                 example: outcome.example.clone(),
                 failed_routine: outcome.failed_routine,
@@ -251,7 +247,6 @@ impl Receiver {
             { conv::CONVERSATION_ID } = %id,
             { conv::PROTOCOL_HASH } = stored.protocol_hash.map(tracing::field::display),
             query_id = %query_id,
-            conversation_id = %id,
         );
         async move {
             let started = Instant::now();

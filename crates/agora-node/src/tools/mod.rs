@@ -371,8 +371,7 @@ impl ToolRegistry {
         .instrument(span.clone())
         .await;
         if result.is_err() {
-            span.record(conv::ERROR_TYPE, "tool_error");
-            span.record(conv::OTEL_STATUS, "error");
+            agora_telemetry::record_error(&span, "tool_error");
         }
         result
     }
