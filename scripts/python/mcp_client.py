@@ -5,7 +5,8 @@ Usage:
   mcp_client.py --http URL [--token TOKEN] -- CALLS_JSON
 
 CALLS_JSON is a JSON list of calls: {"list": true} lists the tools; {"tool": NAME, "arguments":
-{...}} calls one ({"progress": true} asks for progress notifications with a progress token).
+{...}} calls one ({"progress": true} asks for progress notifications with a progress token; {"meta": {...}} is
+sent as the request's `_meta`).
 One JSON line is printed per call:
   {"tools": [{"name", "description", "inputSchema"}...]}
   {"isError": bool, "structured": ..., "text": "...", "progress": [...]}   (a tool result; the
@@ -44,6 +45,7 @@ async def run_calls(session: ClientSession, calls: list) -> None:
                 call["tool"],
                 call.get("arguments", {}),
                 progress_callback=on_progress if call.get("progress") else None,
+                meta=call.get("meta"),
             )
         except MCPError as error:
             print(json.dumps({"rpcError": {"code": error.code,

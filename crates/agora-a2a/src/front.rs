@@ -21,8 +21,10 @@ use std::sync::Arc;
 use agora_node::{Client, FollowUpError, Node, RequestHooks, Speaker, Transcript};
 use agora_protocol::{Body, ErrorCode, FollowUp, ProtocolRef, Reply, Request, Status};
 use agora_store::ConversationKind;
+use agora_telemetry::conventions as conv;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::tasks::{EVENT_BUFFER, Progress, RunningTasks};
 
@@ -135,6 +137,35 @@ impl Call {
         &self.id
     }
 
+    /// The A2A method the call named.
+    pub fn method_name(&self) -> &'static str {
+        match &self.method {
+            Method::Send {
+                streaming: true, ..
+            } => "SendStreamingMessage",
+            Method::Send { .. } => "SendMessage",
+            Method::Get { .. } => "GetTask",
+            Method::Cancel { .. } => "CancelTask",
+        }
+    }
+
+    /// The span the call is answered in, named by its method; the task and its state are
+    /// recorded when the call ends (see [`record_outcome`]).
+    fn span(&self) -> tracing::Span {
+        let method = self.method_name();
+        tracing::info_span!(
+            "agora.a2a.call",
+            { conv::OTEL_NAME } = method,
+            { conv::A2A_METHOD_NAME } = method,
+            { conv::JSONRPC_REQUEST_ID } = %self.id,
+            { conv::A2A_TASK_ID } = tracing::field::Empty,
+            { conv::A2A_TASK_STATE } = tracing::field::Empty,
+            { conv::CONVERSATION_ID } = tracing::field::Empty,
+            { conv::ERROR_TYPE } = tracing::field::Empty,
+            { conv::OTEL_STATUS } = tracing::field::Empty,
+        )
+    }
+
     /// Whether answering may take the node's LLM (a message not served by a routine).
     pub fn may_use_llm(&self, node: &Node) -> bool {
         match &self.method {
@@ -181,6 +212,42 @@ impl Call {
                 ..
             }
         )
+    }
+}
+
+/// Records on an A2A span what the call's responses (one, or a stream's events in order) say:
+/// the task and context they name, the task's last state, or the JSON-RPC error's code.
+fn record_outcome(span: &tracing::Span, responses: &[Value]) {
+    let (mut task, mut state, mut context) = (None, None, None);
+    for response in responses {
+        if let Some(code) = response.pointer("/error/code") {
+            agora_telemetry::record_error(span, &code.to_string());
+            return;
+        }
+        let Some(result) = response.get("result") else {
+            continue;
+        };
+        let object = ["task", "statusUpdate", "artifactUpdate", "message"]
+            .iter()
+            .find_map(|key| result.get(*key))
+            .unwrap_or(result);
+        let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_string);
+        task = text("taskId").or_else(|| text("id")).or(task);
+        context = text("contextId").or(context);
+        state = object
+            .pointer("/status/state")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(state);
+    }
+    if let Some(task) = task {
+        span.record(conv::A2A_TASK_ID, task);
+    }
+    if let Some(state) = state {
+        span.record(conv::A2A_TASK_STATE, state);
+    }
+    if let Some(context) = context {
+        span.record(conv::CONVERSATION_ID, context);
     }
 }
 
@@ -414,6 +481,19 @@ impl A2aFront {
 
     /// Answers a call; never fails (every outcome is a JSON-RPC response).
     pub async fn answer(&self, call: Call, client: Option<&Client>) -> Answer {
+        let span = call.span();
+        let answer = self
+            .answer_call(call, client)
+            .instrument(span.clone())
+            .await;
+        match &answer {
+            Answer::Json(response) => record_outcome(&span, std::slice::from_ref(response)),
+            Answer::Events(events) => record_outcome(&span, events),
+        }
+        answer
+    }
+
+    async fn answer_call(&self, call: Call, client: Option<&Client>) -> Answer {
         let id = call.id.clone();
         match call.method {
             Method::Send {
@@ -455,6 +535,18 @@ impl A2aFront {
     /// task works on its previous message, or more running tasks than [`crate::tasks::MAX_TASKS`],
     /// is answered with an error at once (the [`Started::Answered`] response).
     pub async fn start(&self, call: Call, client: Option<Client>) -> Started {
+        let span = call.span();
+        let started = self
+            .start_call(call, client, span.clone())
+            .instrument(span.clone())
+            .await;
+        if let Started::Answered(response) = &started {
+            record_outcome(&span, std::slice::from_ref(response));
+        }
+        started
+    }
+
+    async fn start_call(&self, call: Call, client: Option<Client>, span: tracing::Span) -> Started {
         let id = call.id.clone();
         let Method::Send {
             inbound,
@@ -531,6 +623,7 @@ impl A2aFront {
         working.status.state = TaskState::Working;
         let first = success(&id, SendMessageResponse::Task(working));
         let front = self.clone();
+        let work_span = span.clone();
         let work = async move {
             let _ = events
                 .send(StreamResponse::Task(trimmed(submitted, history_length)))
@@ -557,10 +650,14 @@ impl A2aFront {
                 }
             };
             front.tasks.finish(task.clone());
+            if let Ok(task) = serde_json::to_value(&task) {
+                record_outcome(&span, &[json!({ "result": task })]);
+            }
             for event in events_after_snapshot(task) {
                 let _ = events.send(event).await;
             }
-        };
+        }
+        .instrument(work_span);
         Started::Running {
             first,
             events: receiver,

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use agora_fetch::FetchPolicy;
 use agora_node::{Node, SendError};
+use agora_telemetry::conventions as conv;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
@@ -431,7 +432,21 @@ impl ServerHandler for AgoraMcp {
         if let Some(problem) = agora_node::tools::schema_problems(&tool.validator, &instance) {
             return Ok(error_result(format!("invalid arguments: {problem}")).into());
         }
-        let span = tracing::info_span!("agora.mcp.front", tool = name);
+        let span = tracing::info_span!(
+            "agora.mcp.front",
+            { conv::OTEL_NAME } = format!("tools/call {name}"),
+            { conv::OTEL_KIND } = "server",
+            { conv::MCP_METHOD_NAME } = "tools/call",
+            { conv::OPERATION_NAME } = conv::EXECUTE_TOOL,
+            { conv::TOOL_NAME } = name,
+        );
+        // SEP-414: the caller's trace context travels in `params._meta`.
+        let field = |key: &str| context.meta.get(key).and_then(Value::as_str);
+        agora_telemetry::propagation::adopt_parent_from_fields(
+            &span,
+            field("traceparent"),
+            field("tracestate"),
+        );
         let run = tracing::Instrument::instrument(self.run(name, &arguments), span);
         let outcome = match context.meta.get_progress_token() {
             Some(token) => {

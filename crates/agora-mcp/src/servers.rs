@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use agora_node::tools::Scratch;
 use agora_node::{McpServerConfig, Tool, ToolConfig, ToolError, ToolKind, ToolSpec};
+use agora_telemetry::conventions as conv;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -529,6 +530,15 @@ impl Connection {
         if let Value::Object(arguments) = arguments {
             params.arguments = Some(arguments);
         }
+        // SEP-414: the tool span's trace context travels in `params._meta`, on any transport.
+        let trace = agora_telemetry::propagation::outgoing_fields();
+        if !trace.is_empty() {
+            let mut meta = params.meta.take().unwrap_or_default();
+            for (key, value) in trace {
+                meta.insert(key, Value::String(value));
+            }
+            params.meta = Some(meta);
+        }
         let timeout = self.call_timeout();
         let result = tokio::time::timeout(timeout, peer.call_tool(params))
             .await
@@ -620,8 +630,11 @@ impl Tool for McpTool {
         }
         let span = tracing::info_span!(
             "agora.mcp.call",
+            { conv::OTEL_NAME } = format!("tools/call {}", self.remote),
+            { conv::OTEL_KIND } = "client",
+            { conv::MCP_METHOD_NAME } = "tools/call",
+            { conv::TOOL_NAME } = %self.remote,
             server = %self.connection.server,
-            tool = %self.remote
         );
         tracing::Instrument::instrument(self.connection.call(&self.remote, arguments), span)
             .await

@@ -13,9 +13,16 @@ pub fn init(default_filter: &str) -> Result<Telemetry, TelemetryError> {
     agora_telemetry::init(default_filter, &TelemetrySettings::default(), "agora")
 }
 
+/// Paths polled by scrapers: answered without a span, so that each scrape is not a trace of its
+/// own in the receiver.
+const UNTRACED_PATHS: [&str; 1] = ["/metrics"];
+
 /// The span an incoming request is answered in: `otel.kind = server`, named by its method, its
-/// parent the caller's span when `traceparent` names one.
+/// parent the caller's span when `traceparent` names one; none for [`UNTRACED_PATHS`].
 pub(crate) fn server_span(request: &Request) -> tracing::Span {
+    if UNTRACED_PATHS.contains(&request.uri().path()) {
+        return tracing::Span::none();
+    }
     let span = tracing::info_span!(
         "agora.http.server",
         { conv::OTEL_NAME } = %request.method(),

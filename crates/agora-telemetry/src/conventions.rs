@@ -60,6 +60,22 @@ pub const SERVER_ADDRESS: &str = "server.address";
 /// `error.type`: the class of a failure.
 pub const ERROR_TYPE: &str = "error.type";
 
+/// `jsonrpc.request.id`: the id of a JSON-RPC request (A2A, MCP).
+pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+
+/// `a2a.method.name`: the A2A JSON-RPC method (`SendMessage`, `GetTask`, ...); also the A2A
+/// span's name. The A2A names follow the draft in open-telemetry/semantic-conventions-genai
+/// pull request 195 (not merged when written), with `gen_ai.conversation.id` for the context.
+pub const A2A_METHOD_NAME: &str = "a2a.method.name";
+/// `a2a.task.id`: the task a call created, continued or read.
+pub const A2A_TASK_ID: &str = "a2a.task.id";
+/// `a2a.task.state`: the task's state when the call ended, as the wire writes it.
+pub const A2A_TASK_STATE: &str = "a2a.task.state";
+
+/// `mcp.method.name`: the MCP method (`tools/call`); the MCP span is named
+/// `{mcp.method.name} {gen_ai.tool.name}` (semantic-conventions v1.41.0, `docs/gen-ai/mcp.md`).
+pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+
 /// `agora.protocol.hash`: the SHA-1 of the request's protocol document.
 pub const PROTOCOL_HASH: &str = "agora.protocol.hash";
 /// `agora.query.id`: the node's id of this request in its ledgers.

@@ -31,3 +31,37 @@ pub fn adopt_parent(span: &tracing::Span, headers: &http::HeaderMap) {
         let _ = span.set_parent(parent);
     }
 }
+
+/// The current span's context as `traceparent` (and `tracestate`) entries, for a carrier that
+/// is not an HTTP header map: MCP's `params._meta` (SEP-414). Empty when no exporter is on.
+pub fn outgoing_fields() -> Vec<(String, String)> {
+    let mut fields = std::collections::HashMap::new();
+    let context = tracing::Span::current().context();
+    if context.span().span_context().is_valid() {
+        TraceContextPropagator::new().inject_context(&context, &mut fields);
+    }
+    let mut fields: Vec<(String, String)> = fields.into_iter().collect();
+    fields.sort();
+    fields
+}
+
+/// Makes `span` a child of the trace that `traceparent` (and `tracestate`) name, if they are
+/// well formed: for carriers other than HTTP headers (MCP's `_meta`).
+pub fn adopt_parent_from_fields(
+    span: &tracing::Span,
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+) {
+    let Some(traceparent) = traceparent else {
+        return;
+    };
+    let mut fields = std::collections::HashMap::new();
+    fields.insert("traceparent".to_string(), traceparent.to_string());
+    if let Some(state) = tracestate {
+        fields.insert("tracestate".to_string(), state.to_string());
+    }
+    let parent = TraceContextPropagator::new().extract(&fields);
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+}

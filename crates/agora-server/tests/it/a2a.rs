@@ -23,7 +23,7 @@ const LIMITS: Limits = Limits {
 };
 
 /// Serves a test node with the A2A front mounted.
-fn serve(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+pub(crate) fn serve(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let mut state = AppState::new(served.node.clone(), None, 64 * 1024, 64);
         state.a2a = Some(A2aFront::new(served.node, LIMITS));
@@ -76,7 +76,7 @@ async fn rpc(server: &TestServer, method: &str, params: Value) -> Value {
     response
 }
 
-fn text_message(text: &str) -> Value {
+pub(crate) fn text_message(text: &str) -> Value {
     json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}})
 }
 

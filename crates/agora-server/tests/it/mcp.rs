@@ -26,7 +26,7 @@ use agora_server::protocol_db::ProtocolDbServerConfig;
 use agora_store::RequestPath;
 use agora_testkit::{ScriptedLlm, human_routine, installed_peer, local_llm};
 
-const TOKEN: &str = "mcp-test-token";
+pub(crate) const TOKEN: &str = "mcp-test-token";
 
 /// The front's tools, in the order it lists them.
 const FRONT_TOOLS: [&str; 4] = [
@@ -69,7 +69,7 @@ async fn pair() -> Pair {
 }
 
 /// Serves a node with `/mcp` behind `TOKEN`, sending to loopback targets.
-fn serve_with_mcp(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+pub(crate) fn serve_with_mcp(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let mut state = AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
         let rules = TargetRules {
@@ -101,7 +101,7 @@ async fn alice(dir: &std::path::Path) -> TestServer {
 }
 
 /// Runs the Python SDK's client over streamable HTTP with `calls`; one JSON value per call.
-async fn python_client(url: &str, token: &str, calls: &Value) -> Vec<Value> {
+pub(crate) async fn python_client(url: &str, token: &str, calls: &Value) -> Vec<Value> {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scripts/python/mcp_client.py"

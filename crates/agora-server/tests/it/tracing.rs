@@ -80,6 +80,16 @@ impl Phoenix {
         panic!("Phoenix did not start within 120 s: {log:?}");
     }
 
+    /// How many spans of `trace_id` Phoenix holds now.
+    async fn count(&self, trace_id: &str) -> usize {
+        let url = format!(
+            "{}/v1/projects/default/spans/otlpv1?trace_id={trace_id}&limit=1000",
+            self.http
+        );
+        let body: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        body["data"].as_array().map_or(0, Vec::len)
+    }
+
     /// The spans of `trace_id` Phoenix stored, once `expected` of them arrived.
     pub(crate) async fn spans(&self, trace_id: &str, expected: usize) -> Vec<Span> {
         let client = reqwest::Client::new();
@@ -184,15 +194,21 @@ impl Span {
 
 /// The spans' names from `span` up to the root.
 fn ancestry(spans: &[Span], span: &Span) -> Vec<String> {
+    ancestry_up_to(spans, span, None)
+}
+
+/// The spans' names from `span` up to the one whose parent is `caller` (a span of the caller's,
+/// not exported here), or to the root.
+fn ancestry_up_to(spans: &[Span], span: &Span, caller: Option<&str>) -> Vec<String> {
     let by_id: HashMap<&str, &Span> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let mut names = vec![span.name.clone()];
-    let mut next = span.parent.as_deref();
+    let mut next = span.parent.as_deref().filter(|id| Some(*id) != caller);
     while let Some(id) = next {
         let parent = by_id
             .get(id)
             .unwrap_or_else(|| panic!("{}'s parent {id} is not in the trace", span.name));
         names.push(parent.name.clone());
-        next = parent.parent.as_deref();
+        next = parent.parent.as_deref().filter(|id| Some(*id) != caller);
     }
     names
 }
@@ -470,4 +486,219 @@ async fn grpc_export_and_a_stopped_receiver_cost_nothing_but_counted_spans() {
         "spans for a stopped receiver are counted as dropped: {after:?}"
     );
     exporter.shutdown();
+}
+
+/// Waits until Phoenix holds every span named in `names` of `trace_id`; returns them all.
+async fn spans_named(phoenix: &Phoenix, trace_id: &str, names: &[&str]) -> Vec<Span> {
+    for _ in 0..60 {
+        let spans = phoenix.spans(trace_id, 1).await;
+        if names.iter().all(|n| spans.iter().any(|s| s.name == *n)) {
+            return spans;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let spans = phoenix.spans(trace_id, 1).await;
+    panic!("the trace lacks one of {names:?}: {spans:#?}");
+}
+
+fn find<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no {name} span in {spans:#?}"))
+}
+
+/// A caller's trace context is honoured on the other fronts too: an A2A request's
+/// `traceparent` header, and an MCP tool call's `params._meta.traceparent` (SEP-414) sent by
+/// the official Python SDK's client, make the node's spans children of the caller's span; the
+/// MCP call's own request to the next agent carries the trace on.
+#[tokio::test]
+async fn an_a2a_request_and_an_mcp_tool_call_join_the_callers_trace() {
+    let phoenix = Phoenix::start().await;
+    let exporter = exporter_to(&phoenix, "agora-fronts-test");
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    let (alice_dir, bob_dir) = (temp_dir(), temp_dir());
+    let bob = NodeBuilder::new(crate::a2a::llm(), bob_dir.path())
+        .config(|c| c.name = "bob".into())
+        .spawn_with(crate::a2a::serve)
+        .await;
+    let alice = NodeBuilder::new(ScriptedLlm::unreachable(), alice_dir.path())
+        .config(|c| c.name = "alice".into())
+        .spawn_with(crate::mcp::serve_with_mcp)
+        .await;
+
+    // A2A: the caller's span rides in the `traceparent` header.
+    let (trace, caller) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage",
+        "params": crate::a2a::text_message("Will it rain in Oslo?")});
+    let sent: Value = reqwest::Client::new()
+        .post(format!("{}/a2a", bob.url))
+        .header("traceparent", format!("00-{trace}-{caller}-01"))
+        .json(&request)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    exporter.flush();
+    let spans = spans_named(
+        &phoenix,
+        trace,
+        &["POST", "SendMessage", "invoke_agent bob"],
+    )
+    .await;
+    let post = find(&spans, "POST");
+    assert_eq!(
+        post.parent.as_deref(),
+        Some(caller),
+        "the caller's span is the parent"
+    );
+    let call = find(&spans, "SendMessage");
+    assert_eq!(call.parent.as_deref(), Some(post.span_id.as_str()));
+    assert_eq!(call.text(conv::A2A_METHOD_NAME), "SendMessage");
+    assert_eq!(call.text(conv::A2A_TASK_ID), task_id);
+    assert_eq!(call.text(conv::A2A_TASK_STATE), "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(call.text(conv::CONVERSATION_ID), task_id);
+    assert_eq!(call.text(conv::JSONRPC_REQUEST_ID), "7");
+    let agent = find(&spans, "invoke_agent bob");
+    assert_eq!(
+        ancestry_up_to(&spans, agent, Some(caller)),
+        ["invoke_agent bob", "SendMessage", "POST"]
+    );
+
+    // A scrape of `/metrics` is not traced, even when it names a trace.
+    let scrape = "5b8aa5a2d2c872e8321cf37308d69df2";
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", bob.url))
+        .header("traceparent", format!("00-{scrape}-{caller}-01"))
+        .send()
+        .await
+        .unwrap();
+    assert!(metrics.status().is_success());
+
+    // MCP: the caller's span rides in `_meta`; Alice's message to Bob carries it on.
+    let (trace, caller) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let mcp = format!("{}/mcp", alice.url.trim_end_matches('/'));
+    let results = crate::mcp::python_client(
+        &mcp,
+        crate::mcp::TOKEN,
+        &json!([{"tool": "send_message",
+            "arguments": {"target": bob.url, "message": "Weather in Oslo on 2025-02-03?"},
+            "meta": {"traceparent": format!("00-{trace}-{caller}-01")}}]),
+    )
+    .await;
+    assert_eq!(results[0]["isError"], false, "{}", results[0]);
+    exporter.flush();
+    let spans = spans_named(
+        &phoenix,
+        trace,
+        &["tools/call send_message", "invoke_agent bob"],
+    )
+    .await;
+    let tool = find(&spans, "tools/call send_message");
+    assert_eq!(
+        tool.parent.as_deref(),
+        Some(caller),
+        "the caller's span is the parent"
+    );
+    assert_eq!(tool.text(conv::MCP_METHOD_NAME), "tools/call");
+    assert_eq!(tool.text(conv::TOOL_NAME), "send_message");
+    let bob_agent = find(&spans, "invoke_agent bob");
+    let path = ancestry_up_to(&spans, bob_agent, Some(caller));
+    assert_eq!(path.first().map(String::as_str), Some("invoke_agent bob"));
+    assert_eq!(
+        path.last().map(String::as_str),
+        Some("tools/call send_message")
+    );
+
+    // The node as an MCP client: its call of an MCP server's tool (here Carol's front, over
+    // streamable HTTP) carries the calling span in `_meta`.
+    let carol_dir = temp_dir();
+    let carol = NodeBuilder::new(ScriptedLlm::unreachable(), carol_dir.path())
+        .config(|c| c.name = "carol".into())
+        .spawn_with(serve_mcp_for_home)
+        .await;
+    let front = ToolConfig {
+        name: "carol".into(),
+        description: None,
+        parameters: None,
+        returns: None,
+        kind: ToolKind::Mcp(agora_node::McpServerConfig {
+            url: Some(format!("{}/mcp", carol.url.trim_end_matches('/'))),
+            // The token is read from a variable; any one this process has will do.
+            bearer_token_env: Some("HOME".into()),
+            ..Default::default()
+        }),
+    };
+    let (tools, servers) = agora_mcp::connect(&[front]).await.unwrap();
+    let list = tools
+        .iter()
+        .find(|t| t.spec().name == "list_protocols")
+        .expect("Carol's front offers list_protocols");
+    let user = tracing::info_span!(target: "agora::test", "agora.test.user", otel.name = "asks");
+    let (listed, trace) = async {
+        let listed = list.call(json!({"target": bob.url})).await;
+        (listed, agora_telemetry::current_trace_id().unwrap())
+    }
+    .instrument(user)
+    .await;
+    assert!(listed.is_ok(), "{listed:?}");
+    exporter.flush();
+    // The client's call span and the front's span share the name.
+    let mut spans = Vec::new();
+    for _ in 0..60 {
+        spans = spans_named(&phoenix, &trace, &["asks", "tools/call list_protocols"]).await;
+        if spans
+            .iter()
+            .filter(|s| s.name == "tools/call list_protocols")
+            .count()
+            == 2
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let served = spans
+        .iter()
+        .filter(|s| s.name == "tools/call list_protocols")
+        .max_by_key(|s| ancestry(&spans, s).len())
+        .unwrap();
+    assert_eq!(
+        ancestry(&spans, served),
+        [
+            "tools/call list_protocols",
+            "tools/call list_protocols",
+            "asks"
+        ],
+        "Carol's front answers under the client's call span"
+    );
+    servers.shutdown().await;
+    assert_eq!(phoenix.count(scrape).await, 0, "the scrape left no span");
+    exporter.shutdown();
+}
+
+/// Serves a node with `/mcp` behind the token `$HOME`, sending to loopback targets.
+fn serve_mcp_for_home(
+    served: agora_testkit::Served,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut state =
+            agora_server::AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
+        let rules = agora_mcp::TargetRules {
+            allowed_targets: Vec::new(),
+            fetch: agora_fetch::FetchPolicy::default().allowing_loopback(),
+        };
+        state.mcp = Some(agora_server::app::McpEndpoint::new(
+            agora_mcp::http_service(
+                agora_mcp::AgoraMcp::new(served.node, rules).unwrap(),
+                vec!["127.0.0.1".into(), "localhost".into()],
+                tokio_util::sync::CancellationToken::new(),
+            ),
+            std::env::var("HOME").ok().as_deref(),
+        ));
+        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+    })
 }
