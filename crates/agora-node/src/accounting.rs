@@ -194,12 +194,10 @@ impl Accountant {
             conv::USAGE_OUTPUT_TOKENS,
             response.usage.completion_tokens as i64,
         );
-        if response.usage.cached_prompt_tokens > 0 {
-            span.record(
-                conv::USAGE_CACHE_READ_INPUT_TOKENS,
-                response.usage.cached_prompt_tokens as i64,
-            );
-        }
+        span.record(
+            conv::USAGE_CACHE_READ_INPUT_TOKENS,
+            response.usage.cached_prompt_tokens as i64,
+        );
         let finish = if response.tool_calls.is_empty() {
             "stop"
         } else {

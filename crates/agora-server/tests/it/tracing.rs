@@ -702,3 +702,86 @@ fn serve_mcp_for_home(
         let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
     })
 }
+
+/// The local model answers a natural-language question (a tool step and an answer): every
+/// `chat` span names the model asked for and the one llama-server says answered, and carries
+/// the ledger's prompt, cached and completion tokens.
+#[tokio::test]
+#[ignore = "needs the local model: run by scripts/test.sh"]
+async fn real_model_chat_spans_carry_the_local_models_name_and_tokens() {
+    let phoenix = Phoenix::start().await;
+    let exporter = exporter_to(&phoenix, "agora-real-model-test");
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    let llm_url = std::env::var("AGORA_TEST_LLM_URL").unwrap();
+    let models: Value = reqwest::get(format!("{}/models", llm_url.trim_end_matches('/')))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let served = models["data"][0]["id"].as_str().unwrap().to_string();
+    let dir = temp_dir();
+    let bob = crate::fixtures::real_model_bob(dir.path())
+        .config(|c| c.name = "bob".into())
+        .spawn()
+        .await;
+
+    let (trace, caller) = ("6e0c63257de34c926f9efcd03899a2a8", "1f2e3d4c5b6a7988");
+    let reply: Value = reqwest::Client::new()
+        .post(format!("{}/", bob.url))
+        .header("traceparent", format!("00-{trace}-{caller}-01"))
+        .json(&json!({"protocolHash": null, "protocolSources": [],
+            "body": "What is the weather forecast for London, UK on 2024-09-27?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["status"], "success", "{reply}");
+    exporter.flush();
+
+    let ledger = agora_testkit::llm_calls(&bob.node).await;
+    assert!(!ledger.is_empty());
+    let mut chats = Vec::new();
+    for _ in 0..60 {
+        let spans = spans_named(&phoenix, trace, &["invoke_agent bob"]).await;
+        chats = spans
+            .into_iter()
+            .filter(|s| s.text(conv::OPERATION_NAME) == conv::CHAT)
+            .collect::<Vec<_>>();
+        if chats.len() >= ledger.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(chats.len(), ledger.len(), "one chat span per LLM call");
+    let tokens = |s: &Span| {
+        (
+            s.int(conv::USAGE_INPUT_TOKENS),
+            s.int(conv::USAGE_CACHE_READ_INPUT_TOKENS),
+            s.int(conv::USAGE_OUTPUT_TOKENS),
+        )
+    };
+    let mut exported: Vec<_> = chats.iter().map(tokens).collect();
+    let mut recorded: Vec<_> = ledger
+        .iter()
+        .map(|c| (c.prompt_tokens, c.cached_prompt_tokens, c.completion_tokens))
+        .collect();
+    exported.sort();
+    recorded.sort();
+    assert_eq!(exported, recorded, "the spans' tokens are the ledger's");
+    for chat in &chats {
+        let asked = chat.text(conv::REQUEST_MODEL);
+        assert_eq!(chat.name, format!("chat {asked}"));
+        assert_eq!(asked, agora_testkit::local_llm().model());
+        assert_eq!(chat.text(conv::RESPONSE_MODEL), served, "{chat:?}");
+        assert_eq!(
+            ledger[0].model, served,
+            "the ledger names the model that answered"
+        );
+        assert!(chat.int(conv::USAGE_INPUT_TOKENS) > 0 && chat.int(conv::USAGE_OUTPUT_TOKENS) > 0);
+    }
+    exporter.shutdown();
+}
