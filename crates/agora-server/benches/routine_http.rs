@@ -14,8 +14,14 @@
 //! Run: `cargo bench -p agora-server --bench routine_http` (`AGORA_BENCH_CONCURRENCY=N` for N
 //! requests in flight per side instead of 8). The nodes run the whole edge (rate limiter,
 //! idempotency, deadlines, client identity) with a per-client budget the bench cannot use up.
-//! `AGORA_BENCH_ONLY=echo|JS|C` drives that side alone (for a profiler attached to the run).
-//! Not a test: it asserts nothing about speed.
+//! `AGORA_BENCH_ONLY=echo|JS|C|JS+otel` drives that side alone (for a profiler attached to the
+//! run).
+//!
+//! Side `JS+otel` is the JavaScript node again with OpenTelemetry export on and the receiver
+//! down (an OTLP endpoint on a closed loopback port): it is served by a runtime of its own whose
+//! threads report to a subscriber with the exporter; side `JS+rt` is the same on a second
+//! runtime without one, so one run measures export on against off. It prints that ratio and the exporter's span
+//! counts (exported, dropped). Not a test: it asserts nothing about speed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -252,6 +258,40 @@ impl Side {
     }
 }
 
+/// The throughput of the exporter side against the same node on a runtime without one, and what became of
+/// the exporter's spans so far.
+fn report_export_cost(sides: &[Side], throughputs: &[f64], exporter: &agora_telemetry::Exporter) {
+    let of = |label: &str| {
+        sides
+            .iter()
+            .position(|side| side.label == label)
+            .map(|i| throughputs[i])
+    };
+    if let (Some(off), Some(on)) = (of("JS+rt"), of("JS+otel")) {
+        let counts = exporter.counts();
+        println!(
+            "ratio JS+otel/JS+rt throughput (export on, receiver down / export off): {:.3}x; \
+             spans exported {}, dropped (export failed) {}, dropped (queue full) {}, waiting {}",
+            on / off,
+            counts.exported,
+            counts.dropped_export_failed,
+            counts.dropped_queue_full,
+            counts.waiting
+        );
+        if counts.exported
+            + counts.dropped_export_failed
+            + counts.dropped_queue_full
+            + counts.waiting
+            == 0
+        {
+            println!(
+                "WARNING: the exporter saw no span, so this ratio does not measure export; \
+                 the JS+otel side's spans did not reach its subscriber"
+            );
+        }
+    }
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let engine = std::env::var_os("AGORA_JS_ENGINE")
@@ -304,6 +344,47 @@ async fn main() {
                    "tools": ["weather_forecast"]}),
         ));
     }
+    // The exporter side's runtime: its threads report to a subscriber whose exporter sends to
+    // a port nothing listens on.
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let plan = agora_telemetry::TelemetrySettings {
+        endpoint: Some(format!("http://127.0.0.1:{closed_port}")),
+        export_timeout_secs: 2,
+        ..Default::default()
+    }
+    .plan("agora-bench", |_| None)
+    .unwrap()
+    .expect("an endpoint is set");
+    let exporter = agora_telemetry::Exporter::start(&plan).unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::layer::SubscriberExt::with(
+        tracing_subscriber::registry(),
+        exporter.layer(),
+    ));
+    let traced = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("bench-otel")
+        .on_thread_start(move || {
+            // Kept for the thread's life.
+            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+        })
+        .build()
+        .unwrap();
+    let traced_handle = traced.handle().clone();
+    // The control: the same node on a second runtime with no subscriber, so the ratio is the
+    // exporter's cost and not the second runtime's.
+    let plain = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("bench-plain")
+        .build()
+        .unwrap();
+    let plain_handle = plain.handle().clone();
+    routines.insert(1, ("JS+otel", routines[0].1.clone()));
+    routines.insert(1, ("JS+rt", routines[0].1.clone()));
+
     let mut servers = Vec::new();
     for (name, routine) in routines {
         let store_dir = tempfile::tempdir_in(dir.path()).unwrap();
@@ -315,9 +396,25 @@ async fn main() {
                 c.routines.shadow.share = 0.0;
             })
             .routine_engine(runtime.clone())
-            .admin_token("bench")
-            .spawn_with(serve_unbudgeted)
-            .await;
+            .admin_token("bench");
+        let server = if name == "JS+otel" || name == "JS+rt" {
+            let handle = if name == "JS+otel" {
+                traced_handle.clone()
+            } else {
+                plain_handle.clone()
+            };
+            server
+                .spawn_with(move |served| {
+                    let serving = handle.spawn(serve_unbudgeted(served));
+                    Box::pin(async move {
+                        let _ = serving.await;
+                    })
+                        as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+                })
+                .await
+        } else {
+            server.spawn_with(serve_unbudgeted).await
+        };
         let added = client
             .post(format!("{}/admin/routines", server.url))
             .bearer_auth("bench")
@@ -336,10 +433,11 @@ async fn main() {
     });
     let mut sides = vec![Side::new("axum JSON echo (baseline)", "echo", echo_url)];
     for (label, server, _) in &servers {
-        let name = if *label == "JS" {
-            "agora JS routine over HTTP"
-        } else {
-            "agora C routine over HTTP"
+        let name = match *label {
+            "JS" => "agora JS routine over HTTP",
+            "JS+otel" => "JS routine, 2nd runtime, OTLP on, receiver down",
+            "JS+rt" => "JS routine, 2nd runtime, no export",
+            _ => "agora C routine over HTTP",
         };
         sides.push(Side::new(name, label, format!("{}/", server.url)));
     }
@@ -381,6 +479,7 @@ async fn main() {
             throughput / throughputs[0]
         );
     }
+    report_export_cost(&sides, &throughputs, &exporter);
 
     // The external load generator, the same request, alternating rounds.
     let script = dir.path().join("post.lua");
@@ -430,6 +529,7 @@ async fn main() {
                 throughput / throughputs[0]
             );
         }
+        report_export_cost(&sides, &throughputs, &exporter);
     }
 
     // Every request a node answered is in its ledger. wrk counts only the replies it read, so a
@@ -451,4 +551,7 @@ async fn main() {
             if complete { "complete" } else { "INCOMPLETE" }
         );
     }
+    exporter.shutdown();
+    traced.shutdown_background();
+    plain.shutdown_background();
 }
