@@ -268,6 +268,8 @@ fn report_export_cost(sides: &[Side], throughputs: &[f64], exporter: &agora_tele
             .map(|i| throughputs[i])
     };
     if let (Some(off), Some(on)) = (of("JS+rt"), of("JS+otel")) {
+        // Spans still in the batch are counted once it is sent (or fails).
+        exporter.flush();
         let counts = exporter.counts();
         println!(
             "ratio JS+otel/JS+rt throughput (export on, receiver down / export off): {:.3}x; \
