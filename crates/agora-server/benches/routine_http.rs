@@ -384,8 +384,12 @@ async fn main() {
         .build()
         .unwrap();
     let plain_handle = plain.handle().clone();
-    routines.insert(1, ("JS+otel", routines[0].1.clone()));
-    routines.insert(1, ("JS+rt", routines[0].1.clone()));
+    // The exporter side is set up first: a span's callsite decides once, at its first use,
+    // which subscribers want it, and a first use on a thread without the exporter (another
+    // side's) would leave the exporter side's spans unseen.
+    let js = routines[0].1.clone();
+    routines.insert(0, ("JS+rt", js.clone()));
+    routines.insert(0, ("JS+otel", js));
 
     let mut servers = Vec::new();
     for (name, routine) in routines {
