@@ -22,10 +22,14 @@ pub fn outgoing_headers() -> http::HeaderMap {
 
 /// Makes `span` a child of the trace `headers` name, if they name a valid one.
 pub fn adopt_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    if !headers.contains_key("traceparent") {
-        return;
+    if headers.contains_key("traceparent") {
+        adopt(span, &HeaderExtractor(headers));
     }
-    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+}
+
+/// Makes `span` a child of the context `carrier` holds, if it is valid.
+fn adopt(span: &tracing::Span, carrier: &dyn opentelemetry::propagation::Extractor) {
+    let parent = TraceContextPropagator::new().extract(carrier);
     if parent.span().span_context().is_valid() {
         // Fails only when the span is disabled or already started its OpenTelemetry twin.
         let _ = span.set_parent(parent);
@@ -60,8 +64,5 @@ pub fn adopt_parent_from_fields(
     if let Some(state) = tracestate {
         fields.insert("tracestate".to_string(), state.to_string());
     }
-    let parent = TraceContextPropagator::new().extract(&fields);
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
-    }
+    adopt(span, &fields);
 }

@@ -70,22 +70,31 @@ async fn pair() -> Pair {
 
 /// Serves a node with `/mcp` behind `TOKEN`, sending to loopback targets.
 pub(crate) fn serve_with_mcp(served: Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-    Box::pin(async move {
-        let mut state = AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
-        let rules = TargetRules {
-            allowed_targets: Vec::new(),
-            fetch: FetchPolicy::default().allowing_loopback(),
-        };
-        state.mcp = Some(McpEndpoint::new(
-            agora_mcp::http_service(
-                AgoraMcp::new(served.node, rules).unwrap(),
-                vec!["127.0.0.1".into(), "localhost".into()],
-                CancellationToken::new(),
-            ),
-            Some(TOKEN),
-        ));
-        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
-    })
+    serve_with_mcp_token(TOKEN.to_string())(served)
+}
+
+/// Serves a node with `/mcp` behind `token`, sending to loopback targets.
+pub(crate) fn serve_with_mcp_token(
+    token: String,
+) -> impl FnOnce(Served) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    move |served| {
+        Box::pin(async move {
+            let mut state = AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
+            let rules = TargetRules {
+                allowed_targets: Vec::new(),
+                fetch: FetchPolicy::default().allowing_loopback(),
+            };
+            state.mcp = Some(McpEndpoint::new(
+                agora_mcp::http_service(
+                    AgoraMcp::new(served.node, rules).unwrap(),
+                    vec!["127.0.0.1".into(), "localhost".into()],
+                    CancellationToken::new(),
+                ),
+                Some(&token),
+            ));
+            let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
+        })
+    }
 }
 
 async fn alice(dir: &std::path::Path) -> TestServer {

@@ -213,6 +213,15 @@ fn ancestry_up_to(spans: &[Span], span: &Span, caller: Option<&str>) -> Vec<Stri
     names
 }
 
+/// An exporter to `phoenix` as `service`, and this thread's subscriber reporting to it (the
+/// tests' runtimes are one thread: every node's task reports to it).
+fn traced_to(phoenix: &Phoenix, service: &str) -> (Exporter, tracing::subscriber::DefaultGuard) {
+    let exporter = exporter_to(phoenix, service);
+    let guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    (exporter, guard)
+}
+
 fn exporter_to(phoenix: &Phoenix, service: &str) -> Exporter {
     let plan = agora_telemetry::TelemetrySettings {
         endpoint: Some(phoenix.http.clone()),
@@ -274,10 +283,7 @@ async fn bob(dir: &std::path::Path, carol: &TestServer, weather: &str) -> TestSe
 #[tokio::test]
 async fn a_chain_of_three_agents_is_one_trace_in_a_real_receiver() {
     let phoenix = Phoenix::start().await;
-    let exporter = exporter_to(&phoenix, "agora-chain-test");
-    // This test's runtime is one thread: every node's task reports to this subscriber.
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    let (exporter, _subscriber) = traced_to(&phoenix, "agora-chain-test");
 
     let (alice_dir, bob_dir, carol_dir) = (temp_dir(), temp_dir(), temp_dir());
     let carol = carol(carol_dir.path()).await;
@@ -321,12 +327,7 @@ async fn a_chain_of_three_agents_is_one_trace_in_a_real_receiver() {
     assert_eq!(roots.len(), 1, "one root: {roots:#?}");
     assert_eq!(roots[0].name, "user asks");
 
-    let named = |name: &str| {
-        spans
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no {name} span in {spans:#?}"))
-    };
+    let named = |name: &str| find(&spans, name);
     let carol_agent = named("invoke_agent carol");
     assert_eq!(
         ancestry(&spans, carol_agent),
@@ -515,9 +516,7 @@ fn find<'a>(spans: &'a [Span], name: &str) -> &'a Span {
 #[tokio::test]
 async fn an_a2a_request_and_an_mcp_tool_call_join_the_callers_trace() {
     let phoenix = Phoenix::start().await;
-    let exporter = exporter_to(&phoenix, "agora-fronts-test");
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    let (exporter, _subscriber) = traced_to(&phoenix, "agora-fronts-test");
     let (alice_dir, bob_dir) = (temp_dir(), temp_dir());
     let bob = NodeBuilder::new(crate::a2a::llm(), bob_dir.path())
         .config(|c| c.name = "bob".into())
@@ -619,7 +618,9 @@ async fn an_a2a_request_and_an_mcp_tool_call_join_the_callers_trace() {
     let carol_dir = temp_dir();
     let carol = NodeBuilder::new(ScriptedLlm::unreachable(), carol_dir.path())
         .config(|c| c.name = "carol".into())
-        .spawn_with(serve_mcp_for_home)
+        .spawn_with(crate::mcp::serve_with_mcp_token(
+            std::env::var("HOME").unwrap_or_default(),
+        ))
         .await;
     let front = ToolConfig {
         name: "carol".into(),
@@ -680,29 +681,6 @@ async fn an_a2a_request_and_an_mcp_tool_call_join_the_callers_trace() {
     exporter.shutdown();
 }
 
-/// Serves a node with `/mcp` behind the token `$HOME`, sending to loopback targets.
-fn serve_mcp_for_home(
-    served: agora_testkit::Served,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-    Box::pin(async move {
-        let mut state =
-            agora_server::AppState::new(served.node.clone(), None, served.max_body_bytes, 64);
-        let rules = agora_mcp::TargetRules {
-            allowed_targets: Vec::new(),
-            fetch: agora_fetch::FetchPolicy::default().allowing_loopback(),
-        };
-        state.mcp = Some(agora_server::app::McpEndpoint::new(
-            agora_mcp::http_service(
-                agora_mcp::AgoraMcp::new(served.node, rules).unwrap(),
-                vec!["127.0.0.1".into(), "localhost".into()],
-                tokio_util::sync::CancellationToken::new(),
-            ),
-            std::env::var("HOME").ok().as_deref(),
-        ));
-        let _ = agora_server::app::serve_state(served.listener, state, served.shutdown).await;
-    })
-}
-
 /// The local model answers a natural-language question (a tool step and an answer): every
 /// `chat` span names the model asked for and the one llama-server says answered, and carries
 /// the ledger's prompt, cached and completion tokens.
@@ -710,9 +688,7 @@ fn serve_mcp_for_home(
 #[ignore = "needs the local model: run by scripts/test.sh"]
 async fn real_model_chat_spans_carry_the_local_models_name_and_tokens() {
     let phoenix = Phoenix::start().await;
-    let exporter = exporter_to(&phoenix, "agora-real-model-test");
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(exporter.layer()));
+    let (exporter, _subscriber) = traced_to(&phoenix, "agora-real-model-test");
     let llm_url = std::env::var("AGORA_TEST_LLM_URL").unwrap();
     let models: Value = reqwest::get(format!("{}/models", llm_url.trim_end_matches('/')))
         .await
